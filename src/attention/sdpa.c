@@ -1,0 +1,179 @@
+/* sdpa.c: the scaled dot-product attention op: argument checks, the mask
+ * description, the choice of kernel, and the tape entry. */
+#include <math.h>
+#include <stdio.h>
+#include "kernels/attention.h"
+
+qkv_sdpa_opts qkv_sdpa_opts_default(void)
+{
+    qkv_sdpa_opts o = {0};
+    o.scale = NAN;
+    o.window = -1;
+    return o;
+}
+
+typedef struct {
+    qkv_attn_desc d;
+    qkv_tensor *q, *k, *v, *out;
+    float *lse; // (N,H,L)
+} sdpa_saved;
+
+static qkv_status sdpa_backward(qkv_ctx *c, void *p)
+{
+    sdpa_saved *s = p;
+    const float *dout = s->out->grad; // (N,H,L,Dv)
+    if (!dout) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    float *g[3] = {NULL, NULL, NULL};
+    qkv_tensor *in[3] = {s->q, s->k, s->v};
+    for (int i = 0; i < 3; i++)
+        if (in[i]->requires_grad && !(g[i] = qkv_tensor_grad(a, in[i]))) return QKV_ERR_NOMEM;
+    if (qkv_reference()) {
+        qkv_attn_backward_ref(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
+                              dout, g[0], g[1], g[2]);
+        return QKV_OK;
+    }
+    return qkv_attn_backward_flash(&s->d, s->q->data, s->k->data, s->v->data, s->out->data,
+                                   s->lse, dout, g[0], g[1], g[2]);
+}
+
+/* Checks q, k, v and reads N, H, L, S, D, Dv into d. */
+static qkv_status sdpa_shapes(const qkv_tensor *q, const qkv_tensor *k, const qkv_tensor *v,
+                              qkv_attn_desc *d)
+{
+    char bq[64], bk[64], bv[64];
+    const qkv_tensor *t[3] = {q, k, v};
+    const char *nm[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++) {
+        if (t[i]->dtype != QKV_F32) return qkv_fail(QKV_ERR_DTYPE, "sdpa: %s is not F32", nm[i]);
+        if (t[i]->ndim != 3 && t[i]->ndim != 4)
+            return qkv_fail(QKV_ERR_SHAPE, "sdpa: %s %s has %d dims, expected 4 (N,H,L,D) or 3 (N,L,D)",
+                            nm[i], qkv_shape_str(t[i], bq, sizeof bq), t[i]->ndim);
+    }
+    qkv_shape_str(q, bq, sizeof bq);
+    qkv_shape_str(k, bk, sizeof bk);
+    qkv_shape_str(v, bv, sizeof bv);
+    if (k->ndim != q->ndim || v->ndim != q->ndim)
+        return qkv_fail(QKV_ERR_SHAPE, "sdpa: query %s, key %s and value %s must have the same rank",
+                        bq, bk, bv);
+    int h = q->ndim == 4;
+    d->N = q->shape[0];
+    d->H = h ? q->shape[1] : 1;
+    d->L = q->shape[1 + h];
+    d->D = q->shape[2 + h];
+    d->S = k->shape[1 + h];
+    d->Dv = v->shape[2 + h];
+    if (k->shape[0] != d->N || v->shape[0] != d->N || (h && (k->shape[1] != d->H || v->shape[1] != d->H)))
+        return qkv_fail(QKV_ERR_SHAPE, "sdpa: batch/head dims of query %s, key %s, value %s differ",
+                        bq, bk, bv);
+    if (k->shape[2 + h] != d->D)
+        return qkv_fail(QKV_ERR_SHAPE, "sdpa: key %s last dim differs from query %s's %lld", bk, bq,
+                        (long long)d->D);
+    if (v->shape[1 + h] != d->S)
+        return qkv_fail(QKV_ERR_SHAPE, "sdpa: value %s has %lld keys, key %s has %lld", bv,
+                        (long long)v->shape[1 + h], bk, (long long)d->S);
+    return QKV_OK;
+}
+
+/* Fills d's masks from opts; shapes follow MultiheadAttention's rules. */
+static qkv_status sdpa_masks(const qkv_sdpa_opts *o, qkv_attn_desc *d)
+{
+    char b[64];
+    d->mask_keys = o->mask_keys ? o->mask_keys : d->S;
+    if (o->mask_keys < 0 || o->mask_keys > d->S)
+        return qkv_fail(QKV_ERR_ARG, "sdpa: mask_keys %lld outside 0..%lld", (long long)o->mask_keys,
+                        (long long)d->S);
+    int64_t mk = d->mask_keys;
+    if (o->causal != QKV_CAUSAL_NONE && o->causal != QKV_CAUSAL_TOP_LEFT &&
+        o->causal != QKV_CAUSAL_BOTTOM_RIGHT)
+        return qkv_fail(QKV_ERR_ARG, "sdpa: causal is %d, not a qkv_causal value", (int)o->causal);
+    d->causal = o->causal;
+    d->window = o->window < 0 ? -1 : o->window;
+    d->diag = o->causal == QKV_CAUSAL_BOTTOM_RIGHT ? mk - d->L : 0;
+    const qkv_tensor *m = o->attn_mask;
+    if (m) {
+        if (m->dtype != QKV_BOOL && m->dtype != QKV_F32)
+            return qkv_fail(QKV_ERR_DTYPE, "sdpa: attn_mask must be BOOL or F32");
+        int ok = 0;
+        if (m->ndim == 2) {
+            ok = m->shape[0] == d->L && m->shape[1] == mk;
+            d->mask_nh_stride = 0;
+        } else if (m->ndim == 3) {
+            ok = m->shape[0] == d->N * d->H && m->shape[1] == d->L && m->shape[2] == mk;
+            d->mask_nh_stride = d->L * mk;
+        } else if (m->ndim == 4) {
+            ok = m->shape[0] == d->N && m->shape[1] == d->H && m->shape[2] == d->L && m->shape[3] == mk;
+            d->mask_nh_stride = d->L * mk;
+        }
+        if (!ok)
+            return qkv_fail(QKV_ERR_SHAPE,
+                            "sdpa: attn_mask %s, expected (L,S) = (%lld,%lld), (N*H,L,S) = "
+                            "(%lld,%lld,%lld) or (N,H,L,S)",
+                            qkv_shape_str(m, b, sizeof b), (long long)d->L, (long long)mk,
+                            (long long)(d->N * d->H), (long long)d->L, (long long)mk);
+        d->bmask = m->mask;
+        d->fmask = m->data;
+    }
+    const qkv_tensor *kp = o->key_padding_mask;
+    if (kp) {
+        if (kp->dtype != QKV_BOOL && kp->dtype != QKV_F32)
+            return qkv_fail(QKV_ERR_DTYPE, "sdpa: key_padding_mask must be BOOL or F32");
+        if (kp->ndim != 2 || kp->shape[0] != d->N || kp->shape[1] != mk)
+            return qkv_fail(QKV_ERR_SHAPE, "sdpa: key_padding_mask %s, expected (N,S) = (%lld,%lld)",
+                            qkv_shape_str(kp, b, sizeof b), (long long)d->N, (long long)mk);
+        d->kpm = kp->mask;
+        d->kpm_f = kp->data;
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
+                    const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights)
+{
+    QKV_NEED(out, "sdpa", "out");
+    *out = NULL;
+    if (weights) *weights = NULL;
+    QKV_NEED(c, "sdpa", "ctx");
+    QKV_NEED(q, "sdpa", "query");
+    QKV_NEED(k, "sdpa", "key");
+    QKV_NEED(v, "sdpa", "value");
+    qkv_sdpa_opts o = opts ? *opts : qkv_sdpa_opts_default();
+    if (o.need_weights && !weights)
+        return qkv_fail(QKV_ERR_ARG, "sdpa: need_weights is set but weights is NULL");
+    qkv_attn_desc d = {0};
+    QKV_TRY(sdpa_shapes(q, k, v, &d));
+    QKV_TRY(sdpa_masks(&o, &d));
+    if (isnan(o.scale)) o.scale = d.D > 0 ? 1.0f / sqrtf((float)d.D) : 1.0f;
+    if (!isfinite(o.scale)) return qkv_fail(QKV_ERR_ARG, "sdpa: scale %g is not finite", o.scale);
+    d.scale = o.scale;
+    if (!(o.dropout_p >= 0.0f && o.dropout_p <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "sdpa: dropout_p %g outside [0,1]", o.dropout_p);
+    d.dropout_p = qkv_ctx_training(c) ? o.dropout_p : 0.0f;
+    if (d.dropout_p > 0) d.dropout_seed = qkv_ctx_next_seed(c);
+
+    qkv_tensor *in[3] = {q, k, v};
+    int rec = qkv_ctx_recording(c, in, 3);
+    int h = q->ndim == 4;
+    int64_t oshape[4] = {d.N, d.H, d.L, d.Dv};
+    QKV_TRY(qkv_ctx_tensor(c, q->ndim, h ? oshape : (int64_t[]){d.N, d.L, d.Dv}, rec, out));
+    float *lse = qkv_ctx_alloc(c, (size_t)(d.N * d.H * d.L) * sizeof(float)); // (N,H,L)
+    float *w = NULL;
+    if (!lse) return QKV_ERR_NOMEM;
+    if (o.need_weights) {
+        int64_t wshape[4] = {d.N, d.H, d.L, d.S};
+        QKV_TRY(qkv_tensor_new(qkv_ctx_arena(c), QKV_F32, h ? 4 : 3,
+                               h ? wshape : (int64_t[]){d.N, d.L, d.S}, weights));
+        w = (*weights)->data;
+    }
+    if (qkv_reference()) {
+        qkv_attn_forward_ref(&d, q->data, k->data, v->data, (*out)->data, lse, w);
+    } else {
+        QKV_TRY(qkv_attn_forward_flash(&d, q->data, k->data, v->data, (*out)->data, lse));
+        if (w) qkv_attn_weights(&d, q->data, k->data, lse, w);
+    }
+    if (!rec) return QKV_OK;
+    sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (sdpa_saved){d, q, k, v, *out, lse};
+    return qkv_ctx_record(c, sdpa_backward, s);
+}

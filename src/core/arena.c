@@ -1,0 +1,105 @@
+/* arena.c: a bump allocator over a list of large chunks.
+ * Activations of a step come from one arena that is reset (not freed) at the
+ * next step, so a training loop allocates nothing once it is warm. */
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t size, used;
+    unsigned char *mem; /* 64-byte aligned */
+} chunk;
+
+struct qkv_arena {
+    chunk *head, *cur;
+    size_t chunk_bytes;
+    size_t used, peak; /* bytes handed out since reset, and the most ever */
+};
+
+qkv_status qkv_arena_new(qkv_arena **out, size_t chunk_bytes)
+{
+    QKV_NEED(out, "arena_new", "out");
+    *out = NULL;
+    qkv_arena *a = calloc(1, sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "arena_new: out of memory");
+    a->chunk_bytes = chunk_bytes ? chunk_bytes : ((size_t)4 << 20);
+    *out = a;
+    return QKV_OK;
+}
+
+void qkv_arena_free(qkv_arena *a)
+{
+    if (!a) return;
+    for (chunk *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c->mem);
+        free(c);
+    }
+    free(a);
+}
+
+void qkv_arena_reset(qkv_arena *a)
+{
+    if (!a) return;
+    for (chunk *c = a->head; c; c = c->next) c->used = 0;
+    a->cur = a->head;
+    a->used = 0;
+}
+
+static chunk *chunk_new(size_t size)
+{
+    chunk *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->mem = aligned_alloc(64, size);
+    if (!c->mem) {
+        free(c);
+        return NULL;
+    }
+    c->size = size;
+    return c;
+}
+
+void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
+{
+    if (!a) {
+        qkv_fail(QKV_ERR_ARG, "arena_alloc: arena is NULL");
+        return NULL;
+    }
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (need < bytes) {
+        qkv_fail(QKV_ERR_NOMEM, "arena_alloc: %zu bytes overflows", bytes);
+        return NULL;
+    }
+    if (need == 0) need = 64;
+    /* Walk forward through the chunks kept from earlier steps. */
+    while (a->cur && a->cur->size - a->cur->used < need) {
+        if (!a->cur->next) break;
+        a->cur = a->cur->next;
+    }
+    if (!a->cur || a->cur->size - a->cur->used < need) {
+        size_t size = need > a->chunk_bytes ? need : a->chunk_bytes;
+        chunk *c = chunk_new(size);
+        if (!c) {
+            qkv_fail(QKV_ERR_NOMEM, "arena_alloc: cannot allocate %zu bytes", size);
+            return NULL;
+        }
+        /* Insert after cur so later chunks stay reachable for reuse. */
+        if (!a->head) {
+            a->head = c;
+        } else if (a->cur) {
+            c->next = a->cur->next;
+            a->cur->next = c;
+        }
+        a->cur = c;
+    }
+    void *p = a->cur->mem + a->cur->used;
+    a->cur->used += need;
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    memset(p, 0, need);
+    return p;
+}
+
+size_t qkv_arena_used(const qkv_arena *a) { return a ? a->used : 0; }
+size_t qkv_arena_peak(const qkv_arena *a) { return a ? a->peak : 0; }

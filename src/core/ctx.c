@@ -1,0 +1,148 @@
+/* ctx.c: the per-step context: activation arena, tape, mode flags.
+ *
+ * The tape is a list of (backward function, saved state) pairs in the order
+ * the forward ran. qkv_backward walks it in reverse; each backward adds into
+ * its inputs' gradients. Saved state and gradients of activations live in the
+ * arena, so qkv_ctx_reset drops a whole step at once. */
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+
+typedef struct {
+    qkv_backward_fn fn;
+    void *saved;
+} tape_entry;
+
+struct qkv_ctx {
+    qkv_arena *arena;
+    tape_entry *tape;
+    int n, cap;
+    int training, grad;
+    uint64_t seed, counter;
+};
+
+qkv_status qkv_ctx_new(qkv_ctx **out)
+{
+    QKV_NEED(out, "ctx_new", "out");
+    *out = NULL;
+    qkv_ctx *c = calloc(1, sizeof *c);
+    if (!c) return qkv_fail(QKV_ERR_NOMEM, "ctx_new: out of memory");
+    qkv_status s = qkv_arena_new(&c->arena, (size_t)16 << 20);
+    if (s != QKV_OK) {
+        free(c);
+        return s;
+    }
+    c->grad = 1;
+    c->seed = 0x5EED;
+    *out = c;
+    return QKV_OK;
+}
+
+void qkv_ctx_free(qkv_ctx *c)
+{
+    if (!c) return;
+    qkv_arena_free(c->arena);
+    free(c->tape);
+    free(c);
+}
+
+void qkv_ctx_reset(qkv_ctx *c)
+{
+    if (!c) return;
+    qkv_arena_reset(c->arena);
+    c->n = 0;
+}
+
+qkv_arena *qkv_ctx_arena(qkv_ctx *c) { return c ? c->arena : NULL; }
+void qkv_ctx_set_training(qkv_ctx *c, int training) { if (c) c->training = training != 0; }
+int qkv_ctx_training(const qkv_ctx *c) { return c ? c->training : 0; }
+void qkv_ctx_set_grad(qkv_ctx *c, int enabled) { if (c) c->grad = enabled != 0; }
+void qkv_ctx_set_seed(qkv_ctx *c, uint64_t seed)
+{
+    if (!c) return;
+    c->seed = seed;
+    c->counter = 0;
+}
+uint64_t qkv_ctx_seed(const qkv_ctx *c) { return c->seed; }
+
+uint64_t qkv_ctx_next_seed(qkv_ctx *c)
+{
+    /* splitmix64 step over (seed, counter): independent streams per op. */
+    uint64_t z = c->seed + 0x9E3779B97F4A7C15ull * ++c->counter;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int qkv_ctx_recording(const qkv_ctx *c, qkv_tensor *const *inputs, int n)
+{
+    if (!c->grad) return 0;
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && inputs[i]->requires_grad) return 1;
+    return 0;
+}
+
+qkv_status qkv_ctx_record(qkv_ctx *c, qkv_backward_fn backward, void *saved)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 256;
+        tape_entry *t = realloc(c->tape, (size_t)cap * sizeof *t);
+        if (!t) return qkv_fail(QKV_ERR_NOMEM, "tape: out of memory");
+        c->tape = t;
+        c->cap = cap;
+    }
+    c->tape[c->n].fn = backward;
+    c->tape[c->n].saved = saved;
+    c->n++;
+    return QKV_OK;
+}
+
+void *qkv_ctx_alloc(qkv_ctx *c, size_t bytes) { return qkv_arena_alloc(c->arena, bytes); }
+
+qkv_status qkv_ctx_tensor(qkv_ctx *c, int ndim, const int64_t *shape, int rec, qkv_tensor **out)
+{
+    QKV_TRY(qkv_tensor_new(c->arena, QKV_F32, ndim, shape, out));
+    (*out)->requires_grad = rec;
+    return QKV_OK;
+}
+
+qkv_status qkv_backward(qkv_ctx *c, qkv_tensor *out, const float *dout)
+{
+    QKV_NEED(c, "backward", "ctx");
+    QKV_NEED(out, "backward", "out");
+    if (out->dtype != QKV_F32) return qkv_fail(QKV_ERR_DTYPE, "backward: out is not F32");
+    if (!out->requires_grad)
+        return qkv_fail(QKV_ERR_STATE, "backward: out does not require grad (no parameter or "
+                                       "input with a gradient led to it, or grad was off)");
+    int64_t n = qkv_tensor_numel(out);
+    if (!dout && n != 1)
+        return qkv_fail(QKV_ERR_ARG, "backward: dout is NULL but out has %lld elements, not 1",
+                        (long long)n);
+    float *g = qkv_tensor_grad(c->arena, out);
+    if (!g) return QKV_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) g[i] += dout ? dout[i] : 1.0f;
+    for (int i = c->n - 1; i >= 0; i--) {
+        qkv_status s = c->tape[i].fn(c, c->tape[i].saved);
+        if (s != QKV_OK) {
+            c->n = 0;
+            return s;
+        }
+    }
+    c->n = 0; /* like PyTorch, the graph is consumed by one backward */
+    return QKV_OK;
+}
+
+/* ---- the reference switch --------------------------------------------- */
+
+static int qkv_ref_flag = -1;
+
+void qkv_set_reference(int on) { qkv_ref_flag = on != 0; }
+
+int qkv_reference(void)
+{
+    if (qkv_ref_flag < 0) {
+        const char *e = getenv("QKV_REFERENCE");
+        qkv_ref_flag = e && strcmp(e, "0") != 0 && e[0] != '\0';
+    }
+    return qkv_ref_flag;
+}

@@ -1,0 +1,61 @@
+/* internal.h: what the library's own files share and users never see. */
+#ifndef QKV_INTERNAL_H
+#define QKV_INTERNAL_H
+#include "qkv.h"
+
+/* Sets the thread's error message (printf-style) and returns s. */
+qkv_status qkv_fail(qkv_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Checks that a pointer argument is present: in function fn, argument arg. */
+#define QKV_NEED(ptr, fn, arg)                                                  \
+    do {                                                                        \
+        if ((ptr) == NULL) return qkv_fail(QKV_ERR_ARG, "%s: %s is NULL", fn, arg); \
+    } while (0)
+
+#define QKV_TRY(expr)                                                           \
+    do {                                                                        \
+        qkv_status s_ = (expr);                                                 \
+        if (s_ != QKV_OK) return s_;                                            \
+    } while (0)
+
+/* ---- the tape ---------------------------------------------------------- */
+
+/* A recorded op: its backward reads the saved state and adds into the
+ * gradients of its inputs (allocated on demand with qkv_tensor_grad). */
+typedef qkv_status (*qkv_backward_fn)(qkv_ctx *c, void *saved);
+
+/* True when an op with these inputs must be recorded. */
+int qkv_ctx_recording(const qkv_ctx *c, qkv_tensor *const *inputs, int n);
+/* Records backward(saved); saved must live in the ctx's arena. */
+qkv_status qkv_ctx_record(qkv_ctx *c, qkv_backward_fn backward, void *saved);
+uint64_t qkv_ctx_seed(const qkv_ctx *c);
+/* A fresh seed for the next random op of this step (counter-based). */
+uint64_t qkv_ctx_next_seed(qkv_ctx *c);
+
+/* Allocation from the ctx's arena that sets the error on failure. */
+void *qkv_ctx_alloc(qkv_ctx *c, size_t bytes);
+/* A new F32 output tensor; requires_grad set when rec. */
+qkv_status qkv_ctx_tensor(qkv_ctx *c, int ndim, const int64_t *shape, int rec,
+                          qkv_tensor **out);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+/* Counter-based uniform in [0,1) from (seed, index): dropout masks that the
+ * backward can recompute without storing them. */
+static inline float qkv_hash_uniform(uint64_t seed, uint64_t idx)
+{
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (idx + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* The tensor's element data (resolving views). */
+static inline float *qkv_data(const qkv_tensor *t) { return t->data; }
+
+#endif

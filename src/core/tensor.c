@@ -1,0 +1,167 @@
+/* tensor.c: dense row-major tensors, views and gradient buffers. */
+#include <stdio.h>
+#include <string.h>
+#include "core/internal.h"
+
+int64_t qkv_tensor_numel(const qkv_tensor *t)
+{
+    if (!t) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+const char *qkv_shape_str(const qkv_tensor *t, char *buf, size_t n)
+{
+    if (!buf || n == 0) return "";
+    if (!t) {
+        snprintf(buf, n, "(null)");
+        return buf;
+    }
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    if (t->ndim == 1 && k < n) k += (size_t)snprintf(buf + k, n - k, ",");
+    if (k < n) snprintf(buf + k, n - k, ")");
+    return buf;
+}
+
+/* Validates ndim and shape and returns the element count (or -1). */
+static int64_t shape_numel(const char *fn, int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > QKV_MAX_DIMS) {
+        qkv_fail(QKV_ERR_SHAPE, "%s: ndim %d, expected 0..%d", fn, ndim, QKV_MAX_DIMS);
+        return -1;
+    }
+    if (ndim > 0 && !shape) {
+        qkv_fail(QKV_ERR_ARG, "%s: shape is NULL", fn);
+        return -1;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] > 0 && n > INT64_MAX / 4 / shape[i])) {
+            qkv_fail(QKV_ERR_SHAPE, "%s: bad size %lld in dim %d", fn, (long long)shape[i], i);
+            return -1;
+        }
+        n *= shape[i];
+    }
+    return n;
+}
+
+static qkv_status tensor_header(qkv_arena *a, const char *fn, qkv_dtype dtype, int ndim,
+                                const int64_t *shape, qkv_tensor **out)
+{
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    QKV_NEED(a, fn, "arena");
+    if (dtype != QKV_F32 && dtype != QKV_BOOL)
+        return qkv_fail(QKV_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+    if (shape_numel(fn, ndim, shape) < 0) return QKV_ERR_SHAPE;
+    qkv_tensor *t = qkv_arena_alloc(a, sizeof *t);
+    if (!t) return QKV_ERR_NOMEM;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    *out = t;
+    return QKV_OK;
+}
+
+qkv_status qkv_tensor_new(qkv_arena *a, qkv_dtype dtype, int ndim, const int64_t *shape,
+                          qkv_tensor **out)
+{
+    QKV_TRY(tensor_header(a, "tensor_new", dtype, ndim, shape, out));
+    qkv_tensor *t = *out;
+    int64_t n = qkv_tensor_numel(t);
+    void *mem = qkv_arena_alloc(a, (size_t)n * (dtype == QKV_F32 ? sizeof(float) : 1));
+    if (!mem) {
+        *out = NULL;
+        return QKV_ERR_NOMEM;
+    }
+    if (dtype == QKV_F32) t->data = mem;
+    else t->mask = mem;
+    return QKV_OK;
+}
+
+qkv_status qkv_tensor_wrap(qkv_arena *a, float *data, int ndim, const int64_t *shape,
+                           qkv_tensor **out)
+{
+    QKV_NEED(data, "tensor_wrap", "data");
+    QKV_TRY(tensor_header(a, "tensor_wrap", QKV_F32, ndim, shape, out));
+    (*out)->data = data;
+    return QKV_OK;
+}
+
+qkv_status qkv_tensor_wrap_bool(qkv_arena *a, uint8_t *mask, int ndim, const int64_t *shape,
+                                qkv_tensor **out)
+{
+    QKV_NEED(mask, "tensor_wrap_bool", "mask");
+    QKV_TRY(tensor_header(a, "tensor_wrap_bool", QKV_BOOL, ndim, shape, out));
+    (*out)->mask = mask;
+    return QKV_OK;
+}
+
+/* A view: same dtype, data at an offset, gradient through the root base. */
+static qkv_status tensor_view_at(qkv_arena *a, const char *fn, qkv_tensor *t, int64_t offset,
+                                 int ndim, const int64_t *shape, qkv_tensor **out)
+{
+    QKV_TRY(tensor_header(a, fn, t->dtype, ndim, shape, out));
+    qkv_tensor *v = *out;
+    qkv_tensor *root = t->base ? t->base : t;
+    v->base = root;
+    v->offset = (t->base ? t->offset : 0) + offset;
+    if (t->data) v->data = t->data + offset;
+    if (t->mask) v->mask = t->mask + offset;
+    if (t->grad) v->grad = t->grad + offset;
+    v->requires_grad = t->requires_grad;
+    v->name = t->name;
+    return QKV_OK;
+}
+
+qkv_status qkv_tensor_view(qkv_arena *a, qkv_tensor *t, int ndim, const int64_t *shape,
+                           qkv_tensor **out)
+{
+    QKV_NEED(out, "tensor_view", "out");
+    *out = NULL;
+    QKV_NEED(t, "tensor_view", "t");
+    int64_t n = shape_numel("tensor_view", ndim, shape);
+    if (n < 0) return QKV_ERR_SHAPE;
+    if (n != qkv_tensor_numel(t)) {
+        char b[64];
+        return qkv_fail(QKV_ERR_SHAPE, "tensor_view: cannot view %s (%lld elements) as %lld elements",
+                        qkv_shape_str(t, b, sizeof b), (long long)qkv_tensor_numel(t), (long long)n);
+    }
+    return tensor_view_at(a, "tensor_view", t, 0, ndim, shape, out);
+}
+
+qkv_status qkv_tensor_narrow(qkv_arena *a, qkv_tensor *t, int64_t start, int64_t len,
+                             qkv_tensor **out)
+{
+    QKV_NEED(out, "tensor_narrow", "out");
+    *out = NULL;
+    QKV_NEED(t, "tensor_narrow", "t");
+    if (t->ndim < 1) return qkv_fail(QKV_ERR_SHAPE, "tensor_narrow: t has 0 dims");
+    if (start < 0 || len < 0 || start > t->shape[0] - len) {
+        char b[64];
+        return qkv_fail(QKV_ERR_SHAPE, "tensor_narrow: rows [%lld,%lld) outside t %s",
+                        (long long)start, (long long)(start + len), qkv_shape_str(t, b, sizeof b));
+    }
+    int64_t row = t->shape[0] ? qkv_tensor_numel(t) / t->shape[0] : 0;
+    int64_t shape[QKV_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[0] = len;
+    return tensor_view_at(a, "tensor_narrow", t, start * row, t->ndim, shape, out);
+}
+
+float *qkv_tensor_grad(qkv_arena *a, qkv_tensor *t)
+{
+    if (!t || t->dtype != QKV_F32) return NULL;
+    if (t->grad) return t->grad;
+    if (t->base) {
+        float *g = qkv_tensor_grad(a, t->base);
+        if (!g) return NULL;
+        t->grad = g + t->offset;
+        return t->grad;
+    }
+    t->grad = qkv_arena_alloc(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
+    return t->grad;
+}

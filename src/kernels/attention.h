@@ -1,0 +1,84 @@
+/* attention.h: the scaled dot-product attention kernels and the mask
+ * description they share. Two kernels compute the same function:
+ *   attention_ref.c   materialises the (L,S) scores per head; plain loops,
+ *                     double accumulation: the oracle for the fast one;
+ *   attention_flash.c online softmax over key tiles, O(L) memory, whole
+ *                     tiles skipped where causal/local masks rule them out.
+ * Both: a query row whose every key is masked gives output 0, lse -inf and
+ * zero gradients. */
+#ifndef QKV_ATTENTION_KERNELS_H
+#define QKV_ATTENTION_KERNELS_H
+#include <math.h>
+#include "core/internal.h"
+
+typedef struct {
+    int64_t N, H, L, S, D, Dv;
+    float scale;
+    /* Masks cover keys j < mask_keys; later keys (bias_k, zero attention)
+     * are never masked. */
+    int64_t mask_keys;
+    const uint8_t *bmask; /* attn_mask BOOL, rows of mask_keys, or NULL */
+    const float *fmask;   /* attn_mask F32 (added), or NULL */
+    int64_t mask_nh_stride; /* elements between (n,h) mask blocks: 0 for (L,S) */
+    const uint8_t *kpm;   /* key_padding_mask BOOL (N,mask_keys) or NULL */
+    const float *kpm_f;   /* key_padding_mask F32 (N,mask_keys), added, or NULL */
+    qkv_causal causal;
+    int64_t window;       /* local window; < 0 for none */
+    int64_t diag;         /* i is aligned to i + diag: S_m - L bottom-right, else 0 */
+    float dropout_p;      /* 0 outside training */
+    uint64_t dropout_seed;
+} qkv_attn_desc;
+
+/* True when any mask is present (the kernels skip the per-element test
+ * otherwise). */
+static inline int qkv_attn_has_mask(const qkv_attn_desc *d)
+{
+    return d->bmask || d->fmask || d->kpm || d->kpm_f || d->causal != QKV_CAUSAL_NONE ||
+           d->window >= 0;
+}
+
+/* The term added to score (n,h,i,j): 0, a float mask value, or -inf. */
+static inline float qkv_attn_mask_term(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i,
+                                       int64_t j)
+{
+    int64_t mk = d->mask_keys;
+    if (j >= mk) return 0.0f;
+    int64_t ia = i + d->diag;
+    if (d->causal != QKV_CAUSAL_NONE && j > ia) return -INFINITY;
+    if (d->window >= 0 && (j > ia + d->window || j < ia - d->window)) return -INFINITY;
+    if (d->kpm && d->kpm[n * mk + j]) return -INFINITY;
+    float t = d->kpm_f ? d->kpm_f[n * mk + j] : 0.0f;
+    int64_t mo = (n * d->H + h) * d->mask_nh_stride + i * mk + j;
+    if (d->bmask && d->bmask[mo]) return -INFINITY;
+    if (d->fmask) t += d->fmask[mo];
+    return t;
+}
+
+/* Dropout keep factor for weight (nh,i,j): 0 or 1/(1-p). */
+static inline float qkv_attn_dropout(const qkv_attn_desc *d, int64_t nh, int64_t i, int64_t j)
+{
+    if (d->dropout_p <= 0.0f) return 1.0f;
+    if (d->dropout_p >= 1.0f) return 0.0f;
+    float u = qkv_hash_uniform(d->dropout_seed, (uint64_t)((nh * d->L + i) * d->S + j));
+    return u < d->dropout_p ? 0.0f : 1.0f / (1.0f - d->dropout_p);
+}
+
+/* q (N,H,L,D), k (N,H,S,D), v (N,H,S,Dv) -> out (N,H,L,Dv), lse (N,H,L);
+ * weights (N,H,L,S) post-dropout when not NULL. */
+void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
+                          float *out, float *lse, float *weights);
+/* Adds the gradients of out = attention(q,k,v) into dq, dk, dv (any may be
+ * NULL), given dout (N,H,L,Dv) and the forward's out and lse. */
+void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *k,
+                           const float *v, const float *out, const float *lse,
+                           const float *dout, float *dq, float *dk, float *dv);
+qkv_status qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                                  const float *v, float *out, float *lse);
+qkv_status qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse,
+                                   const float *dout, float *dq, float *dk, float *dv);
+/* weights (N,H,L,S) from lse, post-dropout: the same matrix the reference
+ * builds, for need_weights on the fast path. */
+void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, const float *lse,
+                      float *weights);
+#endif

@@ -1,0 +1,76 @@
+/* linear.c: y = x W^T + b, torch.nn.functional.linear. */
+#include <stdio.h>
+#include "core/internal.h"
+#include "kernels/gemm.h"
+
+typedef struct {
+    qkv_tensor *x, *w, *b, *y;
+    int64_t M, in, out;
+} linear_saved;
+
+/* Differentiates y = x W^T + b:
+ * dx += dy W, dW += dy^T x, db += sum_rows dy. */
+static qkv_status linear_backward(qkv_ctx *c, void *p)
+{
+    linear_saved *s = p;
+    const float *dy = s->y->grad; // (M,out)
+    if (!dy) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    if (s->x->requires_grad) {
+        float *dx = qkv_tensor_grad(a, s->x); // (M,in)
+        if (!dx) return QKV_ERR_NOMEM;
+        qkv_gemm(0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, 1.0f, dx, s->in);
+    }
+    if (s->w->requires_grad) {
+        float *dw = qkv_tensor_grad(a, s->w); // (out,in)
+        if (!dw) return QKV_ERR_NOMEM;
+        qkv_gemm(1, 0, s->out, s->in, s->M, 1.0f, dy, s->out, s->x->data, s->in, 1.0f, dw, s->in);
+    }
+    if (s->b && s->b->requires_grad) {
+        float *db = qkv_tensor_grad(a, s->b); // (out)
+        if (!db) return QKV_ERR_NOMEM;
+        for (int64_t i = 0; i < s->M; i++)
+            for (int64_t j = 0; j < s->out; j++) db[j] += dy[i * s->out + j];
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y)
+{
+    QKV_NEED(y, "linear", "y");
+    *y = NULL;
+    QKV_NEED(c, "linear", "ctx");
+    QKV_NEED(x, "linear", "x");
+    QKV_NEED(w, "linear", "weight");
+    char bx[64], bw[64], bb[64];
+    if (x->dtype != QKV_F32 || w->dtype != QKV_F32 || (b && b->dtype != QKV_F32))
+        return qkv_fail(QKV_ERR_DTYPE, "linear: x, weight and bias must be F32");
+    if (w->ndim != 2)
+        return qkv_fail(QKV_ERR_SHAPE, "linear: weight %s has %d dims, expected 2 (out,in)",
+                        qkv_shape_str(w, bw, sizeof bw), w->ndim);
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return qkv_fail(QKV_ERR_SHAPE, "linear: x %s last dim does not match weight %s in_features %lld",
+                        qkv_shape_str(x, bx, sizeof bx), qkv_shape_str(w, bw, sizeof bw),
+                        (long long)w->shape[1]);
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return qkv_fail(QKV_ERR_SHAPE, "linear: bias %s, expected (%lld,)",
+                        qkv_shape_str(b, bb, sizeof bb), (long long)w->shape[0]);
+    int64_t in = w->shape[1], out = w->shape[0];
+    int64_t M = in ? qkv_tensor_numel(x) / in : 0;
+    int64_t shape[QKV_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = out;
+    qkv_tensor *in3[3] = {x, w, b};
+    int rec = qkv_ctx_recording(c, in3, 3);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, shape, rec, y));
+    float *yd = (*y)->data; // (M,out)
+    if (b)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < out; j++) yd[i * out + j] = b->data[j];
+    qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
+    if (!rec) return QKV_OK;
+    linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (linear_saved){x, w, b, *y, M, in, out};
+    return qkv_ctx_record(c, linear_backward, s);
+}
