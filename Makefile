@@ -4,7 +4,7 @@ CC      ?= cc
 PREFIX  ?= /usr/local
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
-OPT     ?= -O2 -march=x86-64-v3 -mtune=native
+OPT     ?= -O3 -march=x86-64-v3 -mtune=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
 LDLIBS  += $(BLAS_LIBS) -fopenmp -lm
@@ -56,8 +56,19 @@ install: build/libqkv.a build/libqkv.so build/qkv qkv.pc
 	install -m 644 qkv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 build/qkv $(DESTDIR)$(PREFIX)/bin/
 
+# libFuzzer target for the safetensors reader; needs clang, and is not part
+# of `all` or `test`. Run: build/fuzz/fuzz_safetensors -max_total_time=60 DIR
+FUZZ_CC ?= clang
+FUZZ_SRC := tests/fuzz/fuzz_safetensors.c src/io/json.c src/io/safetensors.c src/core/error.c
+
+fuzz: build/fuzz/fuzz_safetensors
+
+build/fuzz/fuzz_safetensors: $(FUZZ_SRC) include/qkv.h $(wildcard src/*/*.h)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(FUZZ_SRC) -o $@
+
 clean:
 	rm -rf build qkv.pc
 
-.PHONY: all test demo install clean
+.PHONY: all test demo install clean fuzz
 .SECONDARY:

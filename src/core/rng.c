@@ -83,7 +83,7 @@ qkv_status qkv_init_uniform(qkv_rng *r, qkv_tensor *t, float lo, float hi)
 
 qkv_status qkv_init_xavier_uniform(qkv_rng *r, qkv_tensor *t, float gain)
 {
-    double fi, fo;
+    double fi = 0, fo = 0;
     QKV_TRY(check_init("init_xavier_uniform", r, t));
     QKV_TRY(fans("init_xavier_uniform", t, &fi, &fo));
     float a = (float)(gain * sqrt(6.0 / (fi + fo)));
@@ -93,7 +93,7 @@ qkv_status qkv_init_xavier_uniform(qkv_rng *r, qkv_tensor *t, float gain)
 
 qkv_status qkv_init_xavier_normal(qkv_rng *r, qkv_tensor *t, float gain)
 {
-    double fi, fo;
+    double fi = 0, fo = 0;
     QKV_TRY(check_init("init_xavier_normal", r, t));
     QKV_TRY(fans("init_xavier_normal", t, &fi, &fo));
     qkv_rng_fill_normal(r, t->data, qkv_tensor_numel(t), 0.0f, (float)(gain * sqrt(2.0 / (fi + fo))));
@@ -102,7 +102,7 @@ qkv_status qkv_init_xavier_normal(qkv_rng *r, qkv_tensor *t, float gain)
 
 qkv_status qkv_init_linear_default(qkv_rng *r, qkv_tensor *t)
 {
-    double fi, fo;
+    double fi = 0, fo = 0;
     QKV_TRY(check_init("init_linear_default", r, t));
     QKV_TRY(fans("init_linear_default", t, &fi, &fo));
     /* kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound gain*sqrt(3/fan_in). */

@@ -1,0 +1,277 @@
+/* mha.c: torch.nn.MultiheadAttention: options, parameters with PyTorch's
+ * names and initialisation, and the forward written once as ops (the tape
+ * gives the backward). The steps follow F.multi_head_attention_forward:
+ * in-projection, bias_k/bias_v, head split, zero attention, attention,
+ * head merge, out-projection. */
+#include <math.h>
+#include <stdio.h>
+#include "core/internal.h"
+
+qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads)
+{
+    qkv_mha_opts o = {0};
+    o.embed_dim = embed_dim;
+    o.num_heads = num_heads;
+    o.bias = 1;
+    return o;
+}
+
+qkv_mha_args qkv_mha_args_default(void)
+{
+    qkv_mha_args a = {0};
+    a.need_weights = 1;
+    a.average_attn_weights = 1;
+    a.window = -1;
+    return a;
+}
+
+static qkv_status mha_check_opts(const qkv_mha_opts *o)
+{
+    if (o->embed_dim <= 0 || o->num_heads <= 0)
+        return qkv_fail(QKV_ERR_ARG, "mha_init: embed_dim %lld and num_heads %lld must be positive",
+                        (long long)o->embed_dim, (long long)o->num_heads);
+    if (o->embed_dim % o->num_heads)
+        return qkv_fail(QKV_ERR_ARG, "mha_init: embed_dim %lld not divisible by num_heads %lld",
+                        (long long)o->embed_dim, (long long)o->num_heads);
+    if (o->kdim < 0 || o->vdim < 0)
+        return qkv_fail(QKV_ERR_ARG, "mha_init: kdim %lld and vdim %lld must not be negative",
+                        (long long)o->kdim, (long long)o->vdim);
+    if (!(o->dropout >= 0.0f && o->dropout <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "mha_init: dropout %g outside [0,1]", o->dropout);
+    return QKV_OK;
+}
+
+qkv_status qkv_mha_init(qkv_mha *m, const qkv_mha_opts *o, qkv_params *p, const char *prefix,
+                        qkv_rng *rng)
+{
+    QKV_NEED(m, "mha_init", "m");
+    QKV_NEED(o, "mha_init", "opts");
+    QKV_NEED(p, "mha_init", "params");
+    QKV_NEED(rng, "mha_init", "rng");
+    QKV_TRY(mha_check_opts(o));
+    *m = (qkv_mha){0};
+    m->o = *o;
+    int64_t E = o->embed_dim;
+    if (!m->o.kdim) m->o.kdim = E;
+    if (!m->o.vdim) m->o.vdim = E;
+    m->head_dim = E / o->num_heads;
+    m->packed = m->o.kdim == E && m->o.vdim == E;
+    /* Registration order and initialisers of nn.MultiheadAttention. */
+    if (m->packed) {
+        QKV_TRY(qkv_params_add(p, prefix, "in_proj_weight", 2, (int64_t[]){3 * E, E}, &m->in_proj_weight));
+        QKV_TRY(qkv_init_xavier_uniform(rng, m->in_proj_weight, 1.0f));
+    } else {
+        QKV_TRY(qkv_params_add(p, prefix, "q_proj_weight", 2, (int64_t[]){E, E}, &m->q_proj_weight));
+        QKV_TRY(qkv_params_add(p, prefix, "k_proj_weight", 2, (int64_t[]){E, m->o.kdim}, &m->k_proj_weight));
+        QKV_TRY(qkv_params_add(p, prefix, "v_proj_weight", 2, (int64_t[]){E, m->o.vdim}, &m->v_proj_weight));
+        QKV_TRY(qkv_init_xavier_uniform(rng, m->q_proj_weight, 1.0f));
+        QKV_TRY(qkv_init_xavier_uniform(rng, m->k_proj_weight, 1.0f));
+        QKV_TRY(qkv_init_xavier_uniform(rng, m->v_proj_weight, 1.0f));
+    }
+    if (o->bias) /* zeros */
+        QKV_TRY(qkv_params_add(p, prefix, "in_proj_bias", 1, (int64_t[]){3 * E}, &m->in_proj_bias));
+    if (o->add_bias_kv) {
+        QKV_TRY(qkv_params_add(p, prefix, "bias_k", 3, (int64_t[]){1, 1, E}, &m->bias_k));
+        QKV_TRY(qkv_params_add(p, prefix, "bias_v", 3, (int64_t[]){1, 1, E}, &m->bias_v));
+        QKV_TRY(qkv_init_xavier_normal(rng, m->bias_k, 1.0f));
+        QKV_TRY(qkv_init_xavier_normal(rng, m->bias_v, 1.0f));
+    }
+    QKV_TRY(qkv_params_add(p, prefix, "out_proj.weight", 2, (int64_t[]){E, E}, &m->out_proj_weight));
+    QKV_TRY(qkv_init_linear_default(rng, m->out_proj_weight));
+    if (o->bias) /* zeros: _reset_parameters overrides Linear's bias init */
+        QKV_TRY(qkv_params_add(p, prefix, "out_proj.bias", 1, (int64_t[]){E}, &m->out_proj_bias));
+    return QKV_OK;
+}
+
+/* Shapes of one forward call, batch-first or not, batched or not. */
+typedef struct {
+    int batched;
+    int64_t N, L, S;
+} mha_dims;
+
+static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const qkv_tensor *k,
+                                   const qkv_tensor *v, const qkv_mha_args *a, mha_dims *dm)
+{
+    char bq[64], bk[64], bv[64], b[64];
+    const qkv_tensor *t[3] = {q, k, v};
+    const char *nm[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++) {
+        if (t[i]->dtype != QKV_F32) return qkv_fail(QKV_ERR_DTYPE, "mha_forward: %s is not F32", nm[i]);
+        if (t[i]->ndim != 2 && t[i]->ndim != 3)
+            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: %s %s has %d dims, expected 2 or 3", nm[i],
+                            qkv_shape_str(t[i], b, sizeof b), t[i]->ndim);
+    }
+    qkv_shape_str(q, bq, sizeof bq);
+    qkv_shape_str(k, bk, sizeof bk);
+    qkv_shape_str(v, bv, sizeof bv);
+    if (k->ndim != q->ndim || v->ndim != q->ndim)
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: query %s, key %s and value %s must all be "
+                        "batched (3 dims) or all unbatched (2 dims)", bq, bk, bv);
+    dm->batched = q->ndim == 3;
+    int bf = dm->batched && m->o.batch_first;
+    int ld = bf ? 1 : 0, nd = bf ? 0 : 1; /* dim of the sequence, of the batch */
+    dm->L = q->shape[ld];
+    dm->S = k->shape[ld];
+    dm->N = dm->batched ? q->shape[nd] : 1;
+    int last = q->ndim - 1;
+    if (q->shape[last] != m->o.embed_dim)
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: query %s last dim is not embed_dim %lld", bq,
+                        (long long)m->o.embed_dim);
+    if (k->shape[last] != m->o.kdim)
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: key %s last dim is not kdim %lld", bk,
+                        (long long)m->o.kdim);
+    if (v->shape[last] != m->o.vdim)
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: value %s last dim is not vdim %lld", bv,
+                        (long long)m->o.vdim);
+    if (v->shape[ld] != dm->S || (dm->batched && (k->shape[nd] != dm->N || v->shape[nd] != dm->N)))
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: query %s, key %s, value %s: batch sizes or "
+                        "key/value lengths differ", bq, bk, bv);
+    const qkv_tensor *kp = a->key_padding_mask, *am = a->attn_mask;
+    if (kp) {
+        if (kp->dtype != QKV_BOOL && kp->dtype != QKV_F32)
+            return qkv_fail(QKV_ERR_DTYPE, "mha_forward: key_padding_mask must be BOOL or F32");
+        int ok = dm->batched ? kp->ndim == 2 && kp->shape[0] == dm->N && kp->shape[1] == dm->S
+                             : kp->ndim == 1 && kp->shape[0] == dm->S;
+        if (!ok)
+            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: key_padding_mask %s, expected %s(%lld,%lld)",
+                            qkv_shape_str(kp, b, sizeof b), dm->batched ? "" : "(S) = ",
+                            (long long)(dm->batched ? dm->N : dm->S), (long long)dm->S);
+    }
+    if (am) {
+        if (am->dtype != QKV_BOOL && am->dtype != QKV_F32)
+            return qkv_fail(QKV_ERR_DTYPE, "mha_forward: attn_mask must be BOOL or F32");
+        int64_t NH = dm->N * m->o.num_heads;
+        int ok = (am->ndim == 2 && am->shape[0] == dm->L && am->shape[1] == dm->S) ||
+                 (am->ndim == 3 && am->shape[0] == NH && am->shape[1] == dm->L && am->shape[2] == dm->S);
+        if (!ok)
+            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: attn_mask %s, expected (L,S) = (%lld,%lld) or "
+                            "(N*num_heads,L,S) = (%lld,%lld,%lld)", qkv_shape_str(am, b, sizeof b),
+                            (long long)dm->L, (long long)dm->S, (long long)NH, (long long)dm->L,
+                            (long long)dm->S);
+    }
+    if (a->causal != QKV_CAUSAL_NONE && a->causal != QKV_CAUSAL_TOP_LEFT &&
+        a->causal != QKV_CAUSAL_BOTTOM_RIGHT)
+        return qkv_fail(QKV_ERR_ARG, "mha_forward: causal is %d, not a qkv_causal value", (int)a->causal);
+    return QKV_OK;
+}
+
+/* x (L,N,E) / (N,L,E) with batch_first -> linear -> (N,H,L,hd). */
+static qkv_status mha_project(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, qkv_tensor *w,
+                              qkv_tensor *b, const mha_dims *dm, int64_t len, qkv_tensor **out)
+{
+    qkv_tensor *y, *y4;
+    int64_t H = m->o.num_heads, hd = m->head_dim;
+    int bf = dm->batched && m->o.batch_first;
+    QKV_TRY(qkv_linear(c, x, w, b, &y));
+    int64_t shape[4] = {bf ? dm->N : len, bf ? len : dm->N, H, hd};
+    QKV_TRY(qkv_reshape(c, y, 4, shape, &y4));
+    return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
+}
+
+/* Rows [i*E, (i+1)*E) of the packed in-projection weight or bias. */
+static qkv_status mha_chunk(qkv_ctx *c, qkv_tensor *t, int i, int64_t E, qkv_tensor **out)
+{
+    *out = NULL;
+    if (!t) return QKV_OK;
+    return qkv_tensor_narrow(qkv_ctx_arena(c), t, i * E, E, out);
+}
+
+/* weights (N,H,L,S') -> averaged (N,L,S') (sum / H, as PyTorch), and
+ * without N when unbatched. Not differentiable. */
+static qkv_status mha_weights(qkv_ctx *c, const qkv_mha *m, const qkv_mha_args *a,
+                              const mha_dims *dm, qkv_tensor *w, qkv_tensor **out)
+{
+    int64_t N = w->shape[0], H = w->shape[1], L = w->shape[2], S = w->shape[3];
+    qkv_tensor *r = w;
+    if (a->average_attn_weights) {
+        QKV_TRY(qkv_tensor_new(qkv_ctx_arena(c), QKV_F32, 3, (int64_t[]){N, L, S}, &r));
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < L * S; i++) r->data[n * L * S + i] += w->data[(n * H + h) * L * S + i];
+        for (int64_t i = 0; i < N * L * S; i++) r->data[i] /= (float)H;
+    }
+    r->requires_grad = 0;
+    if (!dm->batched) /* drop N = 1 */
+        return qkv_tensor_view(qkv_ctx_arena(c), r, r->ndim - 1, r->shape + 1, out);
+    *out = r;
+    return QKV_OK;
+}
+
+qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
+                           qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
+                           qkv_tensor **weights)
+{
+    QKV_NEED(out, "mha_forward", "out");
+    *out = NULL;
+    if (weights) *weights = NULL;
+    QKV_NEED(c, "mha_forward", "ctx");
+    QKV_NEED(m, "mha_forward", "module");
+    QKV_NEED(query, "mha_forward", "query");
+    QKV_NEED(key, "mha_forward", "key");
+    QKV_NEED(value, "mha_forward", "value");
+    if (!m->out_proj_weight || m->head_dim <= 0)
+        return qkv_fail(QKV_ERR_STATE, "mha_forward: module is not initialised (call qkv_mha_init)");
+    qkv_mha_args a = args ? *args : qkv_mha_args_default();
+    if (a.need_weights && !weights)
+        return qkv_fail(QKV_ERR_ARG, "mha_forward: need_weights is set but weights is NULL");
+    mha_dims dm;
+    QKV_TRY(mha_check_inputs(m, query, key, value, &a, &dm));
+    int64_t E = m->o.embed_dim, H = m->o.num_heads, hd = m->head_dim;
+    qkv_arena *ar = qkv_ctx_arena(c);
+
+    /* Unbatched inputs become batched with N = 1 ((L,E) -> (L,1,E)). */
+    if (!dm.batched) {
+        QKV_TRY(qkv_reshape(c, query, 3, (int64_t[]){dm.L, 1, E}, &query));
+        QKV_TRY(qkv_reshape(c, key, 3, (int64_t[]){dm.S, 1, m->o.kdim}, &key));
+        QKV_TRY(qkv_reshape(c, value, 3, (int64_t[]){dm.S, 1, m->o.vdim}, &value));
+    }
+    /* In-projection: the packed weight's row blocks, or the three weights. */
+    qkv_tensor *wq = m->q_proj_weight, *wk = m->k_proj_weight, *wv = m->v_proj_weight, *bq, *bk, *bv;
+    if (m->packed) {
+        QKV_TRY(mha_chunk(c, m->in_proj_weight, 0, E, &wq));
+        QKV_TRY(mha_chunk(c, m->in_proj_weight, 1, E, &wk));
+        QKV_TRY(mha_chunk(c, m->in_proj_weight, 2, E, &wv));
+    }
+    QKV_TRY(mha_chunk(c, m->in_proj_bias, 0, E, &bq));
+    QKV_TRY(mha_chunk(c, m->in_proj_bias, 1, E, &bk));
+    QKV_TRY(mha_chunk(c, m->in_proj_bias, 2, E, &bv));
+    qkv_tensor *q, *k, *v; // (N,H,L,hd), (N,H,S,hd), (N,H,S,hd)
+    QKV_TRY(mha_project(c, m, query, wq, bq, &dm, dm.L, &q));
+    QKV_TRY(mha_project(c, m, key, wk, bk, &dm, dm.S, &k));
+    QKV_TRY(mha_project(c, m, value, wv, bv, &dm, dm.S, &v));
+    /* Extra keys the masks never cover: bias_k/bias_v, then a zero key. */
+    if (m->bias_k) {
+        QKV_TRY(qkv_append_row(c, k, m->bias_k, &k));
+        QKV_TRY(qkv_append_row(c, v, m->bias_v, &v));
+    }
+    if (m->o.add_zero_attn) {
+        QKV_TRY(qkv_append_row(c, k, NULL, &k));
+        QKV_TRY(qkv_append_row(c, v, NULL, &v));
+    }
+    qkv_sdpa_opts so = qkv_sdpa_opts_default();
+    so.attn_mask = a.attn_mask;
+    so.key_padding_mask = a.key_padding_mask;
+    if (so.key_padding_mask && !dm.batched) {
+        qkv_tensor *kp;
+        QKV_TRY(qkv_tensor_view(ar, (qkv_tensor *)a.key_padding_mask, 2, (int64_t[]){1, dm.S}, &kp));
+        so.key_padding_mask = kp;
+    }
+    so.causal = a.causal;
+    so.window = a.window;
+    so.dropout_p = m->o.dropout;
+    so.need_weights = a.need_weights;
+    so.mask_keys = dm.S;
+    qkv_tensor *o, *w = NULL; // (N,H,L,hd), (N,H,L,S')
+    QKV_TRY(qkv_sdpa(c, q, k, v, &so, &o, a.need_weights ? &w : NULL));
+    /* Merge heads back to the input layout, then the out-projection. */
+    int bf = dm.batched && m->o.batch_first;
+    qkv_tensor *om, *o3;
+    QKV_TRY(qkv_permute(c, o, bf ? (int[]){0, 2, 1, 3} : (int[]){2, 0, 1, 3}, &om));
+    QKV_TRY(qkv_reshape(c, om, 3, bf ? (int64_t[]){dm.N, dm.L, E} : (int64_t[]){dm.L, dm.N, E}, &o3));
+    QKV_TRY(qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, out));
+    if (!dm.batched) QKV_TRY(qkv_reshape(c, *out, 2, (int64_t[]){dm.L, E}, out));
+    if (w) QKV_TRY(mha_weights(c, m, &a, &dm, w, weights));
+    (void)H;
+    (void)hd;
+    return QKV_OK;
+}

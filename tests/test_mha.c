@@ -1,0 +1,199 @@
+/* test_mha.c: MultiheadAttention beyond the PyTorch parity test: parameter
+ * names and shapes, finite differences through the whole module, the same
+ * output with and without weights, permutation equivariance, bad input. */
+#include "gradcheck.h"
+
+static qkv_arena *A;
+static qkv_rng R;
+
+static void test_params(void)
+{
+    struct {
+        int kdim, bias, bias_kv;
+        const char *names;
+    } cases[] = {
+        {0, 1, 0, "in_proj_weight in_proj_bias out_proj.weight out_proj.bias "},
+        {5, 1, 1, "q_proj_weight k_proj_weight v_proj_weight in_proj_bias bias_k bias_v out_proj.weight out_proj.bias "},
+        {0, 0, 0, "in_proj_weight out_proj.weight "},
+    };
+    for (int i = 0; i < 3; i++) {
+        qkv_params *p;
+        qkv_params_new(&p);
+        qkv_mha m;
+        qkv_mha_opts o = qkv_mha_opts_default(8, 2);
+        o.kdim = cases[i].kdim;
+        o.bias = cases[i].bias;
+        o.add_bias_kv = cases[i].bias_kv;
+        CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+        char got[512] = "";
+        for (int j = 0; j < qkv_params_count(p); j++) {
+            strcat(got, qkv_params_at(p, j)->name);
+            strcat(got, " ");
+        }
+        CHECK(!strcmp(got, cases[i].names), "parameter names: got '%s', expected '%s'", got, cases[i].names);
+        if (i == 1) {
+            qkv_tensor *k = qkv_params_find(p, "k_proj_weight");
+            CHECK(k && k->shape[0] == 8 && k->shape[1] == 5, "k_proj_weight is (E,kdim)");
+            qkv_tensor *b = qkv_params_find(p, "in_proj_bias");
+            int zero = 1;
+            for (int j = 0; j < 24; j++) zero &= b->data[j] == 0.0f;
+            CHECK(zero, "in_proj_bias starts at zero");
+        }
+        qkv_params_free(p);
+    }
+    qkv_params *p;
+    qkv_params_new(&p);
+    qkv_mha m;
+    qkv_mha_opts o = qkv_mha_opts_default(8, 2);
+    CHECK_OK(qkv_mha_init(&m, &o, p, "layers.0.self_attn.", &R));
+    CHECK(qkv_params_find(p, "layers.0.self_attn.out_proj.weight") != NULL, "prefix goes before every name");
+    qkv_params_free(p);
+}
+
+typedef struct {
+    qkv_mha m;
+    qkv_tensor *q, *k, *v;
+    qkv_mha_args args;
+} mha_case;
+
+static qkv_status f_mha(qkv_ctx *c, void *u, qkv_tensor **out)
+{
+    mha_case *t = u;
+    qkv_tensor *w;
+    return qkv_mha_forward(c, &t->m, t->q, t->k, t->v, &t->args, out, &w);
+}
+
+static void test_gradcheck(void)
+{
+    qkv_params *p;
+    qkv_params_new(&p);
+    mha_case t;
+    qkv_mha_opts o = qkv_mha_opts_default(4, 2);
+    o.kdim = 3;
+    o.vdim = 5;
+    o.add_bias_kv = 1;
+    o.add_zero_attn = 1;
+    CHECK_OK(qkv_mha_init(&t.m, &o, p, "", &R));
+    for (int i = 0; i < qkv_params_count(p); i++) /* non-zero biases */
+        qkv_rng_fill_uniform(&R, qkv_params_at(p, i)->data, qkv_tensor_numel(qkv_params_at(p, i)), -0.7f, 0.7f);
+    t.q = h_input(A, &R, 3, (int64_t[]){3, 2, 4}, 1);
+    t.k = h_input(A, &R, 3, (int64_t[]){4, 2, 3}, 1);
+    t.v = h_input(A, &R, 3, (int64_t[]){4, 2, 5}, 1);
+    t.args = qkv_mha_args_default();
+    qkv_tensor *km;
+    qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){2, 4}, &km);
+    km->mask[3] = km->mask[4] = 1;
+    t.args.key_padding_mask = km;
+    t.args.causal = QKV_CAUSAL_BOTTOM_RIGHT;
+    qkv_tensor *in[16] = {t.q, t.k, t.v};
+    int n = 3;
+    for (int i = 0; i < qkv_params_count(p); i++) in[n++] = qkv_params_at(p, i);
+    for (int ref = 0; ref < 2; ref++) {
+        qkv_set_reference(ref);
+        double e = h_gradcheck(f_mha, &t, in, n, 1e-2f, 1e-2);
+        CHECK(e < 1e-2, "MultiheadAttention gradcheck (%s kernels), every input and parameter: %g",
+              ref ? "reference" : "fast", e);
+    }
+    qkv_set_reference(0);
+    qkv_params_free(p);
+}
+
+/* Weights requested or not, training (dropout 0) or eval: the same output;
+ * and self-attention without positions is permutation-equivariant. */
+static void test_consistency(void)
+{
+    qkv_params *p;
+    qkv_params_new(&p);
+    qkv_mha m;
+    qkv_mha_opts o = qkv_mha_opts_default(16, 4);
+    o.batch_first = 1;
+    CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+    int64_t L = 7, E = 16;
+    qkv_tensor *x = h_input(A, &R, 3, (int64_t[]){1, L, E}, 1), *xp;
+    qkv_tensor_new(A, QKV_F32, 3, x->shape, &xp);
+    int perm[7] = {4, 0, 6, 2, 1, 5, 3};
+    for (int i = 0; i < L; i++) memcpy(xp->data + i * E, x->data + perm[i] * E, E * 4);
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_tensor *o1, *o2, *o3, *op, *w;
+    qkv_mha_args a = qkv_mha_args_default();
+    CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &o1, &w));
+    a.need_weights = 0;
+    CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &o2, NULL));
+    qkv_ctx_set_training(c, 1);
+    CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &o3, NULL));
+    CHECK(!memcmp(o1->data, o2->data, L * E * 4) && !memcmp(o1->data, o3->data, L * E * 4),
+          "the same output with and without weights, in training and eval");
+    CHECK_OK(qkv_mha_forward(c, &m, xp, xp, xp, &a, &op, NULL));
+    double e = 0;
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < E; j++) e = fmax(e, fabs(op->data[i * E + j] - o1->data[perm[i] * E + j]));
+    CHECK(e < 1e-5, "self-attention is permutation-equivariant (max diff %g)", e);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
+static void test_bad_input(void)
+{
+    qkv_params *p;
+    qkv_params_new(&p);
+    qkv_mha m;
+    qkv_mha_opts o = qkv_mha_opts_default(6, 4);
+    CHECK_ERR(qkv_mha_init(&m, &o, p, "", &R), QKV_ERR_ARG, "embed_dim 6 not divisible by num_heads 4");
+    o = qkv_mha_opts_default(0, 1);
+    CHECK_ERR(qkv_mha_init(&m, &o, p, "", &R), QKV_ERR_ARG, "must be positive");
+    o = qkv_mha_opts_default(8, 2);
+    o.dropout = -0.5f;
+    CHECK_ERR(qkv_mha_init(&m, &o, p, "", &R), QKV_ERR_ARG, "dropout -0.5");
+    CHECK_ERR(qkv_mha_init(&m, NULL, p, "", &R), QKV_ERR_ARG, "opts is NULL");
+    o = qkv_mha_opts_default(8, 2);
+    CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_tensor *x, *y, *w, *k4, *x4, *bad;
+    qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){5, 2, 8}, &x);
+    qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){5, 2, 7}, &bad);
+    qkv_tensor_new(A, QKV_F32, 4, (int64_t[]){1, 5, 2, 8}, &x4);
+    qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){5, 8}, &k4);
+    qkv_mha_args a = qkv_mha_args_default();
+    CHECK_ERR(qkv_mha_forward(c, &m, x4, x, x, &a, &y, &w), QKV_ERR_SHAPE, "query (1,5,2,8) has 4 dims, expected 2 or 3");
+    CHECK_ERR(qkv_mha_forward(c, &m, x, k4, x, &a, &y, &w), QKV_ERR_SHAPE, "must all be batched");
+    CHECK_ERR(qkv_mha_forward(c, &m, bad, x, x, &a, &y, &w), QKV_ERR_SHAPE, "query (5,2,7) last dim is not embed_dim 8");
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, bad, &a, &y, &w), QKV_ERR_SHAPE, "value (5,2,7) last dim is not vdim 8");
+    qkv_tensor *x3;
+    qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){5, 3, 8}, &x3);
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x3, x3, &a, &y, &w), QKV_ERR_SHAPE, "batch sizes");
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, NULL), QKV_ERR_ARG, "weights is NULL");
+    CHECK_ERR(qkv_mha_forward(c, &m, NULL, x, x, &a, &y, &w), QKV_ERR_ARG, "query is NULL");
+    CHECK_ERR(qkv_mha_forward(c, NULL, x, x, x, &a, &y, &w), QKV_ERR_ARG, "module is NULL");
+    qkv_mha blank = {0};
+    CHECK_ERR(qkv_mha_forward(c, &blank, x, x, x, &a, &y, &w), QKV_ERR_STATE, "not initialised");
+    qkv_tensor *mk;
+    qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){5, 4}, &mk);
+    a.attn_mask = mk;
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, &w), QKV_ERR_SHAPE, "attn_mask (5,4), expected (L,S) = (5,5) or (N*num_heads,L,S) = (4,5,5)");
+    qkv_tensor_new(A, QKV_BOOL, 3, (int64_t[]){2, 5, 5}, &mk);
+    a.attn_mask = mk;
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, &w), QKV_ERR_SHAPE, "attn_mask (2,5,5)");
+    a = qkv_mha_args_default();
+    qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){5, 2}, &mk);
+    a.key_padding_mask = mk;
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, &w), QKV_ERR_SHAPE, "key_padding_mask (5,2), expected (2,5)");
+    a = qkv_mha_args_default();
+    a.causal = (qkv_causal)5;
+    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, &w), QKV_ERR_ARG, "causal is 5");
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
+int main(void)
+{
+    qkv_arena_new(&A, 0);
+    qkv_rng_seed(&R, 5);
+    test_params();
+    test_gradcheck();
+    test_consistency();
+    test_bad_input();
+    qkv_arena_free(A);
+    return h_finish("test_mha");
+}
