@@ -1,60 +1,71 @@
-# qkv build. `make` builds libqkv.a, libqkv.so and the qkv command;
-# `make test` builds and runs the test suite; `make install PREFIX=...`.
+# qkv build.
+#   make                 libqkv.a, libqkv.so, the qkv command, tests, benchmarks (in build/)
+#   make test            build and run the test suite
+#   make sanitize        build into build-san/ with address and undefined-behaviour
+#                        sanitizers and run the suite there
+#   make install PREFIX=/usr/local
 CC      ?= cc
 PREFIX  ?= /usr/local
+B       ?= build
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 OPT     ?= -O3 -march=x86-64-v3 -mtune=native
-CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
-LDLIBS  += $(BLAS_LIBS) -fopenmp -lm
+CFLAGS  ?= -g
+QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
+QKV_LIBS   := $(BLAS_LIBS) -fopenmp -lm
+ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
 SRC  := $(sort $(wildcard src/core/*.c src/kernels/*.c src/nn/*.c src/attention/*.c src/io/*.c))
-OBJ  := $(SRC:%.c=build/%.o)
+OBJ  := $(SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
-TESTS := $(TEST_SRC:tests/%.c=build/tests/%)
+TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
-BENCHES := $(BENCH_SRC:bench/%.c=build/bench/%)
+BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+HDRS := include/qkv.h $(wildcard src/*/*.h)
 
-all: build/libqkv.a build/libqkv.so build/qkv $(TESTS) $(BENCHES)
+all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv $(TESTS) $(BENCHES)
 
-build/%.o: %.c include/qkv.h $(wildcard src/*/*.h)
+$(B)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-build/libqkv.a: $(OBJ)
+$(B)/libqkv.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/libqkv.so: $(OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+$(B)/libqkv.so: $(OBJ)
+	$(CC) $(CFLAGS) -shared -o $@ $^ $(QKV_LIBS) $(LDFLAGS)
 
-build/qkv: src/cli/main.c build/libqkv.a
-	$(CC) $(CFLAGS) $< -o $@ build/libqkv.a $(LDLIBS)
+$(B)/qkv: src/cli/main.c $(B)/libqkv.a
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
-build/tests/%: tests/%.c tests/harness.h build/libqkv.a
-	@mkdir -p build/tests
-	$(CC) $(CFLAGS) $< -o $@ build/libqkv.a $(LDLIBS)
+$(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h $(B)/libqkv.a
+	@mkdir -p $(B)/tests
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
-build/bench/%: bench/%.c build/libqkv.a
-	@mkdir -p build/bench
-	$(CC) $(CFLAGS) $< -o $@ build/libqkv.a $(LDLIBS)
+$(B)/bench/%: bench/%.c $(wildcard bench/*.h) $(B)/libqkv.a
+	@mkdir -p $(B)/bench
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
 test: all
-	tests/run_all.sh
+	tests/run_all.sh $(B)
 
-demo: build/qkv
-	build/qkv demo
+demo: $(B)/qkv
+	$(B)/qkv demo
+
+sanitize:
+	$(MAKE) B=build-san CFLAGS="-g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		LDFLAGS="-fsanitize=address,undefined" OPT="-O1 -march=x86-64-v3" test
 
 qkv.pc: qkv.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' $< > $@
 
-install: build/libqkv.a build/libqkv.so build/qkv qkv.pc
+install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
-	install -m 644 build/libqkv.a build/libqkv.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(B)/libqkv.a $(B)/libqkv.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 qkv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 755 build/qkv $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
 
 # libFuzzer target for the safetensors reader; needs clang, and is not part
 # of `all` or `test`. Run: build/fuzz/fuzz_safetensors -max_total_time=60 DIR
@@ -63,12 +74,12 @@ FUZZ_SRC := tests/fuzz/fuzz_safetensors.c src/io/json.c src/io/safetensors.c src
 
 fuzz: build/fuzz/fuzz_safetensors
 
-build/fuzz/fuzz_safetensors: $(FUZZ_SRC) include/qkv.h $(wildcard src/*/*.h)
+build/fuzz/fuzz_safetensors: $(FUZZ_SRC) $(HDRS)
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(FUZZ_SRC) -o $@
 
 clean:
-	rm -rf build qkv.pc
+	rm -rf build build-san qkv.pc
 
-.PHONY: all test demo install clean fuzz
+.PHONY: all test demo sanitize install clean fuzz
 .SECONDARY:

@@ -1,9 +1,11 @@
 #!/bin/sh
-# Runs every test program in build/tests and sums their closing lines.
+# Runs every test program in BUILD/tests (default build) and sums their
+# closing lines.
 # A program that crashes or prints no summary counts as one failure.
 cd "$(dirname "$0")/.." || exit 1
+dir=${1:-build}
 pass=0; fail=0
-for t in build/tests/test_*; do
+for t in "$dir"/tests/test_*; do
     [ -x "$t" ] || continue
     out=$("$t" 2>&1); rc=$?
     line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
