@@ -12,6 +12,10 @@
 
 typedef qkv_status (*h_forward_fn)(qkv_ctx *c, void *user, qkv_tensor **out);
 
+/* Set to check an op in training mode (dropout on): every forward of the
+ * check then starts from the same seed, so it draws the same masks. */
+static int h_training;
+
 /* A persistent F32 tensor with a gradient buffer, filled from rng. */
 static inline qkv_tensor *h_input(qkv_arena *a, qkv_rng *r, int ndim, const int64_t *shape,
                                   float scale)
@@ -28,6 +32,8 @@ static inline double h_loss(qkv_ctx *c, h_forward_fn f, void *user, const float 
 {
     qkv_ctx_reset(c);
     qkv_ctx_set_grad(c, 0);
+    qkv_ctx_set_training(c, h_training);
+    qkv_ctx_set_seed(c, 77);
     qkv_tensor *out = NULL;
     *ok = f(c, user, &out) == QKV_OK && out;
     qkv_ctx_set_grad(c, 1);
@@ -46,6 +52,8 @@ static inline double h_gradcheck(h_forward_fn f, void *user, qkv_tensor **inputs
     if (qkv_ctx_new(&c) != QKV_OK) return INFINITY;
     qkv_tensor *out = NULL;
     double worst = INFINITY;
+    qkv_ctx_set_training(c, h_training);
+    qkv_ctx_set_seed(c, 77);
     if (f(c, user, &out) != QKV_OK || !out) goto done;
     int64_t no = qkv_tensor_numel(out);
     float *R = malloc((size_t)no * sizeof *R);
