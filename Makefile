@@ -15,13 +15,13 @@ QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp
 QKV_LIBS   := $(BLAS_LIBS) -fopenmp -lm
 ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
-SRC  := $(sort $(wildcard src/core/*.c src/kernels/*.c src/nn/*.c src/attention/*.c src/io/*.c))
+SRC  := $(sort $(wildcard src/core/*.c src/kernels/*.c src/nn/*.c src/attention/*.c src/io/*.c src/train/*.c src/models/*.c))
 OBJ  := $(SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
-HDRS := include/qkv.h $(wildcard src/*/*.h)
+HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
 
 all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv $(TESTS) $(BENCHES)
 
@@ -61,9 +61,10 @@ qkv.pc: qkv.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' $< > $@
 
 install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(B)/libqkv.a $(B)/libqkv.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/qkv/*.h $(DESTDIR)$(PREFIX)/include/qkv/
 	install -m 644 qkv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
 

@@ -56,7 +56,7 @@ size_t qkv_arena_peak(const qkv_arena *a);  /* most bytes ever handed out at onc
 
 #define QKV_MAX_DIMS 4
 
-typedef enum { QKV_F32 = 0, QKV_BOOL = 1 } qkv_dtype;
+typedef enum { QKV_F32 = 0, QKV_BOOL = 1, QKV_I64 = 2 } qkv_dtype;
 
 typedef struct qkv_tensor qkv_tensor;
 struct qkv_tensor {
@@ -64,7 +64,8 @@ struct qkv_tensor {
     int ndim;
     int64_t shape[QKV_MAX_DIMS];
     float *data;      /* F32 elements, or NULL for BOOL tensors */
-    uint8_t *mask;    /* BOOL elements (0 or 1), or NULL for F32 tensors */
+    uint8_t *mask;    /* BOOL elements (0 or 1), or NULL */
+    int64_t *idx;     /* I64 elements (token ids, class labels), or NULL */
     float *grad;      /* same size as data; NULL until a gradient is needed */
     int requires_grad;
     /* A view shares data (and gradient) with base, starting at offset. */
@@ -85,6 +86,8 @@ qkv_status qkv_tensor_wrap(qkv_arena *a, float *data, int ndim, const int64_t *s
                            qkv_tensor **out);
 qkv_status qkv_tensor_wrap_bool(qkv_arena *a, uint8_t *mask, int ndim, const int64_t *shape,
                                 qkv_tensor **out);
+qkv_status qkv_tensor_wrap_i64(qkv_arena *a, int64_t *idx, int ndim, const int64_t *shape,
+                               qkv_tensor **out);
 /* A view with another shape over the same elements (a reshape). */
 qkv_status qkv_tensor_view(qkv_arena *a, qkv_tensor *t, int ndim, const int64_t *shape,
                            qkv_tensor **out);
@@ -328,4 +331,8 @@ qkv_status qkv_safetensors_save(const char *path, int n, const char *const *name
 #ifdef __cplusplus
 }
 #endif
+
+/* Layers (include/qkv/nn.h) and training (include/qkv/train.h). */
+#include "qkv/nn.h"
+#include "qkv/train.h"
 #endif

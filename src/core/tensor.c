@@ -54,7 +54,7 @@ static qkv_status tensor_header(qkv_arena *a, const char *fn, qkv_dtype dtype, i
     QKV_NEED(out, fn, "out");
     *out = NULL;
     QKV_NEED(a, fn, "arena");
-    if (dtype != QKV_F32 && dtype != QKV_BOOL)
+    if (dtype != QKV_F32 && dtype != QKV_BOOL && dtype != QKV_I64)
         return qkv_fail(QKV_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     if (shape_numel(fn, ndim, shape) < 0) return QKV_ERR_SHAPE;
     qkv_tensor *t = qkv_arena_alloc(a, sizeof *t);
@@ -72,12 +72,14 @@ qkv_status qkv_tensor_new(qkv_arena *a, qkv_dtype dtype, int ndim, const int64_t
     QKV_TRY(tensor_header(a, "tensor_new", dtype, ndim, shape, out));
     qkv_tensor *t = *out;
     int64_t n = qkv_tensor_numel(t);
-    void *mem = qkv_arena_alloc(a, (size_t)n * (dtype == QKV_F32 ? sizeof(float) : 1));
+    size_t size = dtype == QKV_F32 ? sizeof(float) : dtype == QKV_I64 ? sizeof(int64_t) : 1;
+    void *mem = qkv_arena_alloc(a, (size_t)n * size);
     if (!mem) {
         *out = NULL;
         return QKV_ERR_NOMEM;
     }
     if (dtype == QKV_F32) t->data = mem;
+    else if (dtype == QKV_I64) t->idx = mem;
     else t->mask = mem;
     return QKV_OK;
 }
@@ -100,6 +102,15 @@ qkv_status qkv_tensor_wrap_bool(qkv_arena *a, uint8_t *mask, int ndim, const int
     return QKV_OK;
 }
 
+qkv_status qkv_tensor_wrap_i64(qkv_arena *a, int64_t *idx, int ndim, const int64_t *shape,
+                               qkv_tensor **out)
+{
+    QKV_NEED(idx, "tensor_wrap_i64", "idx");
+    QKV_TRY(tensor_header(a, "tensor_wrap_i64", QKV_I64, ndim, shape, out));
+    (*out)->idx = idx;
+    return QKV_OK;
+}
+
 /* A view: same dtype, data at an offset, gradient through the root base. */
 static qkv_status tensor_view_at(qkv_arena *a, const char *fn, qkv_tensor *t, int64_t offset,
                                  int ndim, const int64_t *shape, qkv_tensor **out)
@@ -111,6 +122,7 @@ static qkv_status tensor_view_at(qkv_arena *a, const char *fn, qkv_tensor *t, in
     v->offset = (t->base ? t->offset : 0) + offset;
     if (t->data) v->data = t->data + offset;
     if (t->mask) v->mask = t->mask + offset;
+    if (t->idx) v->idx = t->idx + offset;
     if (t->grad) v->grad = t->grad + offset;
     v->requires_grad = t->requires_grad;
     v->name = t->name;
