@@ -328,6 +328,31 @@ qkv_status qkv_safetensors_save(const char *path, int n, const char *const *name
                                 const qkv_tensor *const *tensors, int n_meta,
                                 const char *const *meta_keys, const char *const *meta_vals);
 
+
+/* ---- images: PNG and a canvas for plots and attention maps ------------ */
+
+/* Writes 8-bit RGB pixels (h rows of w pixels, 3 bytes each) as a PNG,
+ * atomically (a temporary file renamed over path). */
+qkv_status qkv_png_write(const char *path, int64_t w, int64_t h, const uint8_t *rgb);
+
+typedef struct {
+    int64_t w, h;
+    uint8_t *rgb; /* (h, w, 3) */
+} qkv_canvas;
+
+/* Colours are 0xRRGGBB. Drawing clips to the canvas. */
+qkv_status qkv_canvas_new(qkv_canvas *cv, int64_t w, int64_t h, uint32_t bg);
+void qkv_canvas_free(qkv_canvas *cv);
+void qkv_canvas_rect(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
+void qkv_canvas_line(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
+/* v in [0,1] -> a viridis-like colour. */
+uint32_t qkv_colormap(double v);
+/* A (rows, cols) matrix as cells of cell pixels from (x0, y0), values
+ * mapped from [lo, hi]: attention maps. */
+qkv_status qkv_canvas_heatmap(qkv_canvas *cv, double x0, double y0, double cell, int64_t rows,
+                              int64_t cols, const float *m, float lo, float hi);
+qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

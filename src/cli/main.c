@@ -1,6 +1,8 @@
 /* main.c: the qkv command.
- *   qkv [demo]   the lecture's worked example, then multi-head attention on
- *                a built-in sentence, printing the attention weights as tables
+ *   qkv [demo] [--png FILE]
+ *                the lecture's worked example, then multi-head attention on
+ *                a built-in sentence, printing the attention weights as
+ *                tables (and drawing them as a PNG heat map with --png)
  *   qkv help     usage */
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +73,24 @@ static int demo_worked_example(qkv_ctx *c)
 
 /* Causal multi-head self-attention over a built-in sentence with seeded
  * random embeddings and PyTorch's default initialisation. */
-static int demo_multihead(qkv_ctx *c)
+/* The heads' (T,T) weight maps side by side, cell pixels a cell. */
+static int save_maps(const char *path, const float *w, int heads, int T)
+{
+    enum { CELL = 40, PAD = 20 };
+    qkv_canvas cv;
+    int64_t side = (int64_t)T * CELL;
+    if (qkv_canvas_new(&cv, PAD + heads * (side + PAD), side + 2 * PAD, 0xffffff)) return fail("png");
+    for (int h = 0; h < heads; h++)
+        qkv_canvas_heatmap(&cv, PAD + h * (side + PAD), PAD, CELL, T, T, w + h * T * T, 0, 1);
+    qkv_status s = qkv_canvas_save(&cv, path);
+    qkv_canvas_free(&cv);
+    if (s) return fail("png");
+    printf("\nwrote %s: the heads' weights as heat maps (rows: queries, columns: keys; dark 0, "
+           "yellow 1)\n", path);
+    return 0;
+}
+
+static int demo_multihead(qkv_ctx *c, const char *png)
 {
     const char *words[6] = {"the", "cat", "sat", "on", "the", "mat"};
     enum { T = 6, E = 8, H = 2 };
@@ -103,17 +122,28 @@ static int demo_multihead(qkv_ctx *c)
         snprintf(title, sizeof title, "head %d attention weights (rows attend to columns)", h);
         print_table(title, words, words, T, T, w->data + h * T * T);
     }
+    int rc = png ? save_maps(png, w->data, H, T) : 0;
     qkv_params_free(p);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "demo";
     if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-        printf("usage: qkv [demo]   print the lecture's worked example and multi-head attention "
-               "weights\n       qkv help\n");
+        printf("usage: qkv [demo] [--png FILE]   print the lecture's worked example and multi-head\n"
+               "                                 attention weights (and draw them into FILE)\n"
+               "       qkv help\n");
         return 0;
+    }
+    const char *png = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--png") && i + 1 < argc) {
+            png = argv[++i];
+        } else {
+            fprintf(stderr, "qkv: unknown option '%s' (try: qkv help)\n", argv[i]);
+            return 2;
+        }
     }
     if (strcmp(cmd, "demo") != 0) {
         fprintf(stderr, "qkv: unknown command '%s' (try: qkv help)\n", cmd);
@@ -123,7 +153,7 @@ int main(int argc, char **argv)
     if (qkv_ctx_new(&c)) return fail("start");
     qkv_ctx_set_grad(c, 0);
     int rc = demo_worked_example(c);
-    if (!rc) rc = demo_multihead(c);
+    if (!rc) rc = demo_multihead(c, png);
     qkv_ctx_free(c);
     return rc;
 }
