@@ -357,7 +357,8 @@ qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
 }
 #endif
 
-/* Layers (include/qkv/nn.h) and training (include/qkv/train.h). */
+/* Layers, training, models (include/qkv/). */
 #include "qkv/nn.h"
 #include "qkv/train.h"
+#include "qkv/models.h"
 #endif

@@ -1,0 +1,118 @@
+/* toy_data.c: the lecture's toy sequences and its positional encodings. */
+#include <math.h>
+#include "core/internal.h"
+
+typedef struct {
+    double c, h, w; /* centre, height, width */
+    int box;
+} toy_shape;
+
+/* The shape's value at position t: a triangle peaks at its centre and falls
+ * to 0 at c +- w/2; a box is flat at h over [c - w/2, c + w/2]. */
+static double shape_at(const toy_shape *s, double t)
+{
+    double d = fabs(t - s->c);
+    if (s->box) return d <= s->w / 2 ? s->h : 0.0;
+    double v = s->h - d * 2 * s->h / s->w;
+    return v > 0 ? v : 0.0;
+}
+
+static double uniform(qkv_rng *r, double lo, double hi) { return lo + (hi - lo) * qkv_rng_uniform(r); }
+
+/* Four shapes with at least one free position between any two. */
+static void draw_shapes(qkv_rng *r, int64_t T, toy_shape s[4])
+{
+    double k = (double)T / 100.0, wmin = 5 * k, wmax = 11 * k;
+    for (;;) {
+        for (int i = 0; i < 4; i++) {
+            s[i].box = i >= 2;
+            s[i].w = uniform(r, wmin, wmax);
+            s[i].h = uniform(r, 1, 25);
+            s[i].c = uniform(r, wmax / 2, (double)T - wmax / 2);
+        }
+        int ok = 1;
+        for (int i = 0; i < 4 && ok; i++)
+            for (int j = i + 1; j < 4 && ok; j++)
+                ok = fabs(s[i].c - s[j].c) > (s[i].w + s[j].w) / 2 + 1;
+        if (ok) return;
+    }
+}
+
+static void render(const toy_shape s[4], int64_t T, float *out)
+{
+    for (int64_t t = 0; t < T; t++) {
+        double v = 0;
+        for (int i = 0; i < 4; i++) v = fmax(v, shape_at(&s[i], (double)t));
+        out[t] = (float)v;
+    }
+}
+
+qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T, float noise,
+                            float *input, float *target)
+{
+    QKV_NEED(r, "toy_generate", "rng");
+    QKV_NEED(input, "toy_generate", "input");
+    QKV_NEED(target, "toy_generate", "target");
+    if (task != QKV_TOY_PAIRS && task != QKV_TOY_POSITIONAL)
+        return qkv_fail(QKV_ERR_ARG, "toy_generate: task %d is not a qkv_toy_task", (int)task);
+    if (n < 0 || T < 40)
+        return qkv_fail(QKV_ERR_ARG, "toy_generate: n %lld must be >= 0 and T %lld >= 40 (room "
+                        "for four shapes)", (long long)n, (long long)T);
+    if (!(noise >= 0)) return qkv_fail(QKV_ERR_ARG, "toy_generate: noise %g < 0", noise);
+    for (int64_t i = 0; i < n; i++) {
+        toy_shape s[4], t[4];
+        draw_shapes(r, T, s);
+        render(s, T, input + i * T);
+        for (int64_t x = 0; x < T; x++) input[i * T + x] += (float)uniform(r, -noise / 2, noise / 2);
+        for (int k = 0; k < 4; k++) t[k] = s[k];
+        if (task == QKV_TOY_PAIRS) { /* shapes 0,1 are triangles, 2,3 boxes */
+            t[0].h = t[1].h = (s[0].h + s[1].h) / 2;
+            t[2].h = t[3].h = (s[2].h + s[3].h) / 2;
+        } else { /* rank the centres: the two leftmost, the two rightmost */
+            int rank[4];
+            for (int a = 0; a < 4; a++) {
+                rank[a] = 0;
+                for (int b = 0; b < 4; b++) rank[a] += s[b].c < s[a].c;
+            }
+            double left = 0, right = 0;
+            for (int a = 0; a < 4; a++) *(rank[a] < 2 ? &left : &right) += s[a].h / 2;
+            for (int a = 0; a < 4; a++) t[a].h = rank[a] < 2 ? left : right;
+        }
+        render(t, T, target + i * T);
+    }
+    return QKV_OK;
+}
+
+int64_t qkv_pos_binary_channels(int64_t T)
+{
+    int64_t c = 0;
+    while (((int64_t)1 << c) < T) c++;
+    return c;
+}
+
+qkv_status qkv_pos_binary(int64_t T, float *pe)
+{
+    QKV_NEED(pe, "pos_binary", "pe");
+    if (T <= 0 || T > ((int64_t)1 << 40))
+        return qkv_fail(QKV_ERR_ARG, "pos_binary: T %lld outside 1..2^40", (long long)T);
+    int64_t c = qkv_pos_binary_channels(T);
+    for (int64_t k = 0; k < c; k++)
+        for (int64_t t = 0; t < T; t++) pe[k * T + t] = (float)((t >> k) & 1);
+    return QKV_OK;
+}
+
+qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
+{
+    QKV_NEED(pe, "pos_sinusoidal", "pe");
+    if (T <= 0 || d <= 0 || d % 2)
+        return qkv_fail(QKV_ERR_ARG, "pos_sinusoidal: T %lld must be positive and d %lld positive "
+                        "and even", (long long)T, (long long)d);
+    for (int64_t i = 0; i < d / 2; i++) {
+        double freq = pow(10000.0, -2.0 * (double)i / (double)d);
+        for (int64_t t = 0; t < T; t++) {
+            pe[2 * i * T + t] = (float)sin((double)t * freq);
+            pe[(2 * i + 1) * T + t] = (float)cos((double)t * freq);
+        }
+    }
+    return QKV_OK;
+}
