@@ -97,6 +97,7 @@ static void problem_make(problem *p, int64_t N, int64_t H, int64_t L, int64_t S,
         qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){L, S}, &p->amask);
         for (int64_t j = 0; j < S; j++) p->amask->mask[1 * S + j] = 1;
     }
+    if (flags & 128) p->o.mask_keys = S - 1; /* one key no mask covers, as bias_k */
     p->o.attn_mask = p->amask;
     p->o.key_padding_mask = p->kpm;
 }
@@ -134,7 +135,9 @@ static void run_problem(problem *p, float *out, float *g)
 
 static void test_fast_vs_reference(void)
 {
-    int flag_sets[] = {0, 1, 2, 4, 8, 16, 32, 1 | 4, 2 | 8, 4 | 8 | 32, 16 | 32, 64, 64 | 8, 2 | 4 | 16};
+    int flag_sets[] = {0,     1,  2,     4,      8,          16,        32,      1 | 4,
+                       2 | 8, 4 | 8 | 32, 16 | 32, 64, 64 | 8, 2 | 4 | 16, 128 | 32, 128 | 8,
+                       128 | 16 | 32};
     int64_t sizes[][6] = {{2, 3, 5, 7, 4, 3}, {1, 2, 70, 130, 8, 5}, {2, 1, 129, 65, 16, 16},
                           {1, 1, 1, 1, 3, 2}, {1, 2, 40, 33, 5, 6}};
     double worst_f = 0, worst_b = 0;

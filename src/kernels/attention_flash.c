@@ -5,10 +5,12 @@
  * output; rescale them by exp(m_old - m_new) when the max grows. The
  * log-sum-exp m + log l is saved for the backward.
  * Backward (FlashAttention-2): recompute p = exp(s - lse) tile by tile; with
- * D_i = dout_i . out_i, ds = p (dp - D). Heads run in parallel (OpenMP), so
- * each thread owns its head's dk and dv: no races.
+ * D_i = dout_i . out_i, ds = p (dp - D). Threads (OpenMP) take (head, key
+ * tile) pairs, so each owns its tile's dk and dv rows; dq, which every key
+ * tile adds to, goes to a buffer per thread summed at the end.
  * Causal and local masks bound the key range of each query block, so tiles
  * they rule out are never computed. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/attention.h"
@@ -26,7 +28,7 @@ static void key_range(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t *l
         if (last + d->window + 1 < b) b = last + d->window + 1;
         if (first - d->window > a) a = first - d->window;
     }
-    if (b < a) b = a;
+    if (b <= a) a = b = d->mask_keys; /* no masked key visible: straight to the extras */
     *lo = a;
     *hi = b;
 }
@@ -175,50 +177,56 @@ void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, co
         }
 }
 
-/* One head's backward. Differentiates out_i = sum_j z_ij p_ij v_j,
- * p_ij = exp(s_ij - lse_i), s_ij = scale q_i.k_j + mask_ij:
+/* The backward of one key tile [j0,j1) of one head. Differentiates
+ * out_i = sum_j z_ij p_ij v_j, p_ij = exp(s_ij - lse_i),
+ * s_ij = scale q_i.k_j + mask_ij:
  *   dv_j += z p dout_i;  dp = z dout_i.v_j;  ds = p (dp - D_i), D_i = dout_i.out_i
- *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
-static void backward_head(const qkv_attn_desc *d, int64_t n, int64_t h, const float *qh,
-                          const float *kh, const float *vh, const float *oh, const float *lseh,
-                          const float *doh, float *dqh, float *dkh, float *dvh, float *scratch)
+ *   dq_i += scale ds k_j;  dk_j += scale ds q_i
+ * The tile's dk and dv rows belong to this call alone; dq rows are shared
+ * with the head's other tiles, so dqh is the calling thread's own buffer. */
+static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
+                          const float *qh, const float *kh, const float *vh, const float *lseh,
+                          const float *Dh, const float *doh, float *dqh, float *dkh, float *dvh,
+                          float *scratch)
 {
-    int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h;
-    float *kt = scratch, *vt = kt + D * BK, *s = vt + Dv * BK, *Di = s + BK;
-    for (int64_t i = 0; i < L; i++) {
-        float acc = 0;
-        for (int64_t x = 0; x < Dv; x++) acc += doh[i * Dv + x] * oh[i * Dv + x];
-        Di[i] = acc;
-    }
+    int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
+    float *kt = scratch, *vt = kt + D * BK, *s = vt + Dv * BK, *dp = s + BK;
+    tile_transpose(kh, D, j0, j1, kt);
+    tile_transpose(vh, Dv, j0, j1, vt);
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
         key_walk w = key_walk_make(d, i0, i1);
-        int64_t j1;
-        for (int64_t j0 = key_walk_next(&w, 0, &j1); j0 >= 0; j0 = key_walk_next(&w, j1, &j1)) {
-            int64_t nj = j1 - j0;
-            tile_transpose(kh, D, j0, j1, kt);
-            tile_transpose(vh, Dv, j0, j1, vt);
-            for (int64_t i = i0; i < i1; i++) {
-                if (lseh[i] == -INFINITY) continue;
-                const float *qi = qh + i * D, *doi = doh + i * Dv;
-                tile_scores(d, n, h, i, qi, kt, j0, j1, s);
-                for (int64_t j = 0; j < nj; j++) s[j] = expf(s[j] - lseh[i]); /* p */
-                for (int64_t j = 0; j < nj; j++) {
-                    if (s[j] == 0.0f) continue;
-                    float z = qkv_attn_dropout(d, nh, i, j0 + j), dp = 0;
-                    for (int64_t x = 0; x < Dv; x++) dp += doi[x] * vt[x * BK + j];
-                    if (dvh && z != 0.0f) {
-                        float c = z * s[j];
-                        float *dvj = dvh + (j0 + j) * Dv;
-                        for (int64_t x = 0; x < Dv; x++) dvj[x] += c * doi[x];
-                    }
-                    float ds = s[j] * (z * dp - Di[i]) * d->scale;
-                    if (dqh)
-                        for (int64_t x = 0; x < D; x++) dqh[i * D + x] += ds * kt[x * BK + j];
-                    if (dkh) {
-                        float *dkj = dkh + (j0 + j) * D;
-                        for (int64_t x = 0; x < D; x++) dkj[x] += ds * qi[x];
-                    }
+        /* Does this query block see any key of the tile: [lo,hi) or [mk,S)? */
+        int visits = (j0 < w.hi && j1 > w.lo) || j1 > w.mk;
+        if (!visits) continue;
+        for (int64_t i = i0; i < i1; i++) {
+            if (lseh[i] == -INFINITY) continue;
+            const float *qi = qh + i * D, *doi = doh + i * Dv;
+            tile_scores(d, n, h, i, qi, kt, j0, j1, s);
+            for (int64_t j = 0; j < nj; j++) s[j] = expf(s[j] - lseh[i]); /* p */
+            for (int64_t j = 0; j < nj; j++) dp[j] = 0;
+            for (int64_t x = 0; x < Dv; x++) { /* dp_j = dout_i . v_j */
+                float a = doi[x];
+                const float *row = vt + x * BK;
+                for (int64_t j = 0; j < nj; j++) dp[j] += a * row[j];
+            }
+            float *dqi = dqh ? dqh + i * D : NULL;
+            for (int64_t j = 0; j < nj; j++) {
+                if (s[j] == 0.0f) continue;
+                float z = qkv_attn_dropout(d, nh, i, j0 + j);
+                if (dvh && z != 0.0f) {
+                    float c = z * s[j];
+                    float *dvj = dvh + (j0 + j) * Dv;
+                    for (int64_t x = 0; x < Dv; x++) dvj[x] += c * doi[x];
+                }
+                float ds = s[j] * (z * dp[j] - Dh[i]) * d->scale;
+                if (dqi) {
+                    const float *kj = kh + (j0 + j) * D;
+                    for (int64_t x = 0; x < D; x++) dqi[x] += ds * kj[x];
+                }
+                if (dkh) {
+                    float *dkj = dkh + (j0 + j) * D;
+                    for (int64_t x = 0; x < D; x++) dkj[x] += ds * qi[x];
                 }
             }
         }
@@ -230,21 +238,49 @@ qkv_status qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const
                                    const float *dout, float *dq, float *dk, float *dv)
 {
     int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
+    int64_t ntiles = (S + BK - 1) / BK;
+    int nthreads = omp_get_max_threads();
+    if ((int64_t)nthreads > NH * ntiles) nthreads = (int)(NH * ntiles > 0 ? NH * ntiles : 1);
+    /* D_i = dout_i . out_i, (N,H,L); and with more than one thread, a dq
+     * buffer per thread, summed at the end (O(L) memory per thread). */
+    size_t nq = (size_t)(NH * L * D);
+    float *Di = malloc((size_t)(NH * L) * sizeof(float) + 1);
+    float *dqs = dq && nthreads > 1 ? calloc((size_t)nthreads * nq + 1, sizeof(float)) : NULL;
+    if (!Di || (dq && nthreads > 1 && !dqs)) {
+        free(Di);
+        free(dqs);
+        return qkv_fail(QKV_ERR_NOMEM, "sdpa backward: cannot allocate kernel scratch");
+    }
+#pragma omp parallel for num_threads(nthreads)
+    for (int64_t r = 0; r < NH * L; r++) {
+        float acc = 0;
+        for (int64_t x = 0; x < Dv; x++) acc += dout[r * Dv + x] * out[r * Dv + x];
+        Di[r] = acc;
+    }
     int failed = 0;
-#pragma omp parallel reduction(|| : failed)
+#pragma omp parallel num_threads(nthreads) reduction(|| : failed)
     {
-        float *scratch = malloc((size_t)(D * BK + Dv * BK + BK + L) * sizeof(float));
+        float *scratch = malloc((size_t)(D * BK + Dv * BK + 2 * BK) * sizeof(float));
+        float *mydq = dqs ? dqs + (size_t)omp_get_thread_num() * nq : dq;
         if (!scratch) failed = 1;
 #pragma omp for schedule(dynamic)
-        for (int64_t nh = 0; nh < NH; nh++) {
+        for (int64_t t = 0; t < NH * ntiles; t++) {
             if (!scratch) continue;
-            backward_head(d, nh / d->H, nh % d->H, q + nh * L * D, k + nh * S * D,
-                          v + nh * S * Dv, out + nh * L * Dv, lse + nh * L, dout + nh * L * Dv,
-                          dq ? dq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
+            int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
+            backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
+                          v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
+                          mydq ? mydq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
                           dv ? dv + nh * S * Dv : NULL, scratch);
         }
         free(scratch);
     }
+    if (dqs && !failed) {
+#pragma omp parallel for num_threads(nthreads)
+        for (int64_t i = 0; i < (int64_t)nq; i++)
+            for (int th = 0; th < nthreads; th++) dq[i] += dqs[(size_t)th * nq + i];
+    }
+    free(dqs);
+    free(Di);
     return failed ? qkv_fail(QKV_ERR_NOMEM, "sdpa backward: cannot allocate kernel scratch")
                   : QKV_OK;
 }
