@@ -14,6 +14,156 @@ struct qkv_module {
     qkv_status (*forward)(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y);
 };
 
+/* Runs a module: m->forward(c, m, x, y), after checking that m was set up
+ * by its _init (a zeroed struct has no forward). */
+qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y);
+
+/* ---- functional ops (torch.nn.functional), recorded on the tape --------
+ * Inputs are F32 unless said otherwise; outputs come from the ctx's arena.
+ * docs/layers.md has the shapes, the PyTorch equivalents and the backward. */
+
+/* y = max(x, 0), F.relu; the gradient at x = 0 is 0, as PyTorch's. Any shape. */
+qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+/* y = tanh(x), torch.tanh. Any shape. */
+qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+
+typedef enum {
+    QKV_GELU_NONE = 0, /* x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): approximate='none' */
+    QKV_GELU_TANH      /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): approximate='tanh' */
+} qkv_gelu_approx;
+/* F.gelu(x, approximate=...). Any shape. */
+qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, qkv_gelu_approx approximate, qkv_tensor **y);
+
+/* y = a + b. Same shapes, or one broadcast over the other's leading dims:
+ * b's shape equal to a's trailing dims (a (N,T,C) + b (T,C) or (C)), or the
+ * other way round. y has the larger shape; the smaller one's gradient is
+ * summed over the broadcast dims. */
+qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
+
+/* torch.cat((a, b), dim): a and b of equal rank and equal sizes except in
+ * dim; dim may be negative (counted from the end). */
+qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor **y);
+
+/* F.layer_norm(x, (C,), weight, bias, eps) over the last dim:
+ * y = (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
+ * x (...,C), weight (C) or NULL, bias (C) or NULL -> y like x. eps > 0. */
+qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
+                          float eps, qkv_tensor **y);
+
+/* F.embedding(ids, weight, padding_idx): y[...] = weight[ids[...]].
+ * weight (num,dim), ids an I64 tensor of 0..3 dims -> y (ids.shape...,dim).
+ * padding_idx in [0,num) gets no gradient; -1 means none (PyTorch's
+ * negative padding_idx, counted from the end, is num + padding_idx here).
+ * An id outside [0,num) is QKV_ERR_ARG naming it and its position. */
+qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_t padding_idx,
+                         qkv_tensor **y);
+
+/* F.dropout(x, p, training=qkv_ctx_training(c)). Outside training mode, or
+ * with p == 0, *y is x itself (as PyTorch returns its input) and nothing is
+ * recorded. In training each element is kept with probability 1 - p and
+ * scaled by 1/(1-p); p == 1 gives zeros. The mask comes from a
+ * counter-based hash of (qkv_ctx_next_seed(c), element index), so the
+ * backward recomputes it; the draws differ from PyTorch's. p in [0,1]. */
+qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y);
+
+/* F.conv1d(x, w, b, stride, padding, dilation), groups = 1:
+ * x (N,Cin,L) (or (Cin,L) unbatched), w (Cout,Cin,K), b (Cout) or NULL ->
+ * y (N,Cout,Lout) (or (Cout,Lout)), Lout = (L + 2 padding - dilation (K-1) - 1)
+ * / stride + 1, which must be >= 1. stride >= 1, padding >= 0 (zeros),
+ * dilation >= 1. im2col + gemm; a plain loop under qkv_reference(). */
+qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, int64_t stride,
+                      int64_t padding, int64_t dilation, qkv_tensor **y);
+
+/* ---- modules (torch.nn) ------------------------------------------------
+ * Each _init creates the module's parameters in p under prefix with
+ * PyTorch's state_dict names ("weight", "bias"; prefix "" or "encoder.0."),
+ * initialises them as PyTorch does (the random streams differ: load a
+ * state_dict to get PyTorch's values), and sets base.type and base.forward.
+ * Run one with qkv_module_forward(c, &m.base, x, &y). The module structs
+ * hold no memory of their own (the parameters belong to p). */
+
+/* nn.Linear(in_features, out_features, bias): "weight" (out,in), "bias" (out),
+ * both U(-1/sqrt(in), 1/sqrt(in)). x (...,in) -> y (...,out). */
+typedef struct {
+    qkv_module base;
+    int64_t in_features, out_features;
+    qkv_tensor *weight, *bias; /* (out,in); (out) or NULL */
+} qkv_nn_linear;
+qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
+                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
+
+/* nn.Conv1d's options: qkv_conv1d_opts_default(in, out, kernel_size) gives
+ * stride 1, padding 0, dilation 1, bias 1 (groups and padding_mode are
+ * always 1 and 'zeros'). */
+typedef struct {
+    int64_t in_channels, out_channels, kernel_size;
+    int64_t stride, padding, dilation;
+    int bias;
+} qkv_conv1d_opts;
+qkv_conv1d_opts qkv_conv1d_opts_default(int64_t in_channels, int64_t out_channels,
+                                        int64_t kernel_size);
+
+/* nn.Conv1d: "weight" (Cout,Cin,K), "bias" (Cout), both
+ * U(-1/sqrt(Cin*K), 1/sqrt(Cin*K)). x (N,Cin,L) or (Cin,L) -> y (N,Cout,Lout). */
+typedef struct {
+    qkv_module base;
+    qkv_conv1d_opts o;
+    qkv_tensor *weight, *bias; /* (Cout,Cin,K); (Cout) or NULL */
+} qkv_nn_conv1d;
+qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
+                              const char *prefix, qkv_rng *rng);
+
+/* nn.LayerNorm(C, eps, elementwise_affine): "weight" (C) ones, "bias" (C)
+ * zeros when elementwise_affine. PyTorch's default eps is 1e-5. x (...,C). */
+typedef struct {
+    qkv_module base;
+    int64_t normalized_shape;
+    float eps;
+    int elementwise_affine;
+    qkv_tensor *weight, *bias; /* (C) each, or NULL */
+} qkv_nn_layernorm;
+qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
+                                 int elementwise_affine, qkv_params *p, const char *prefix);
+
+/* nn.Embedding(num_embeddings, embedding_dim, padding_idx): "weight"
+ * (num,dim) N(0,1), the padding_idx row zeroed (-1: none). The forward's x is
+ * the I64 ids tensor. */
+typedef struct {
+    qkv_module base;
+    int64_t num_embeddings, embedding_dim, padding_idx;
+    qkv_tensor *weight; /* (num,dim) */
+} qkv_nn_embedding;
+qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
+                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                 const char *prefix, qkv_rng *rng);
+
+/* Parameterless modules: nn.ReLU(), nn.Tanh(), nn.GELU(approximate),
+ * nn.Dropout(p) (p in [0,1]; active only in training mode). */
+typedef struct { qkv_module base; } qkv_nn_relu;
+typedef struct { qkv_module base; } qkv_nn_tanh;
+typedef struct { qkv_module base; qkv_gelu_approx approximate; } qkv_nn_gelu;
+typedef struct { qkv_module base; float p; } qkv_nn_dropout;
+qkv_status qkv_nn_relu_init(qkv_nn_relu *m);
+qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m);
+qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, qkv_gelu_approx approximate);
+qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p);
+
+/* nn.Sequential: runs its layers in order, each one's output the next one's
+ * input. It holds pointers to modules it does not own (they must outlive
+ * it); qkv_sequential_free frees only its array. A Sequential is a module,
+ * so they nest. Parameter names follow PyTorch when the caller gives layer i
+ * the prefix "<prefix>i." at its _init ("0.", "2.", ... counting the
+ * parameterless layers too): Sequential(Conv1d, ReLU, Conv1d) has
+ * "0.weight", "0.bias", "2.weight", "2.bias". */
+typedef struct {
+    qkv_module base;
+    qkv_module **layers; /* (n), not owned */
+    int n, cap;
+} qkv_sequential;
+qkv_status qkv_sequential_init(qkv_sequential *s);
+qkv_status qkv_sequential_add(qkv_sequential *s, qkv_module *m);
+void qkv_sequential_free(qkv_sequential *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,100 @@
+/* activation.c: elementwise activations: relu, tanh, gelu (exact and tanh
+ * approximation), as torch.nn.functional computes them. */
+#include <math.h>
+#include "nn/nn_check.h"
+
+typedef enum { ACT_RELU, ACT_TANH, ACT_GELU, ACT_GELU_TANH } act_kind;
+
+#define GELU_BETA 0.7978845608028654f  /* sqrt(2/pi) */
+#define GELU_KAPPA 0.044715f
+#define INV_SQRT2 0.7071067811865476f  /* 1/sqrt(2) */
+#define INV_SQRT2PI 0.3989422804014327f /* 1/sqrt(2 pi): the normal density's factor */
+
+typedef struct {
+    qkv_tensor *x, *y;
+    act_kind kind;
+    int64_t n;
+} act_saved;
+
+static float act_value(act_kind k, float x)
+{
+    switch (k) {
+    case ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ACT_TANH: return tanhf(x);
+    case ACT_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
+    case ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+    }
+    return 0.0f;
+}
+
+/* dy/dx at x (y is the forward's output there). */
+static float act_slope(act_kind k, float x, float y)
+{
+    switch (k) {
+    case ACT_RELU: return y > 0.0f ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
+    case ACT_TANH: return 1.0f - y * y;
+    case ACT_GELU: /* Phi(x) + x phi(x) */
+        return 0.5f * (1.0f + erff(x * INV_SQRT2)) + x * INV_SQRT2PI * expf(-0.5f * x * x);
+    case ACT_GELU_TANH: { /* 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2) */
+        float t = tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x));
+        return 0.5f * (1.0f + t) +
+               0.5f * x * (1.0f - t * t) * GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x * x);
+    }
+    }
+    return 0.0f;
+}
+
+/* Differentiates y = f(x) elementwise: dx += dy * f'(x). */
+static qkv_status act_backward(qkv_ctx *c, void *p)
+{
+    act_saved *s = p;
+    const float *dy = s->y->grad; // (n)
+    if (!dy || !s->x->requires_grad) return QKV_OK;
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
+    if (!dx) return QKV_ERR_NOMEM;
+    const float *x = s->x->data, *y = s->y->data; // (n) each
+    for (int64_t i = 0; i < s->n; i++) dx[i] += dy[i] * act_slope(s->kind, x[i], y[i]);
+    return QKV_OK;
+}
+
+static qkv_status activation(qkv_ctx *c, const char *fn, act_kind kind, qkv_tensor *x,
+                             qkv_tensor **y)
+{
+    QKV_NEED(y, fn, "y");
+    *y = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_F32(x, fn, "x");
+    qkv_tensor *in[1] = {x};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    int64_t n = qkv_tensor_numel(x);
+    const float *xd = x->data; // (n)
+    float *yd = (*y)->data;    // (n)
+    for (int64_t i = 0; i < n; i++) yd[i] = act_value(kind, xd[i]);
+    if (!rec) return QKV_OK;
+    act_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (act_saved){x, *y, kind, n};
+    return qkv_ctx_record(c, act_backward, s);
+}
+
+qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
+{
+    return activation(c, "relu", ACT_RELU, x, y);
+}
+
+qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
+{
+    return activation(c, "tanh", ACT_TANH, x, y);
+}
+
+qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, qkv_gelu_approx approximate, qkv_tensor **y)
+{
+    if (approximate != QKV_GELU_NONE && approximate != QKV_GELU_TANH) {
+        if (y) *y = NULL;
+        return qkv_fail(QKV_ERR_ARG,
+                        "gelu: approximate %d is not QKV_GELU_NONE (0) or QKV_GELU_TANH (1)",
+                        (int)approximate);
+    }
+    return activation(c, "gelu", approximate == QKV_GELU_TANH ? ACT_GELU_TANH : ACT_GELU, x, y);
+}

@@ -1,0 +1,148 @@
+/* combine.c: ops of two tensors: add (with broadcasting over leading dims,
+ * for residual connections and positional encodings) and cat. */
+#include <string.h>
+#include "nn/nn_check.h"
+
+/* ---- add ------------------------------------------------------------------ */
+
+typedef struct {
+    qkv_tensor *a, *b, *y; /* a has y's shape; b is a's trailing dims */
+    int64_t rows, nb;      /* y as (rows,nb) */
+} add_saved;
+
+/* Differentiates y[r, j] = a[r, j] + b[j]: da += dy, db[j] += sum_r dy[r, j]. */
+static qkv_status add_backward(qkv_ctx *c, void *p)
+{
+    add_saved *s = p;
+    const float *dy = s->y->grad; // (rows,nb)
+    if (!dy) return QKV_OK;
+    qkv_arena *ar = qkv_ctx_arena(c);
+    int64_t nb = s->nb;
+    if (s->a->requires_grad) {
+        float *da = qkv_tensor_grad(ar, s->a); // (rows,nb)
+        if (!da) return QKV_ERR_NOMEM;
+        for (int64_t i = 0; i < s->rows * nb; i++) da[i] += dy[i];
+    }
+    if (s->b->requires_grad) {
+        float *db = qkv_tensor_grad(ar, s->b); // (nb)
+        if (!db) return QKV_ERR_NOMEM;
+        for (int64_t r = 0; r < s->rows; r++)
+            for (int64_t j = 0; j < nb; j++) db[j] += dy[r * nb + j];
+    }
+    return QKV_OK;
+}
+
+/* True when small's shape equals big's trailing small->ndim dims. */
+static int trailing_match(const qkv_tensor *big, const qkv_tensor *small)
+{
+    if (small->ndim > big->ndim) return 0;
+    int off = big->ndim - small->ndim;
+    for (int i = 0; i < small->ndim; i++)
+        if (small->shape[i] != big->shape[off + i]) return 0;
+    return 1;
+}
+
+qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
+{
+    QKV_NEED(y, "add", "y");
+    *y = NULL;
+    QKV_NEED(c, "add", "ctx");
+    QKV_NEED_F32(a, "add", "a");
+    QKV_NEED_F32(b, "add", "b");
+    /* Addition commutes: put the larger shape first. */
+    if (!trailing_match(a, b)) {
+        if (!trailing_match(b, a)) {
+            char ba[64], bb[64];
+            return qkv_fail(QKV_ERR_SHAPE,
+                            "add: a %s and b %s differ, and neither is the other's trailing dims",
+                            qkv_shape_str(a, ba, sizeof ba), qkv_shape_str(b, bb, sizeof bb));
+        }
+        qkv_tensor *t = a;
+        a = b;
+        b = t;
+    }
+    qkv_tensor *in[2] = {a, b};
+    int rec = qkv_ctx_recording(c, in, 2);
+    QKV_TRY(qkv_ctx_tensor(c, a->ndim, a->shape, rec, y));
+    int64_t nb = qkv_tensor_numel(b), rows = nb ? qkv_tensor_numel(a) / nb : 0;
+    const float *ad = a->data, *bd = b->data; // (rows,nb), (nb)
+    float *yd = (*y)->data;                   // (rows,nb)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < nb; j++) yd[r * nb + j] = ad[r * nb + j] + bd[j];
+    if (!rec) return QKV_OK;
+    add_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (add_saved){a, b, *y, rows, nb};
+    return qkv_ctx_record(c, add_backward, s);
+}
+
+/* ---- cat ------------------------------------------------------------------ */
+
+typedef struct {
+    qkv_tensor *a, *b, *y;
+    int64_t outer, ia, ib; /* a as (outer,ia), b as (outer,ib), y as (outer,ia+ib) */
+} cat_saved;
+
+/* Differentiates y[o] = (a[o], b[o]) row by row: da[o] += dy[o, :ia],
+ * db[o] += dy[o, ia:]. */
+static qkv_status cat_backward(qkv_ctx *c, void *p)
+{
+    cat_saved *s = p;
+    const float *dy = s->y->grad; // (outer,ia+ib)
+    if (!dy) return QKV_OK;
+    qkv_arena *ar = qkv_ctx_arena(c);
+    float *da = s->a->requires_grad ? qkv_tensor_grad(ar, s->a) : NULL; // (outer,ia)
+    float *db = s->b->requires_grad ? qkv_tensor_grad(ar, s->b) : NULL; // (outer,ib)
+    if ((s->a->requires_grad && !da) || (s->b->requires_grad && !db)) return QKV_ERR_NOMEM;
+    int64_t ia = s->ia, ib = s->ib;
+    for (int64_t o = 0; o < s->outer; o++) {
+        const float *row = dy + o * (ia + ib);
+        if (da)
+            for (int64_t i = 0; i < ia; i++) da[o * ia + i] += row[i];
+        if (db)
+            for (int64_t i = 0; i < ib; i++) db[o * ib + i] += row[ia + i];
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor **y)
+{
+    QKV_NEED(y, "cat", "y");
+    *y = NULL;
+    QKV_NEED(c, "cat", "ctx");
+    QKV_NEED_F32(a, "cat", "a");
+    QKV_NEED_F32(b, "cat", "b");
+    char ba[64], bb[64];
+    int nd = a->ndim;
+    if (nd < 1 || b->ndim != nd)
+        return qkv_fail(QKV_ERR_SHAPE, "cat: a %s and b %s must have the same number of dims (at least 1)",
+                        qkv_shape_str(a, ba, sizeof ba), qkv_shape_str(b, bb, sizeof bb));
+    if (dim < -nd || dim >= nd)
+        return qkv_fail(QKV_ERR_ARG, "cat: dim %d out of range for %d-dim tensors (expected %d..%d)",
+                        dim, nd, -nd, nd - 1);
+    int d = dim < 0 ? dim + nd : dim;
+    for (int i = 0; i < nd; i++)
+        if (i != d && a->shape[i] != b->shape[i])
+            return qkv_fail(QKV_ERR_SHAPE, "cat: a %s and b %s differ in dim %d (only dim %d may differ)",
+                            qkv_shape_str(a, ba, sizeof ba), qkv_shape_str(b, bb, sizeof bb), i, d);
+    int64_t shape[QKV_MAX_DIMS], outer = 1, inner = 1;
+    for (int i = 0; i < nd; i++) {
+        shape[i] = i == d ? a->shape[i] + b->shape[i] : a->shape[i];
+        if (i < d) outer *= a->shape[i];
+        if (i > d) inner *= a->shape[i];
+    }
+    qkv_tensor *in[2] = {a, b};
+    int rec = qkv_ctx_recording(c, in, 2);
+    QKV_TRY(qkv_ctx_tensor(c, nd, shape, rec, y));
+    int64_t ia = a->shape[d] * inner, ib = b->shape[d] * inner;
+    float *yd = (*y)->data; // (outer,ia+ib)
+    for (int64_t o = 0; o < outer; o++) {
+        memcpy(yd + o * (ia + ib), a->data + o * ia, (size_t)ia * sizeof(float));
+        memcpy(yd + o * (ia + ib) + ia, b->data + o * ib, (size_t)ib * sizeof(float));
+    }
+    if (!rec) return QKV_OK;
+    cat_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (cat_saved){a, b, *y, outer, ia, ib};
+    return qkv_ctx_record(c, cat_backward, s);
+}

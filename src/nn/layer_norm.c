@@ -1,0 +1,116 @@
+/* layer_norm.c: F.layer_norm over the last dim with PyTorch's biased
+ * variance: y = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps). */
+#include <math.h>
+#include <stdio.h>
+#include "nn/nn_check.h"
+
+typedef struct {
+    qkv_tensor *x, *w, *b, *y;
+    double *mean, *rstd; // (rows) each
+    int64_t rows, C;
+} ln_saved;
+
+/* Differentiates y = xhat * w + b, xhat = (x - mean) * rstd, per row:
+ * dw += sum_rows dy * xhat, db += sum_rows dy, and with g = dy * w,
+ * dx += rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+static qkv_status ln_backward(qkv_ctx *c, void *p)
+{
+    ln_saved *s = p;
+    const float *dy = s->y->grad; // (rows,C)
+    if (!dy) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    int gx = s->x->requires_grad, gw = s->w && s->w->requires_grad, gb = s->b && s->b->requires_grad;
+    float *dx = gx ? qkv_tensor_grad(a, s->x) : NULL; // (rows,C)
+    float *dw = gw ? qkv_tensor_grad(a, s->w) : NULL; // (C)
+    float *db = gb ? qkv_tensor_grad(a, s->b) : NULL; // (C)
+    if ((gx && !dx) || (gw && !dw) || (gb && !db)) return QKV_ERR_NOMEM;
+    const float *x = s->x->data, *w = s->w ? s->w->data : NULL; // (rows,C), (C)
+    int64_t C = s->C;
+    for (int64_t r = 0; r < s->rows; r++) {
+        const float *xr = x + r * C, *gr = dy + r * C;
+        double mu = s->mean[r], rs = s->rstd[r];
+        if (dw || db)
+            for (int64_t j = 0; j < C; j++) {
+                if (dw) dw[j] += (float)(gr[j] * (xr[j] - mu) * rs);
+                if (db) db[j] += gr[j];
+            }
+        if (!dx) continue;
+        double sg = 0, sgx = 0; /* sum g, sum g * xhat */
+        for (int64_t j = 0; j < C; j++) {
+            double g = w ? (double)gr[j] * w[j] : gr[j];
+            sg += g;
+            sgx += g * (xr[j] - mu) * rs;
+        }
+        sg /= (double)C;
+        sgx /= (double)C;
+        for (int64_t j = 0; j < C; j++) {
+            double g = w ? (double)gr[j] * w[j] : gr[j];
+            dx[r * C + j] += (float)(rs * (g - sg - (xr[j] - mu) * rs * sgx));
+        }
+    }
+    return QKV_OK;
+}
+
+/* Checks an optional (C) parameter of layer_norm. */
+static qkv_status check_affine(const qkv_tensor *t, const char *arg, const qkv_tensor *x, int64_t C)
+{
+    if (!t) return QKV_OK;
+    QKV_NEED_F32(t, "layer_norm", arg);
+    if (t->ndim != 1 || t->shape[0] != C) {
+        char bt[64], bx[64];
+        return qkv_fail(QKV_ERR_SHAPE, "layer_norm: %s %s does not match x %s, expected (%lld,)",
+                        arg, qkv_shape_str(t, bt, sizeof bt), qkv_shape_str(x, bx, sizeof bx),
+                        (long long)C);
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
+                          float eps, qkv_tensor **y)
+{
+    QKV_NEED(y, "layer_norm", "y");
+    *y = NULL;
+    QKV_NEED(c, "layer_norm", "ctx");
+    QKV_NEED_F32(x, "layer_norm", "x");
+    char bx[64];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)
+        return qkv_fail(QKV_ERR_SHAPE, "layer_norm: x %s has no last dim to normalise over",
+                        qkv_shape_str(x, bx, sizeof bx));
+    int64_t C = x->shape[x->ndim - 1], rows = qkv_tensor_numel(x) / C;
+    QKV_TRY(check_affine(weight, "weight", x, C));
+    QKV_TRY(check_affine(bias, "bias", x, C));
+    if (!(eps > 0.0f) || isinf(eps))
+        return qkv_fail(QKV_ERR_ARG, "layer_norm: eps %g must be positive and finite", (double)eps);
+    qkv_tensor *in[3] = {x, weight, bias};
+    int rec = qkv_ctx_recording(c, in, 3);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    double *mean = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *mean) : NULL; // (rows)
+    double *rstd = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *rstd) : NULL; // (rows)
+    if (rec && (!mean || !rstd)) return QKV_ERR_NOMEM;
+    const float *xd = x->data; // (rows,C)
+    float *yd = (*y)->data;    // (rows,C)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xd + r * C;
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < C; j++) mu += xr[j];
+        mu /= (double)C;
+        for (int64_t j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (double)C;
+        double rs = 1.0 / sqrt(var + eps);
+        for (int64_t j = 0; j < C; j++) {
+            double v = (xr[j] - mu) * rs;
+            if (weight) v *= weight->data[j];
+            if (bias) v += bias->data[j];
+            yd[r * C + j] = (float)v;
+        }
+        if (rec) {
+            mean[r] = mu;
+            rstd[r] = rs;
+        }
+    }
+    if (!rec) return QKV_OK;
+    ln_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (ln_saved){x, weight, bias, *y, mean, rstd, rows, C};
+    return qkv_ctx_record(c, ln_backward, s);
+}

@@ -1,0 +1,285 @@
+/* modules.c: torch.nn modules over the functional ops: Linear, Conv1d,
+ * LayerNorm, Embedding, ReLU, Tanh, GELU, Dropout, and the Sequential
+ * container. Each _init checks all its options before it adds a parameter,
+ * so bad options leave the store untouched. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nn/nn_check.h"
+
+qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y)
+{
+    QKV_NEED(y, "module_forward", "y");
+    *y = NULL;
+    QKV_NEED(c, "module_forward", "ctx");
+    QKV_NEED(m, "module_forward", "module");
+    if (!m->forward)
+        return qkv_fail(QKV_ERR_STATE, "module_forward: module has no forward (was its _init called?)");
+    return m->forward(c, m, x, y);
+}
+
+/* Checks the arguments every _init with parameters shares. */
+static qkv_status init_common(const char *fn, const void *m, qkv_params *p, qkv_rng *rng, int need_rng)
+{
+    QKV_NEED(m, fn, "module");
+    QKV_NEED(p, fn, "params");
+    if (need_rng) QKV_NEED(rng, fn, "rng");
+    return QKV_OK;
+}
+
+/* ---- Linear ----------------------------------------------------------------- */
+
+static qkv_status linear_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_linear *m = (qkv_nn_linear *)base;
+    return qkv_linear(c, x, m->weight, m->bias, y);
+}
+
+qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
+                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
+{
+    QKV_TRY(init_common("nn_linear_init", m, p, rng, 1));
+    if (in_features < 1 || out_features < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_linear_init: in_features %lld and out_features %lld must be positive",
+                        (long long)in_features, (long long)out_features);
+    memset(m, 0, sizeof *m);
+    int64_t ws[2] = {out_features, in_features};
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 2, ws, &m->weight));
+    QKV_TRY(qkv_init_linear_default(rng, m->weight));
+    if (bias) { /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_features */
+        QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &out_features, &m->bias));
+        float bound = 1.0f / sqrtf((float)in_features);
+        QKV_TRY(qkv_init_uniform(rng, m->bias, -bound, bound));
+    }
+    m->in_features = in_features;
+    m->out_features = out_features;
+    m->base = (qkv_module){"Linear", linear_forward};
+    return QKV_OK;
+}
+
+/* ---- Conv1d ----------------------------------------------------------------- */
+
+qkv_conv1d_opts qkv_conv1d_opts_default(int64_t in_channels, int64_t out_channels,
+                                        int64_t kernel_size)
+{
+    return (qkv_conv1d_opts){in_channels, out_channels, kernel_size, 1, 0, 1, 1};
+}
+
+static qkv_status conv1d_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_conv1d *m = (qkv_nn_conv1d *)base;
+    return qkv_conv1d(c, x, m->weight, m->bias, m->o.stride, m->o.padding, m->o.dilation, y);
+}
+
+qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
+                              const char *prefix, qkv_rng *rng)
+{
+    QKV_TRY(init_common("nn_conv1d_init", m, p, rng, 1));
+    QKV_NEED(o, "nn_conv1d_init", "opts");
+    if (o->in_channels < 1 || o->out_channels < 1 || o->kernel_size < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_conv1d_init: in_channels %lld, out_channels %lld and "
+                        "kernel_size %lld must be positive", (long long)o->in_channels,
+                        (long long)o->out_channels, (long long)o->kernel_size);
+    if (o->stride < 1 || o->padding < 0 || o->dilation < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_conv1d_init: stride %lld, padding %lld, dilation %lld: "
+                        "expected stride >= 1, padding >= 0, dilation >= 1", (long long)o->stride,
+                        (long long)o->padding, (long long)o->dilation);
+    memset(m, 0, sizeof *m);
+    int64_t ws[3] = {o->out_channels, o->in_channels, o->kernel_size};
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 3, ws, &m->weight));
+    QKV_TRY(qkv_init_linear_default(rng, m->weight)); /* fan_in = Cin * K */
+    if (o->bias) {
+        QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &o->out_channels, &m->bias));
+        float bound = 1.0f / sqrtf((float)(o->in_channels * o->kernel_size));
+        QKV_TRY(qkv_init_uniform(rng, m->bias, -bound, bound));
+    }
+    m->o = *o;
+    m->base = (qkv_module){"Conv1d", conv1d_forward};
+    return QKV_OK;
+}
+
+/* ---- LayerNorm -------------------------------------------------------------- */
+
+static qkv_status layernorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_layernorm *m = (qkv_nn_layernorm *)base;
+    if (x && x->ndim >= 1 && x->shape[x->ndim - 1] != m->normalized_shape) {
+        char bx[64];
+        return qkv_fail(QKV_ERR_SHAPE, "layer_norm: x %s last dim does not match normalized_shape (%lld,)",
+                        qkv_shape_str(x, bx, sizeof bx), (long long)m->normalized_shape);
+    }
+    return qkv_layer_norm(c, x, m->weight, m->bias, m->eps, y);
+}
+
+qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
+                                 int elementwise_affine, qkv_params *p, const char *prefix)
+{
+    QKV_NEED(m, "nn_layernorm_init", "module");
+    if (elementwise_affine) QKV_NEED(p, "nn_layernorm_init", "params");
+    if (normalized_shape < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_layernorm_init: normalized_shape %lld must be positive",
+                        (long long)normalized_shape);
+    if (!(eps > 0.0f) || isinf(eps))
+        return qkv_fail(QKV_ERR_ARG, "nn_layernorm_init: eps %g must be positive and finite", (double)eps);
+    memset(m, 0, sizeof *m);
+    if (elementwise_affine) {
+        QKV_TRY(qkv_params_add(p, prefix, "weight", 1, &normalized_shape, &m->weight));
+        QKV_TRY(qkv_init_constant(m->weight, 1.0f));
+        QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &normalized_shape, &m->bias));
+    }
+    m->normalized_shape = normalized_shape;
+    m->eps = eps;
+    m->elementwise_affine = elementwise_affine != 0;
+    m->base = (qkv_module){"LayerNorm", layernorm_forward};
+    return QKV_OK;
+}
+
+/* ---- Embedding -------------------------------------------------------------- */
+
+static qkv_status embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_embedding *m = (qkv_nn_embedding *)base;
+    return qkv_embedding(c, m->weight, x, m->padding_idx, y);
+}
+
+qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
+                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                 const char *prefix, qkv_rng *rng)
+{
+    QKV_TRY(init_common("nn_embedding_init", m, p, rng, 1));
+    if (num_embeddings < 1 || embedding_dim < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_embedding_init: num_embeddings %lld and embedding_dim %lld "
+                        "must be positive", (long long)num_embeddings, (long long)embedding_dim);
+    if (padding_idx < -1 || padding_idx >= num_embeddings)
+        return qkv_fail(QKV_ERR_ARG, "nn_embedding_init: padding_idx %lld out of range "
+                        "(0..%lld, or -1 for none)", (long long)padding_idx, (long long)num_embeddings - 1);
+    memset(m, 0, sizeof *m);
+    int64_t ws[2] = {num_embeddings, embedding_dim};
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 2, ws, &m->weight));
+    qkv_rng_fill_normal(rng, m->weight->data, num_embeddings * embedding_dim, 0.0f, 1.0f);
+    if (padding_idx >= 0)
+        memset(m->weight->data + padding_idx * embedding_dim, 0, (size_t)embedding_dim * sizeof(float));
+    m->num_embeddings = num_embeddings;
+    m->embedding_dim = embedding_dim;
+    m->padding_idx = padding_idx;
+    m->base = (qkv_module){"Embedding", embedding_forward};
+    return QKV_OK;
+}
+
+/* ---- parameterless ---------------------------------------------------------- */
+
+static qkv_status relu_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    return qkv_relu(c, x, y);
+}
+
+static qkv_status tanh_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    return qkv_tanh(c, x, y);
+}
+
+static qkv_status gelu_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    return qkv_gelu(c, x, ((qkv_nn_gelu *)base)->approximate, y);
+}
+
+static qkv_status dropout_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    return qkv_dropout(c, x, ((qkv_nn_dropout *)base)->p, y);
+}
+
+qkv_status qkv_nn_relu_init(qkv_nn_relu *m)
+{
+    QKV_NEED(m, "nn_relu_init", "module");
+    m->base = (qkv_module){"ReLU", relu_forward};
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m)
+{
+    QKV_NEED(m, "nn_tanh_init", "module");
+    m->base = (qkv_module){"Tanh", tanh_forward};
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, qkv_gelu_approx approximate)
+{
+    QKV_NEED(m, "nn_gelu_init", "module");
+    if (approximate != QKV_GELU_NONE && approximate != QKV_GELU_TANH)
+        return qkv_fail(QKV_ERR_ARG, "nn_gelu_init: approximate %d is not QKV_GELU_NONE (0) or "
+                        "QKV_GELU_TANH (1)", (int)approximate);
+    m->base = (qkv_module){"GELU", gelu_forward};
+    m->approximate = approximate;
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p)
+{
+    QKV_NEED(m, "nn_dropout_init", "module");
+    if (!(p >= 0.0f && p <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "nn_dropout_init: p %g must be in [0,1]", (double)p);
+    m->base = (qkv_module){"Dropout", dropout_forward};
+    m->p = p;
+    return QKV_OK;
+}
+
+/* ---- Sequential ------------------------------------------------------------- */
+
+/* y = layers[n-1](... layers[0](x)); a failing layer's message gets the
+ * layer's index and type in front. */
+static qkv_status sequential_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_sequential *s = (qkv_sequential *)base;
+    qkv_tensor *h = x;
+    for (int i = 0; i < s->n; i++) {
+        qkv_tensor *next = NULL;
+        qkv_status st = qkv_module_forward(c, s->layers[i], h, &next);
+        if (st != QKV_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", qkv_last_error());
+            return qkv_fail(st, "sequential: layer %d (%s): %s", i,
+                            s->layers[i]->type ? s->layers[i]->type : "?", msg);
+        }
+        h = next;
+    }
+    *y = h;
+    return QKV_OK;
+}
+
+qkv_status qkv_sequential_init(qkv_sequential *s)
+{
+    QKV_NEED(s, "sequential_init", "s");
+    memset(s, 0, sizeof *s);
+    s->base = (qkv_module){"Sequential", sequential_forward};
+    return QKV_OK;
+}
+
+qkv_status qkv_sequential_add(qkv_sequential *s, qkv_module *m)
+{
+    QKV_NEED(s, "sequential_add", "s");
+    QKV_NEED(m, "sequential_add", "module");
+    if (s->base.forward != sequential_forward)
+        return qkv_fail(QKV_ERR_STATE, "sequential_add: s is not initialised (call qkv_sequential_init)");
+    if (!m->forward)
+        return qkv_fail(QKV_ERR_ARG, "sequential_add: module has no forward (was its _init called?)");
+    if (m == &s->base)
+        return qkv_fail(QKV_ERR_ARG, "sequential_add: cannot add a Sequential to itself");
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        qkv_module **layers = realloc(s->layers, (size_t)cap * sizeof *layers);
+        if (!layers) return qkv_fail(QKV_ERR_NOMEM, "sequential_add: out of memory");
+        s->layers = layers;
+        s->cap = cap;
+    }
+    s->layers[s->n++] = m;
+    return QKV_OK;
+}
+
+void qkv_sequential_free(qkv_sequential *s)
+{
+    if (!s) return;
+    free(s->layers);
+    s->layers = NULL;
+    s->n = s->cap = 0;
+}
