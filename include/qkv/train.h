@@ -1,9 +1,132 @@
-/* qkv/train.h: losses, optimizers, schedules, checkpoints (included by qkv.h). */
+/* qkv/train.h: losses, optimizers, schedules, checkpoints (included by qkv.h).
+ * docs/training.md gives the exact formulas and the PyTorch equivalents. */
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- losses (tape ops) ------------------------------------------------- */
+
+typedef enum {
+    QKV_REDUCTION_MEAN = 0, /* the default, as PyTorch's reduction='mean' */
+    QKV_REDUCTION_SUM,
+    QKV_REDUCTION_NONE      /* per-element losses, shaped like the target */
+} qkv_reduction;
+
+/* F.mse_loss(input, target, reduction): (input - target)^2 reduced.
+ * input and target F32 of the same shape -> loss () (or like input for
+ * NONE). target gets a gradient too when it requires one. */
+qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
+                        qkv_reduction reduction, qkv_tensor **loss);
+
+#define QKV_IGNORE_INDEX_DEFAULT (-100)
+
+/* F.cross_entropy(logits, target, ignore_index=, label_smoothing=,
+ * reduction=) with class-index targets, PyTorch 1.13's formula:
+ *   logits (N,C) or (N,C,d1[,d2]) with target QKV_I64 (N) or (N,d1[,d2]),
+ *   or unbatched logits (C) with a target of 0 dims -> loss () (NONE: like
+ *   target). Targets equal to ignore_index contribute nothing and are not
+ *   counted by MEAN; any other label outside [0,C) is QKV_ERR_ARG.
+ * label_smoothing in [0,1]. Where every target is ignored, MEAN gives 0 with
+ * a zero gradient (PyTorch gives NaN). */
+qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *target,
+                             int64_t ignore_index, double label_smoothing,
+                             qkv_reduction reduction, qkv_tensor **loss);
+
+/* ---- optimizers --------------------------------------------------------- */
+
+typedef enum { QKV_OPTIM_SGD = 0, QKV_OPTIM_ADAM, QKV_OPTIM_ADAMW } qkv_optim_kind;
+
+/* Hyper-parameters, as torch.optim's constructors take them (doubles, as
+ * Python floats are). Fields a kind does not use are ignored. */
+typedef struct {
+    qkv_optim_kind kind;
+    double lr;
+    double weight_decay; /* SGD, Adam: L2 added to the gradient; AdamW: decoupled */
+    int maximize;        /* ascend instead of descend */
+    double momentum, dampening; /* SGD */
+    int nesterov;               /* SGD: needs momentum > 0 and dampening 0 */
+    double beta1, beta2, eps;   /* Adam, AdamW */
+    int amsgrad;                /* Adam, AdamW */
+} qkv_optim_opts;
+
+/* torch.optim.SGD(lr=lr) defaults: momentum 0, dampening 0, weight_decay 0. */
+qkv_optim_opts qkv_optim_sgd_default(double lr);
+/* torch.optim.Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0. */
+qkv_optim_opts qkv_optim_adam_default(void);
+/* torch.optim.AdamW defaults: as Adam but weight_decay 1e-2. */
+qkv_optim_opts qkv_optim_adamw_default(void);
+
+/* An optimizer over every parameter of a store, in store order. Its state
+ * (exp_avg, exp_avg_sq, max_exp_avg_sq or momentum_buffer per parameter) is
+ * allocated once, here. The store must not gain parameters afterwards. */
+typedef struct qkv_optim qkv_optim;
+qkv_status qkv_optim_new(qkv_optim **out, qkv_params *params, const qkv_optim_opts *opts);
+void qkv_optim_free(qkv_optim *o);
+/* One update of every parameter from its gradient (p->grad), as
+ * optimizer.step(). Gradients are left as they are. */
+qkv_status qkv_optim_step(qkv_optim *o);
+qkv_status qkv_optim_set_lr(qkv_optim *o, double lr);
+double qkv_optim_get_lr(const qkv_optim *o); /* NaN for NULL */
+/* The options in force (set_lr and checkpoint loads change them). */
+qkv_status qkv_optim_get_opts(const qkv_optim *o, qkv_optim_opts *opts);
+int64_t qkv_optim_steps(const qkv_optim *o); /* steps taken (PyTorch's state 'step') */
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm) with norm_type 2:
+ * total = ||all gradients||_2; every gradient *= min(max_norm / (total +
+ * 1e-6), 1). total_norm (may be NULL) gets total, before clipping. */
+qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_norm);
+
+/* ---- learning-rate schedules ------------------------------------------- */
+
+typedef enum {
+    QKV_SCHEDULE_CONSTANT = 0, /* base_lr after the warm-up */
+    QKV_SCHEDULE_COSINE,       /* cosine from base_lr to min_lr at total_steps */
+    QKV_SCHEDULE_LINEAR        /* straight line from base_lr to min_lr at total_steps */
+} qkv_schedule_decay;
+
+typedef struct {
+    double base_lr;
+    int64_t warmup_steps;       /* W: linear warm-up over steps [0, W) */
+    double warmup_start_factor; /* lr at step 0 is base_lr * this (default 0) */
+    qkv_schedule_decay decay;
+    int64_t total_steps;        /* decay ends here (COSINE, LINEAR); > W */
+    double min_lr;              /* lr from total_steps on */
+} qkv_schedule;
+
+/* Constant base_lr, no warm-up. */
+qkv_schedule qkv_schedule_default(double base_lr);
+/* QKV_ERR_ARG naming the first bad field. */
+qkv_status qkv_schedule_check(const qkv_schedule *s);
+/* The learning rate for the update after `step` updates (step 0 is the
+ * first): a pure function. NaN for a NULL or invalid schedule or step < 0. */
+double qkv_schedule_lr_at(const qkv_schedule *s, int64_t step);
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+#define QKV_CHECKPOINT_VERSION 1
+#define QKV_CHECKPOINT_USER_INTS 4
+
+/* Where training stands; saved with the checkpoint, restored by load. */
+typedef struct {
+    int64_t step, epoch, batch;
+    int64_t user[QKV_CHECKPOINT_USER_INTS]; /* anything else the caller counts */
+} qkv_train_pos;
+
+/* Saves the parameters ("param/<name>"), the optimizer's state
+ * ("optim/<name>/exp_avg", ...) and hyper-parameters, pos and rng's state
+ * into one safetensors file, atomically (a temporary file, fsync, rename).
+ * optim, pos and rng may each be NULL (then not saved). */
+qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
+                               const qkv_train_pos *pos, const qkv_rng *rng);
+/* Restores what save wrote: every parameter name and shape must match the
+ * store exactly (and the optimizer's kind and amsgrad / momentum, whose
+ * other hyper-parameters, lr included, are restored as PyTorch's
+ * load_state_dict does). optim, pos and rng may be NULL (not restored); a
+ * non-NULL one must be in the file. On any error nothing is modified. */
+qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
+                               qkv_train_pos *pos, qkv_rng *rng);
 
 #ifdef __cplusplus
 }

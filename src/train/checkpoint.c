@@ -1,0 +1,473 @@
+/* checkpoint.c: parameters, optimizer state, training position and RNG state
+ * in one safetensors file.
+ *
+ * Tensors: "param/<state_dict name>" and "optim/<name>/<buffer>" (buffer as
+ * PyTorch's optimizer state names it: exp_avg, exp_avg_sq, max_exp_avg_sq,
+ * momentum_buffer), all F32. Integers and hyper-parameters go in the
+ * metadata as decimal strings (doubles with 17 significant digits, so they
+ * read back exactly; RNG words in hex), with a checksum of every tensor's
+ * name and bytes. Saving is atomic (the safetensors writer's temporary file,
+ * fsync, rename). Loading checks everything and reads every tensor into
+ * scratch memory before it changes anything. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/optim_internal.h"
+
+#define CKPT_FORMAT "qkv-checkpoint"
+enum { META_MAX = 32, VAL_LEN = 40 };
+
+/* ---- the checksum ----------------------------------------------------------- */
+
+/* FNV-1a over a tensor's name (with its NUL) and then its bytes as stored
+ * (little-endian); the file's checksum is the sum over its tensors, so it
+ * does not depend on their order. It catches corruption, not tampering. */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t hash_name(const char *name)
+{
+    return fnv(0xcbf29ce484222325ull, (const uint8_t *)name, strlen(name) + 1);
+}
+
+static uint64_t hash_f32(const char *name, const float *x, int64_t n)
+{
+    uint64_t h = hash_name(name);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+        h = fnv(h, b, 4);
+    }
+    return h;
+}
+
+/* ---- saving --------------------------------------------------------------- */
+
+/* Metadata under construction: keys are literals, values live in vals. */
+typedef struct {
+    const char *keys[META_MAX];
+    const char *ptrs[META_MAX];
+    char vals[META_MAX][VAL_LEN];
+    int n;
+} meta_list;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->vals[m->n], VAL_LEN, fmt, ap);
+    va_end(ap);
+    m->keys[m->n] = key;
+    m->ptrs[m->n] = m->vals[m->n];
+    m->n++;
+}
+
+static const char *user_keys[QKV_CHECKPOINT_USER_INTS] = {"train.user0", "train.user1",
+                                                          "train.user2", "train.user3"};
+
+static void meta_train(meta_list *m, const qkv_params *p, const qkv_optim *o,
+                       const qkv_train_pos *pos, const qkv_rng *rng)
+{
+    meta_add(m, "format", "%s", CKPT_FORMAT);
+    meta_add(m, "format_version", "%d", QKV_CHECKPOINT_VERSION);
+    meta_add(m, "params", "%d", qkv_params_count(p));
+    if (pos) {
+        meta_add(m, "train.step", "%lld", (long long)pos->step);
+        meta_add(m, "train.epoch", "%lld", (long long)pos->epoch);
+        meta_add(m, "train.batch", "%lld", (long long)pos->batch);
+        for (int i = 0; i < QKV_CHECKPOINT_USER_INTS; i++)
+            meta_add(m, user_keys[i], "%lld", (long long)pos->user[i]);
+    }
+    if (rng)
+        for (int i = 0; i < 4; i++) {
+            static const char *k[4] = {"rng.s0", "rng.s1", "rng.s2", "rng.s3"};
+            meta_add(m, k[i], "%016" PRIx64, rng->s[i]);
+        }
+    if (!o) return;
+    const qkv_optim_opts *q = &o->o;
+    meta_add(m, "optim.kind", "%s", qkv_optim_kind_name(q->kind));
+    meta_add(m, "optim.step", "%lld", (long long)o->step);
+    meta_add(m, "optim.lr", "%.17g", q->lr);
+    meta_add(m, "optim.weight_decay", "%.17g", q->weight_decay);
+    meta_add(m, "optim.maximize", "%d", q->maximize != 0);
+    meta_add(m, "optim.momentum", "%.17g", q->momentum);
+    meta_add(m, "optim.dampening", "%.17g", q->dampening);
+    meta_add(m, "optim.nesterov", "%d", q->nesterov != 0);
+    meta_add(m, "optim.beta1", "%.17g", q->beta1);
+    meta_add(m, "optim.beta2", "%.17g", q->beta2);
+    meta_add(m, "optim.eps", "%.17g", q->eps);
+    meta_add(m, "optim.amsgrad", "%d", q->amsgrad != 0);
+}
+
+/* "optim/<name>/<buffer>" or "param/<name>", malloc'd. */
+static char *tensor_key(const char *name, const char *buf)
+{
+    size_t len = strlen(name) + (buf ? strlen(buf) + 8 : 7);
+    char *k = malloc(len);
+    if (k) {
+        if (buf) snprintf(k, len, "optim/%s/%s", name, buf);
+        else snprintf(k, len, "param/%s", name);
+    }
+    return k;
+}
+
+static qkv_status check_pair(const char *fn, qkv_params *p, const qkv_optim *o)
+{
+    if (o && o->params != p)
+        return qkv_fail(QKV_ERR_ARG, "%s: the optimizer was made for another parameter store", fn);
+    if (o && qkv_params_count(p) != o->n)
+        return qkv_fail(QKV_ERR_STATE,
+                        "%s: the store has %d parameters, the optimizer was made for %d",
+                        fn, qkv_params_count(p), o->n);
+    return QKV_OK;
+}
+
+qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
+                               const qkv_train_pos *pos, const qkv_rng *rng)
+{
+    QKV_NEED(path, "checkpoint_save", "path");
+    QKV_NEED(params, "checkpoint_save", "params");
+    QKV_TRY(check_pair("checkpoint_save", params, optim));
+    int np = qkv_params_count(params), nb = optim ? optim->nbuf : 0;
+    int n = np * (1 + nb);
+    char **names = calloc((size_t)n + 1, sizeof *names);
+    const qkv_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    qkv_tensor *bufs = calloc((size_t)(np * nb) + 1, sizeof *bufs); /* headers over the state */
+    meta_list *m = calloc(1, sizeof *m);
+    qkv_status s = QKV_OK;
+    if (!names || !ts || !bufs || !m) s = qkv_fail(QKV_ERR_NOMEM, "checkpoint_save: out of memory");
+    for (int i = 0; !s && i < np; i++) {
+        qkv_tensor *t = qkv_params_at(params, i);
+        names[i] = tensor_key(t->name, NULL);
+        ts[i] = t;
+        for (int b = 0; b < nb; b++) {
+            qkv_tensor *h = &bufs[i * nb + b];
+            h->dtype = QKV_F32;
+            h->ndim = t->ndim;
+            memcpy(h->shape, t->shape, sizeof h->shape);
+            h->data = qkv_optim_buf(optim, b, i);
+            names[np + i * nb + b] = tensor_key(t->name, qkv_optim_buf_name(optim, b));
+            ts[np + i * nb + b] = h;
+        }
+    }
+    for (int i = 0; !s && i < n; i++)
+        if (!names[i]) s = qkv_fail(QKV_ERR_NOMEM, "checkpoint_save: out of memory");
+    if (!s) {
+        uint64_t sum = 0;
+        for (int i = 0; i < n; i++) sum += hash_f32(names[i], ts[i]->data, qkv_tensor_numel(ts[i]));
+        meta_train(m, params, optim, pos, rng);
+        meta_add(m, "checksum", "%016" PRIx64, sum);
+        s = qkv_safetensors_save(path, n, (const char *const *)names, ts, m->n, m->keys, m->ptrs);
+    }
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    free(ts);
+    free(bufs);
+    free(m);
+    return s;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+typedef struct {
+    const char *path;
+    qkv_safetensors *st;
+} ckpt_file;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static qkv_status ck_fail(const ckpt_file *f, qkv_status s, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return qkv_fail(s, "checkpoint_load: %s: %s", f->path, msg);
+}
+
+static qkv_status meta_str(const ckpt_file *f, const char *key, const char **v)
+{
+    *v = qkv_safetensors_meta(f->st, key);
+    if (!*v) return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' is missing", key);
+    return QKV_OK;
+}
+
+static qkv_status meta_i64(const ckpt_file *f, const char *key, int64_t *out)
+{
+    const char *v;
+    QKV_TRY(meta_str(f, key, &v));
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not an integer", key, v);
+    *out = x;
+    return QKV_OK;
+}
+
+static qkv_status meta_f64(const ckpt_file *f, const char *key, double *out)
+{
+    const char *v;
+    QKV_TRY(meta_str(f, key, &v));
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not a number", key, v);
+    *out = x;
+    return QKV_OK;
+}
+
+static qkv_status meta_flag(const ckpt_file *f, const char *key, int *out)
+{
+    int64_t x = 0;
+    QKV_TRY(meta_i64(f, key, &x));
+    if (x != 0 && x != 1)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = %lld, expected 0 or 1", key,
+                       (long long)x);
+    *out = (int)x;
+    return QKV_OK;
+}
+
+static qkv_status read_header(const ckpt_file *f)
+{
+    const char *fmt = qkv_safetensors_meta(f->st, "format");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
+        return ck_fail(f, QKV_ERR_FORMAT,
+                       "not a qkv checkpoint (metadata format is '%s', expected '%s')",
+                       fmt ? fmt : "(none)", CKPT_FORMAT);
+    int64_t v;
+    QKV_TRY(meta_i64(f, "format_version", &v));
+    if (v != QKV_CHECKPOINT_VERSION)
+        return ck_fail(f, QKV_ERR_FORMAT, "format version %lld, this library reads %d",
+                       (long long)v, QKV_CHECKPOINT_VERSION);
+    const char *want;
+    QKV_TRY(meta_str(f, "checksum", &want));
+    uint64_t sum = 0;
+    for (int i = 0; i < qkv_safetensors_count(f->st); i++) {
+        const char *name = qkv_safetensors_name(f->st, i);
+        const void *data;
+        size_t nbytes;
+        QKV_TRY(qkv_safetensors_info(f->st, name, NULL, NULL, NULL, &data, &nbytes));
+        sum += fnv(hash_name(name), data, nbytes);
+    }
+    char got[20];
+    snprintf(got, sizeof got, "%016" PRIx64, sum);
+    if (strcmp(got, want) != 0)
+        return ck_fail(f, QKV_ERR_FORMAT, "checksum %s, the file says %s: the file is corrupt",
+                       got, want);
+    return QKV_OK;
+}
+
+static qkv_status read_pos(const ckpt_file *f, qkv_train_pos *pos)
+{
+    QKV_TRY(meta_i64(f, "train.step", &pos->step));
+    QKV_TRY(meta_i64(f, "train.epoch", &pos->epoch));
+    QKV_TRY(meta_i64(f, "train.batch", &pos->batch));
+    for (int i = 0; i < QKV_CHECKPOINT_USER_INTS; i++)
+        QKV_TRY(meta_i64(f, user_keys[i], &pos->user[i]));
+    return QKV_OK;
+}
+
+static qkv_status read_rng(const ckpt_file *f, qkv_rng *r)
+{
+    static const char *k[4] = {"rng.s0", "rng.s1", "rng.s2", "rng.s3"};
+    for (int i = 0; i < 4; i++) {
+        const char *v;
+        QKV_TRY(meta_str(f, k[i], &v));
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 16);
+        if (errno || strlen(v) != 16 || *end)
+            return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not 16 hex digits", k[i], v);
+        r->s[i] = x;
+    }
+    if (!(r->s[0] | r->s[1] | r->s[2] | r->s[3]))
+        return ck_fail(f, QKV_ERR_FORMAT, "the RNG state is all zeros");
+    return QKV_OK;
+}
+
+/* The optimizer's options and step from the file; its kind and buffers must
+ * match o's. */
+static qkv_status read_optim(const ckpt_file *f, const qkv_optim *o, qkv_optim_opts *q,
+                             int64_t *step)
+{
+    const char *kind;
+    QKV_TRY(meta_str(f, "optim.kind", &kind));
+    if (strcmp(kind, qkv_optim_kind_name(o->o.kind)) != 0)
+        return ck_fail(f, QKV_ERR_ARG, "the checkpoint's optimizer is %s, this one is %s", kind,
+                       qkv_optim_kind_name(o->o.kind));
+    *q = o->o;
+    QKV_TRY(meta_i64(f, "optim.step", step));
+    QKV_TRY(meta_f64(f, "optim.lr", &q->lr));
+    QKV_TRY(meta_f64(f, "optim.weight_decay", &q->weight_decay));
+    QKV_TRY(meta_flag(f, "optim.maximize", &q->maximize));
+    QKV_TRY(meta_f64(f, "optim.momentum", &q->momentum));
+    QKV_TRY(meta_f64(f, "optim.dampening", &q->dampening));
+    QKV_TRY(meta_flag(f, "optim.nesterov", &q->nesterov));
+    QKV_TRY(meta_f64(f, "optim.beta1", &q->beta1));
+    QKV_TRY(meta_f64(f, "optim.beta2", &q->beta2));
+    QKV_TRY(meta_f64(f, "optim.eps", &q->eps));
+    QKV_TRY(meta_flag(f, "optim.amsgrad", &q->amsgrad));
+    if (*step < 0) return ck_fail(f, QKV_ERR_FORMAT, "optimizer step %lld < 0", (long long)*step);
+    if (qkv_optim_check_opts("checkpoint_load", q) != QKV_OK)
+        return ck_fail(f, QKV_ERR_FORMAT, "bad optimizer hyper-parameters (%s)", qkv_last_error());
+    if (qkv_optim_nbuf_for(q) != o->nbuf)
+        return ck_fail(f, QKV_ERR_ARG,
+                       "the checkpoint's %s keeps %d state buffers per parameter (amsgrad %d, "
+                       "momentum %g), this optimizer %d",
+                       kind, qkv_optim_nbuf_for(q), q->amsgrad, q->momentum, o->nbuf);
+    return QKV_OK;
+}
+
+static const char *dims_str(int ndim, const int64_t *shape, char *buf, size_t n)
+{
+    qkv_tensor t = {0};
+    t.ndim = ndim > QKV_MAX_DIMS ? QKV_MAX_DIMS : ndim;
+    memcpy(t.shape, shape, (size_t)t.ndim * sizeof *shape);
+    qkv_shape_str(&t, buf, n);
+    if (ndim > QKV_MAX_DIMS) snprintf(buf, n, "(%d dims)", ndim);
+    return buf;
+}
+
+/* Tensor key must be in the file, F32, shaped like t. */
+static qkv_status check_tensor(const ckpt_file *f, const char *key, const qkv_tensor *t)
+{
+    qkv_st_dtype dt;
+    int nd;
+    int64_t shape[8];
+    if (qkv_safetensors_info(f->st, key, &dt, &nd, shape, NULL, NULL) != QKV_OK)
+        return ck_fail(f, QKV_ERR_ARG, "'%s' is missing: the checkpoint is of another model "
+                                       "(or lacks that state)", key);
+    char b1[64], b2[64];
+    int same = nd == t->ndim;
+    for (int d = 0; same && d < nd; d++) same = shape[d] == t->shape[d];
+    if (!same)
+        return ck_fail(f, QKV_ERR_SHAPE, "'%s' is %s in the checkpoint, %s in the store", key,
+                       dims_str(nd, shape, b1, sizeof b1), qkv_shape_str(t, b2, sizeof b2));
+    if (dt != QKV_ST_F32) return ck_fail(f, QKV_ERR_DTYPE, "'%s' is not F32", key);
+    return QKV_OK;
+}
+
+/* The file's "param/" tensors are exactly the store's np parameters, and
+ * every other tensor is optimizer state. */
+static qkv_status check_no_extra(const ckpt_file *f, qkv_params *p, int np)
+{
+    int have = 0;
+    for (int i = 0; i < qkv_safetensors_count(f->st); i++) {
+        const char *name = qkv_safetensors_name(f->st, i);
+        if (!strncmp(name, "optim/", 6)) continue;
+        if (strncmp(name, "param/", 6) != 0)
+            return ck_fail(f, QKV_ERR_FORMAT, "unexpected tensor '%s'", name);
+        have++;
+        if (!qkv_params_find(p, name + 6))
+            return ck_fail(f, QKV_ERR_ARG, "the checkpoint has parameter '%s', which the store "
+                                           "lacks", name + 6);
+    }
+    if (have != np) /* duplicates are impossible in a valid file; kept as a guard */
+        return ck_fail(f, QKV_ERR_FORMAT, "%d parameters, expected %d", have, np);
+    return QKV_OK;
+}
+
+/* All the checks; on success *scratch holds every tensor's elements, params
+ * first, then the optimizer's buffers in state order. */
+static qkv_status load_checked(const ckpt_file *f, qkv_params *p, const qkv_optim *o,
+                               float **scratch)
+{
+    int np = qkv_params_count(p), nb = o ? o->nbuf : 0;
+    for (int i = 0; i < np; i++) {
+        qkv_tensor *t = qkv_params_at(p, i);
+        char *key = tensor_key(t->name, NULL);
+        if (!key) return qkv_fail(QKV_ERR_NOMEM, "checkpoint_load: out of memory");
+        qkv_status s = check_tensor(f, key, t);
+        free(key);
+        QKV_TRY(s);
+    }
+    QKV_TRY(check_no_extra(f, p, np));
+    int n_optim = 0;
+    for (int i = 0; i < qkv_safetensors_count(f->st); i++)
+        n_optim += !strncmp(qkv_safetensors_name(f->st, i), "optim/", 6);
+    for (int i = 0; o && i < np; i++)
+        for (int b = 0; b < nb; b++) {
+            char *key = tensor_key(qkv_params_at(p, i)->name, qkv_optim_buf_name(o, b));
+            if (!key) return qkv_fail(QKV_ERR_NOMEM, "checkpoint_load: out of memory");
+            qkv_status s = check_tensor(f, key, qkv_params_at(p, i));
+            free(key);
+            QKV_TRY(s);
+        }
+    if (o && n_optim != np * nb)
+        return ck_fail(f, QKV_ERR_FORMAT, "%d optimizer tensors, expected %d", n_optim, np * nb);
+    int64_t numel = qkv_params_numel(p);
+    size_t total = (size_t)numel * (size_t)(1 + nb);
+    float *buf = malloc((total ? total : 1) * sizeof *buf);
+    if (!buf) return qkv_fail(QKV_ERR_NOMEM, "checkpoint_load: out of memory for %zu floats", total);
+    float *at = buf;
+    qkv_status s = QKV_OK;
+    for (int b = -1; !s && b < nb; b++)
+        for (int i = 0; !s && i < np; i++) {
+            qkv_tensor *t = qkv_params_at(p, i);
+            char *key = tensor_key(t->name, b < 0 ? NULL : qkv_optim_buf_name(o, b));
+            s = key ? qkv_safetensors_read_f32(f->st, key, at, qkv_tensor_numel(t))
+                    : qkv_fail(QKV_ERR_NOMEM, "checkpoint_load: out of memory");
+            free(key);
+            at += qkv_tensor_numel(t);
+        }
+    if (s) {
+        free(buf);
+        return s;
+    }
+    *scratch = buf;
+    return QKV_OK;
+}
+
+qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
+                               qkv_train_pos *pos, qkv_rng *rng)
+{
+    QKV_NEED(path, "checkpoint_load", "path");
+    QKV_NEED(params, "checkpoint_load", "params");
+    QKV_TRY(check_pair("checkpoint_load", params, optim));
+    ckpt_file f = {path, NULL};
+    QKV_TRY(qkv_safetensors_open(path, &f.st));
+    qkv_train_pos new_pos = {0};
+    qkv_rng new_rng = {{0}};
+    qkv_optim_opts new_opts;
+    int64_t new_step = 0;
+    float *scratch = NULL;
+    qkv_status s = read_header(&f);
+    if (!s && pos) s = read_pos(&f, &new_pos);
+    if (!s && rng) s = read_rng(&f, &new_rng);
+    if (!s && optim) s = read_optim(&f, optim, &new_opts, &new_step);
+    if (!s) s = load_checked(&f, params, optim, &scratch);
+    qkv_safetensors_close(f.st);
+    if (s) return s;
+    /* Nothing can fail from here on. */
+    const float *at = scratch;
+    int np = qkv_params_count(params);
+    for (int i = 0; i < np; i++) {
+        qkv_tensor *t = qkv_params_at(params, i);
+        memcpy(t->data, at, (size_t)qkv_tensor_numel(t) * sizeof *at);
+        at += qkv_tensor_numel(t);
+    }
+    if (optim) {
+        memcpy(optim->state, at, (size_t)optim->nbuf * (size_t)optim->numel * sizeof *at);
+        optim->o = new_opts;
+        optim->step = new_step;
+    }
+    if (pos) *pos = new_pos;
+    if (rng) *rng = new_rng;
+    free(scratch);
+    return QKV_OK;
+}

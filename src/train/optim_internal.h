@@ -1,0 +1,34 @@
+/* optim_internal.h: the optimizer's layout, shared by optim.c and
+ * checkpoint.c (which saves and restores its state). */
+#ifndef QKV_OPTIM_INTERNAL_H
+#define QKV_OPTIM_INTERNAL_H
+#include "core/internal.h"
+
+enum { OPTIM_MAX_BUFS = 3 };
+
+struct qkv_optim {
+    qkv_params *params;
+    qkv_optim_opts o;
+    int n;         /* parameters in the store when the optimizer was made */
+    int64_t numel; /* their elements together */
+    int64_t step;  /* updates taken */
+    int nbuf;      /* state buffers per parameter */
+    /* Buffer b of parameter i starts at state + b * numel + off[i]. */
+    float *state;
+    int64_t *off;  /* (n) */
+};
+
+/* The PyTorch state name of buffer b ("exp_avg", "momentum_buffer", ...). */
+const char *qkv_optim_buf_name(const qkv_optim *o, int b);
+/* How many buffers an optimizer with these options keeps per parameter. */
+int qkv_optim_nbuf_for(const qkv_optim_opts *o);
+/* Checks the hyper-parameters as torch.optim's constructors do; fn names
+ * the caller in the message. */
+qkv_status qkv_optim_check_opts(const char *fn, const qkv_optim_opts *o);
+const char *qkv_optim_kind_name(qkv_optim_kind k);
+
+static inline float *qkv_optim_buf(const qkv_optim *o, int b, int i)
+{
+    return o->state + (int64_t)b * o->numel + o->off[i];
+}
+#endif
