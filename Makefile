@@ -36,8 +36,8 @@ $(B)/libqkv.a: $(OBJ)
 $(B)/libqkv.so: $(OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $^ $(QKV_LIBS) $(LDFLAGS)
 
-$(B)/qkv: src/cli/main.c $(B)/libqkv.a
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+$(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv.a
+	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
 $(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h $(B)/libqkv.a
 	@mkdir -p $(B)/tests

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "qkv.h"
+#include "cli/cli.h"
 
 static int fail(const char *what)
 {
@@ -133,9 +133,14 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         printf("usage: qkv [demo] [--png FILE]   print the lecture's worked example and multi-head\n"
                "                                 attention weights (and draw them into FILE)\n"
+               "       qkv toy [--task pairs|positional] [--train N] [--test N] [--length T]\n"
+               "               [--epochs E] [--seed S] [--scaled] [--png PREFIX]\n"
+               "                                 the lecture's toy experiment: convolution vs attention,\n"
+               "                                 and attention with and without positional encoding\n"
                "       qkv help\n");
         return 0;
     }
+    if (!strcmp(cmd, "toy")) return qkv_cli_toy(argc, argv);
     const char *png = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--png") && i + 1 < argc) {
