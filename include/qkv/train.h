@@ -2,6 +2,7 @@
  * docs/training.md gives the exact formulas and the PyTorch equivalents. */
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
+#include <stdio.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -127,6 +128,53 @@ qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_o
  * non-NULL one must be in the file. On any error nothing is modified. */
 qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
                                qkv_train_pos *pos, qkv_rng *rng);
+
+/* ---- the training loop -------------------------------------------------- */
+
+/* Progress of a run: on a terminal one line rewritten in place (at most ten
+ * times a second), elsewhere plain lines (about twenty in a run, and the
+ * last step): step, loss, learning rate, units (samples, tokens) per second. */
+typedef struct {
+    FILE *out; /* NULL: silent */
+    int live;
+    int64_t total;
+    const char *unit;
+    double t0, last;
+    int64_t units, every;
+} qkv_progress;
+
+void qkv_progress_start(qkv_progress *p, FILE *out, int64_t total_steps, const char *unit);
+void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr, int64_t units);
+void qkv_progress_finish(qkv_progress *p);
+
+/* The batch function: build step's batch, run the forward and return the
+ * scalar loss (in c's arena) and how many units (samples, tokens) it held.
+ * Derive the data order from step so that a resumed run sees the same data. */
+typedef qkv_status (*qkv_batch_fn)(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss,
+                                   int64_t *units);
+
+typedef struct {
+    qkv_params *params;
+    qkv_optim *optim;
+    const qkv_schedule *schedule; /* NULL: the optimizer's lr stays */
+    float clip_norm;              /* > 0: clip the gradients' global norm to it */
+    int64_t steps;                /* train until pos->step reaches this */
+    const char *checkpoint;       /* NULL: none; else saved every checkpoint_every steps and at the end */
+    int64_t checkpoint_every;
+    qkv_rng *rng;                 /* saved into checkpoints; may be NULL */
+    FILE *progress;               /* NULL: silent */
+    const char *unit;             /* "samples" (default), "tokens", ... */
+    qkv_batch_fn batch;
+    void *user;
+} qkv_trainer;
+
+/* Runs steps pos->step .. t->steps - 1: reset c, forward (t->batch),
+ * check that the loss is finite, backward, clip, optimizer step, zero the
+ * gradients, progress, checkpoint. A non-finite loss or gradient norm stops
+ * training before that step changes anything, with an error naming the step
+ * and the last checkpoint written, which is left as it was. To resume, load
+ * a checkpoint into params, optim and pos and call again. */
+qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,123 @@
+/* loop.c: the training loop and its progress line. */
+#define _POSIX_C_SOURCE 200809L /* fileno */
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/internal.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void qkv_progress_start(qkv_progress *p, FILE *out, int64_t total_steps, const char *unit)
+{
+    if (!p) return;
+    *p = (qkv_progress){0};
+    p->out = out;
+    p->live = out && isatty(fileno(out));
+    p->total = total_steps;
+    p->unit = unit ? unit : "samples";
+    p->t0 = p->last = now();
+    p->every = total_steps > 20 ? total_steps / 20 : 1;
+}
+
+void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr, int64_t units)
+{
+    if (!p || !p->out) return;
+    p->units += units;
+    double t = now();
+    int last = step + 1 >= p->total;
+    if (p->live ? !last && t - p->last < 0.1 : !last && (step + 1) % p->every != 0) return;
+    p->last = t;
+    double rate = t > p->t0 ? (double)p->units / (t - p->t0) : 0;
+    fprintf(p->out, "%sstep %lld/%lld  loss %.5g  lr %.3g  %.0f %s/s%s", p->live ? "\r" : "",
+            (long long)step + 1, (long long)p->total, loss, lr, rate, p->unit, p->live ? "   " : "\n");
+    fflush(p->out);
+}
+
+void qkv_progress_finish(qkv_progress *p)
+{
+    if (p && p->out && p->live) fputc('\n', p->out);
+}
+
+static qkv_status check_trainer(const qkv_ctx *c, const qkv_trainer *t, const qkv_train_pos *pos)
+{
+    QKV_NEED(c, "train", "ctx");
+    QKV_NEED(t, "train", "trainer");
+    QKV_NEED(pos, "train", "pos");
+    QKV_NEED(t->params, "train", "trainer->params");
+    QKV_NEED(t->optim, "train", "trainer->optim");
+    QKV_NEED(t->batch, "train", "trainer->batch");
+    if (t->steps < 0 || pos->step < 0)
+        return qkv_fail(QKV_ERR_ARG, "train: steps %lld and pos->step %lld must not be negative",
+                        (long long)t->steps, (long long)pos->step);
+    if (t->checkpoint && t->checkpoint_every <= 0)
+        return qkv_fail(QKV_ERR_ARG, "train: checkpoint_every %lld must be positive with a checkpoint",
+                        (long long)t->checkpoint_every);
+    if (t->schedule) QKV_TRY(qkv_schedule_check(t->schedule));
+    return QKV_OK;
+}
+
+/* "; the last checkpoint, PATH at step N, is kept" or "" */
+static const char *kept(const qkv_trainer *t, int64_t saved, char *buf, size_t n)
+{
+    if (!t->checkpoint || saved < 0) return "; no checkpoint was written";
+    snprintf(buf, n, "; the last checkpoint, %s at step %lld, is kept", t->checkpoint, (long long)saved);
+    return buf;
+}
+
+qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
+{
+    QKV_TRY(check_trainer(c, t, pos));
+    qkv_progress pr;
+    qkv_progress_start(&pr, t->progress, t->steps, t->unit);
+    int64_t saved = -1;
+    char buf[600];
+    qkv_status s = QKV_OK;
+    while (pos->step < t->steps) {
+        int64_t step = pos->step;
+        qkv_ctx_reset(c);
+        qkv_ctx_set_training(c, 1);
+        if (t->schedule) QKV_TRY(qkv_optim_set_lr(t->optim, qkv_schedule_lr_at(t->schedule, step)));
+        qkv_tensor *loss = NULL;
+        int64_t units = 0;
+        if ((s = t->batch(c, t->user, step, &loss, &units)) != QKV_OK) break;
+        if (!loss || loss->dtype != QKV_F32 || qkv_tensor_numel(loss) != 1) {
+            s = qkv_fail(QKV_ERR_ARG, "train: the batch function's loss at step %lld is not one "
+                         "F32 number", (long long)step);
+            break;
+        }
+        float l = loss->data[0];
+        if (!isfinite(l)) {
+            s = qkv_fail(QKV_ERR_STATE, "train: loss is %g at step %lld: stopped before updating "
+                         "the parameters%s", l, (long long)step, kept(t, saved, buf, sizeof buf));
+            break;
+        }
+        if ((s = qkv_backward(c, loss, NULL)) != QKV_OK) break;
+        /* Without clipping, max_norm inf only measures the norm (the
+         * gradients are multiplied by exactly 1). */
+        float norm;
+        if ((s = qkv_clip_grad_norm(t->params, t->clip_norm > 0 ? t->clip_norm : INFINITY, &norm)))
+            break;
+        if (!isfinite(norm)) {
+            qkv_params_zero_grad(t->params);
+            s = qkv_fail(QKV_ERR_STATE, "train: gradient norm is %g at step %lld: stopped before "
+                         "updating the parameters%s", norm, (long long)step, kept(t, saved, buf, sizeof buf));
+            break;
+        }
+        if ((s = qkv_optim_step(t->optim)) != QKV_OK) break;
+        qkv_params_zero_grad(t->params);
+        pos->step++;
+        qkv_progress_step(&pr, step, l, qkv_optim_get_lr(t->optim), units);
+        if (t->checkpoint && (pos->step % t->checkpoint_every == 0 || pos->step == t->steps)) {
+            if ((s = qkv_checkpoint_save(t->checkpoint, t->params, t->optim, pos, t->rng)) != QKV_OK) break;
+            saved = pos->step;
+        }
+    }
+    qkv_progress_finish(&pr);
+    return s;
+}
