@@ -51,6 +51,14 @@ void qkv_arena_reset(qkv_arena *a);
 void *qkv_arena_alloc(qkv_arena *a, size_t bytes);
 size_t qkv_arena_used(const qkv_arena *a);  /* bytes handed out since reset */
 size_t qkv_arena_peak(const qkv_arena *a);  /* most bytes ever handed out at once */
+/* Scratch: mark the arena, allocate, then release back to the mark, which
+ * frees everything allocated after it (in LIFO order, like a stack). */
+typedef struct {
+    void *chunk;
+    size_t used, total;
+} qkv_arena_mark;
+qkv_arena_mark qkv_arena_get_mark(const qkv_arena *a);
+void qkv_arena_release(qkv_arena *a, qkv_arena_mark m);
 
 /* ---- tensors ---------------------------------------------------------- */
 

@@ -170,6 +170,11 @@ static void test_bad_input(void)
     qkv_arena_reset(ar);
     void *p2 = qkv_arena_alloc(ar, 4000);
     CHECK(p1 == p2 && qkv_arena_used(ar) == 4032 && peak == 4160, "arena reuses its chunks after reset");
+    qkv_arena_mark mk = qkv_arena_get_mark(ar);
+    void *sc = qkv_arena_alloc(ar, 100);
+    qkv_arena_alloc(ar, 5000); /* a new chunk */
+    qkv_arena_release(ar, mk);
+    CHECK(qkv_arena_used(ar) == 4032 && qkv_arena_alloc(ar, 100) == sc, "release returns to the mark");
     qkv_arena_free(ar);
     qkv_ctx_free(c);
 }

@@ -16,7 +16,9 @@ typedef enum {
 
 /* n sequences of length T, each two triangles and two boxes at random,
  * non-overlapping places, heights in [1,25], widths in [5,11] scaled by
- * T/100, plus uniform noise of amplitude noise (the lecture: 0.3).
+ * T/100, plus uniform noise of amplitude noise (the lecture: 0.3); as in
+ * the lecture's generator, only draws whose two pair averages differ by
+ * more than 4 are kept, so that getting the pairs wrong costs.
  * input and target are (n,1,T) (Conv1d's (N,C,L)); target is noise-free. */
 qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T, float noise,
                             float *input, float *target);

@@ -103,3 +103,25 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
 
 size_t qkv_arena_used(const qkv_arena *a) { return a ? a->used : 0; }
 size_t qkv_arena_peak(const qkv_arena *a) { return a ? a->peak : 0; }
+
+qkv_arena_mark qkv_arena_get_mark(const qkv_arena *a)
+{
+    qkv_arena_mark m = {0};
+    if (a && a->cur) m = (qkv_arena_mark){a->cur, a->cur->used, a->used};
+    else if (a) m.total = a->used;
+    return m;
+}
+
+void qkv_arena_release(qkv_arena *a, qkv_arena_mark m)
+{
+    if (!a) return;
+    if (!m.chunk) { /* marked before the first chunk: everything goes */
+        qkv_arena_reset(a);
+        return;
+    }
+    /* Chunks after the marked one were filled later: empty them. */
+    for (chunk *c = ((chunk *)m.chunk)->next; c; c = c->next) c->used = 0;
+    a->cur = m.chunk;
+    a->cur->used = m.used;
+    a->used = m.total;
+}

@@ -47,6 +47,22 @@ static void render(const toy_shape s[4], int64_t T, float *out)
     }
 }
 
+/* Is shape k in the first pair? Pairs task: shapes 0,1 are the triangles
+ * (2,3 the boxes). Positional task: the two leftmost centres. */
+static int in_first_pair(qkv_toy_task task, const toy_shape s[4], int k)
+{
+    if (task == QKV_TOY_PAIRS) return k < 2;
+    int rank = 0;
+    for (int b = 0; b < 4; b++) rank += s[b].c < s[k].c;
+    return rank < 2;
+}
+
+static void pair_averages(qkv_toy_task task, const toy_shape s[4], double *a0, double *a1)
+{
+    *a0 = *a1 = 0;
+    for (int k = 0; k < 4; k++) *(in_first_pair(task, s, k) ? a0 : a1) += s[k].h / 2;
+}
+
 qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T, float noise,
                             float *input, float *target)
 {
@@ -61,23 +77,15 @@ qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
     if (!(noise >= 0)) return qkv_fail(QKV_ERR_ARG, "toy_generate: noise %g < 0", noise);
     for (int64_t i = 0; i < n; i++) {
         toy_shape s[4], t[4];
-        draw_shapes(r, T, s);
+        double a0, a1; /* the two pair averages */
+        do { /* as the lecture's generator: pairs whose averages differ by > 4 */
+            draw_shapes(r, T, s);
+            pair_averages(task, s, &a0, &a1);
+        } while (fabs(a0 - a1) <= 4);
         render(s, T, input + i * T);
         for (int64_t x = 0; x < T; x++) input[i * T + x] += (float)uniform(r, -noise / 2, noise / 2);
         for (int k = 0; k < 4; k++) t[k] = s[k];
-        if (task == QKV_TOY_PAIRS) { /* shapes 0,1 are triangles, 2,3 boxes */
-            t[0].h = t[1].h = (s[0].h + s[1].h) / 2;
-            t[2].h = t[3].h = (s[2].h + s[3].h) / 2;
-        } else { /* rank the centres: the two leftmost, the two rightmost */
-            int rank[4];
-            for (int a = 0; a < 4; a++) {
-                rank[a] = 0;
-                for (int b = 0; b < 4; b++) rank[a] += s[b].c < s[a].c;
-            }
-            double left = 0, right = 0;
-            for (int a = 0; a < 4; a++) *(rank[a] < 2 ? &left : &right) += s[a].h / 2;
-            for (int a = 0; a < 4; a++) t[a].h = rank[a] < 2 ? left : right;
-        }
+        for (int k = 0; k < 4; k++) t[k].h = in_first_pair(task, s, k) ? a0 : a1;
         render(t, T, target + i * T);
     }
     return QKV_OK;

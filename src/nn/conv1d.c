@@ -3,10 +3,13 @@
  * y[n, o, t] = b[o] + sum_{c,k} w[o, c, k] * x[n, c, t*stride - padding + k*dilation]
  * (x taken as 0 outside [0, L)).
  *
- * Fast path: per sample, im2col unrolls x[n] into cols (Cin*K, Lout), then
- * y[n] = W cols with W viewed as (Cout, Cin*K), one qkv_gemm. The backward
- * recomputes cols rather than storing N copies of it. Under qkv_reference()
- * plain loops (double accumulation) do the forward and the backward. */
+ * Fast path: im2col unrolls the whole batch into cols (Cin*K, N*Lout)
+ * (sample n in columns [n*Lout, (n+1)*Lout)), then one qkv_gemm gives
+ * yt = W cols (Cout, N*Lout) with W viewed as (Cout, Cin*K), and yt is
+ * scattered into y (N,Cout,Lout). One large product keeps BLAS (and its
+ * threads) busy where N small ones per sample would not. The backward
+ * recomputes cols. Under qkv_reference() plain loops (double accumulation)
+ * do the forward and the backward. */
 #include <stdio.h>
 #include <string.h>
 #include "nn/nn_check.h"
@@ -27,16 +30,14 @@ static inline int64_t conv_pos(const conv_geom *g, int64_t t, int64_t k)
     return t * g->stride - g->padding + k * g->dilation;
 }
 
-/* A 1x1 conv with stride 1 and no padding: cols is x[n] itself. */
-static int conv_pointwise(const conv_geom *g) { return g->K == 1 && g->stride == 1 && g->padding == 0; }
-
-/* cols[(c*K + k), t] = x[c, pos(t, k)] or 0 in the padding. */
-static void im2col(const conv_geom *g, const float *xn, float *cols)
+/* cols[(c*K + k), t] = x[c, pos(t, k)] or 0 in the padding; rows of cols
+ * are ld floats apart. */
+static void im2col(const conv_geom *g, const float *xn, float *cols, int64_t ld)
 {
-    // xn is (Cin,L), cols is (Cin*K,Lout)
+    // xn is (Cin,L), cols is (Cin*K,Lout) within rows of ld
     for (int64_t c = 0; c < g->Cin; c++)
         for (int64_t k = 0; k < g->K; k++) {
-            float *row = cols + (c * g->K + k) * g->Lout;
+            float *row = cols + (c * g->K + k) * ld;
             for (int64_t t = 0; t < g->Lout; t++) {
                 int64_t pos = conv_pos(g, t, k);
                 row[t] = pos >= 0 && pos < g->L ? xn[c * g->L + pos] : 0.0f;
@@ -45,12 +46,12 @@ static void im2col(const conv_geom *g, const float *xn, float *cols)
 }
 
 /* The adjoint of im2col: dx[c, pos(t, k)] += dcols[(c*K + k), t]. */
-static void col2im_add(const conv_geom *g, const float *dcols, float *dxn)
+static void col2im_add(const conv_geom *g, const float *dcols, int64_t ld, float *dxn)
 {
-    // dcols is (Cin*K,Lout), dxn is (Cin,L)
+    // dcols is (Cin*K,Lout) within rows of ld, dxn is (Cin,L)
     for (int64_t c = 0; c < g->Cin; c++)
         for (int64_t k = 0; k < g->K; k++) {
-            const float *row = dcols + (c * g->K + k) * g->Lout;
+            const float *row = dcols + (c * g->K + k) * ld;
             for (int64_t t = 0; t < g->Lout; t++) {
                 int64_t pos = conv_pos(g, t, k);
                 if (pos >= 0 && pos < g->L) dxn[c * g->L + pos] += row[t];
@@ -121,50 +122,71 @@ static void conv_backward_ref(const conv_geom *g, const float *x, const float *w
 
 /* ---- fast: im2col + gemm ----------------------------------------------------- */
 
+/* cols (CK, N*Lout) for the whole batch. */
+static float *batch_cols(qkv_ctx *c, const conv_geom *g, const float *x)
+{
+    int64_t CK = g->Cin * g->K, NL = g->N * g->Lout;
+    float *cols = qkv_ctx_alloc(c, (size_t)(CK * NL) * sizeof(float));
+    if (!cols) return NULL;
+#pragma omp parallel for if (g->N > 1)
+    for (int64_t n = 0; n < g->N; n++) im2col(g, x + n * g->Cin * g->L, cols + n * g->Lout, NL);
+    return cols;
+}
+
+/* y[n, o, t] = yt[o, n*Lout + t] (to), or yt[o, n*Lout + t] = y[n, o, t]. */
+static void batch_layout(const conv_geom *g, float *yt, float *y, int to_y)
+{
+    int64_t Lo = g->Lout, NL = g->N * Lo;
+#pragma omp parallel for if (g->N > 1)
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t o = 0; o < g->Cout; o++) {
+            float *a = y + (n * g->Cout + o) * Lo, *b = yt + o * NL + n * Lo;
+            memcpy(to_y ? a : b, to_y ? b : a, (size_t)Lo * sizeof(float));
+        }
+}
+
 static qkv_status conv_forward_fast(qkv_ctx *c, const conv_geom *g, const float *x, const float *w,
                                     const float *b, float *y)
 {
-    int64_t CK = g->Cin * g->K, Lo = g->Lout;
-    float *cols = conv_pointwise(g) ? NULL : qkv_ctx_alloc(c, (size_t)(CK * Lo) * sizeof(float)); // (CK,Lout)
-    if (!conv_pointwise(g) && !cols) return QKV_ERR_NOMEM;
-    for (int64_t n = 0; n < g->N; n++) {
-        const float *xn = x + n * g->Cin * g->L; // (Cin,L)
-        float *yn = y + n * g->Cout * Lo;        // (Cout,Lout)
-        if (cols) im2col(g, xn, cols);
-        if (b)
-            for (int64_t o = 0; o < g->Cout; o++)
-                for (int64_t t = 0; t < Lo; t++) yn[o * Lo + t] = b[o];
-        qkv_gemm(0, 0, g->Cout, Lo, CK, 1.0f, w, CK, cols ? cols : xn, Lo, b ? 1.0f : 0.0f, yn, Lo);
-    }
+    int64_t CK = g->Cin * g->K, NL = g->N * g->Lout;
+    qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c)); /* cols, yt: scratch */
+    float *cols = batch_cols(c, g, x);                                      // (CK,N*Lout)
+    float *yt = qkv_ctx_alloc(c, (size_t)(g->Cout * NL) * sizeof(float)); // (Cout,N*Lout)
+    if (!cols || !yt) return QKV_ERR_NOMEM;
+    if (b)
+        for (int64_t o = 0; o < g->Cout; o++)
+            for (int64_t i = 0; i < NL; i++) yt[o * NL + i] = b[o];
+    qkv_gemm(0, 0, g->Cout, NL, CK, 1.0f, w, CK, cols, NL, b ? 1.0f : 0.0f, yt, NL);
+    batch_layout(g, yt, y, 1);
+    qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }
 
 static qkv_status conv_backward_fast(qkv_ctx *c, const conv_geom *g, const float *x,
                                      const float *w, const float *dy, float *dx, float *dw, float *db)
 {
-    int64_t CK = g->Cin * g->K, Lo = g->Lout;
-    int pw = conv_pointwise(g);
-    float *cols = NULL, *dcols = NULL; // (CK,Lout) each
-    if (!pw && dw && !(cols = qkv_ctx_alloc(c, (size_t)(CK * Lo) * sizeof(float)))) return QKV_ERR_NOMEM;
-    if (!pw && dx && !(dcols = qkv_ctx_alloc(c, (size_t)(CK * Lo) * sizeof(float)))) return QKV_ERR_NOMEM;
-    for (int64_t n = 0; n < g->N; n++) {
-        const float *xn = x + n * g->Cin * g->L; // (Cin,L)
-        const float *dyn = dy + n * g->Cout * Lo; // (Cout,Lout)
-        float *dxn = dx ? dx + n * g->Cin * g->L : NULL; // (Cin,L)
-        if (db)
-            for (int64_t o = 0; o < g->Cout; o++)
-                for (int64_t t = 0; t < Lo; t++) db[o] += dyn[o * Lo + t];
-        if (dw) { /* dW += dy[n] cols^T */
-            if (cols) im2col(g, xn, cols);
-            qkv_gemm(0, 1, g->Cout, CK, Lo, 1.0f, dyn, Lo, cols ? cols : xn, Lo, 1.0f, dw, CK);
-        }
-        if (dx && pw) { /* dx[n] += W^T dy[n] */
-            qkv_gemm(1, 0, CK, Lo, g->Cout, 1.0f, w, CK, dyn, Lo, 1.0f, dxn, Lo);
-        } else if (dx) { /* dcols = W^T dy[n], then scattered back onto x's positions */
-            qkv_gemm(1, 0, CK, Lo, g->Cout, 1.0f, w, CK, dyn, Lo, 0.0f, dcols, Lo);
-            col2im_add(g, dcols, dxn);
-        }
+    int64_t CK = g->Cin * g->K, Lo = g->Lout, NL = g->N * Lo;
+    /* Everything below is scratch: the gradients were allocated before. */
+    qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c));
+    float *dyt = qkv_ctx_alloc(c, (size_t)(g->Cout * NL) * sizeof(float)); // (Cout,N*Lout)
+    if (!dyt) return QKV_ERR_NOMEM;
+    batch_layout(g, dyt, (float *)dy, 0);
+    if (db)
+        for (int64_t o = 0; o < g->Cout; o++)
+            for (int64_t i = 0; i < NL; i++) db[o] += dyt[o * NL + i];
+    if (dw) { /* dW += dyt cols^T */
+        float *cols = batch_cols(c, g, x); // (CK,N*Lout)
+        if (!cols) return QKV_ERR_NOMEM;
+        qkv_gemm(0, 1, g->Cout, CK, NL, 1.0f, dyt, NL, cols, NL, 1.0f, dw, CK);
     }
+    if (dx) { /* dcols = W^T dyt, scattered back onto x's positions */
+        float *dcols = qkv_ctx_alloc(c, (size_t)(CK * NL) * sizeof(float)); // (CK,N*Lout)
+        if (!dcols) return QKV_ERR_NOMEM;
+        qkv_gemm(1, 0, CK, NL, g->Cout, 1.0f, w, CK, dyt, NL, 0.0f, dcols, NL);
+#pragma omp parallel for if (g->N > 1)
+        for (int64_t n = 0; n < g->N; n++) col2im_add(g, dcols + n * Lo, NL, dx + n * g->Cin * g->L);
+    }
+    qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }
 
