@@ -204,6 +204,10 @@ typedef struct {
      * bias_k and zero-attention keys. 0 (the default) means all S keys are
      * covered by the masks. */
     int64_t mask_keys;
+    /* ALiBi: H slopes; score (h,i,j) gets -slopes[h] * |i' - j| added (i'
+     * aligned as causal says), computed on the fly in O(L) memory. NULL for
+     * none. */
+    const float *alibi_slopes;
 } qkv_sdpa_opts;
 
 qkv_sdpa_opts qkv_sdpa_opts_default(void);
@@ -256,6 +260,7 @@ typedef struct {
     int average_attn_weights;           /* default 1 */
     qkv_causal causal;                  /* qkv's addition: a causal mask without a tensor */
     int64_t window;                     /* qkv's addition: local attention; -1 = none */
+    const float *alibi_slopes;          /* qkv's addition: ALiBi, num_heads slopes, or NULL */
 } qkv_mha_args;
 
 qkv_mha_args qkv_mha_args_default(void);

@@ -260,6 +260,56 @@ static void test_permutation(void)
     qkv_ctx_free(c);
 }
 
+
+/* ALiBi computed on the fly equals the same bias given as a float mask. */
+static void test_alibi(void)
+{
+    int64_t N = 2, H = 3, L = 40, S = 70;
+    float slopes[3] = {0.5f, 0.125f, 0.03125f};
+    for (int causal = 0; causal < 3; causal++) {
+        problem p;
+        problem_make(&p, N, H, L, S, 8, 8, 0);
+        qkv_tensor *bias;
+        qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){N * H, L, S}, &bias);
+        int64_t diag = causal == 2 ? S - L : 0;
+        for (int64_t nh = 0; nh < N * H; nh++)
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < S; j++)
+                    bias->data[(nh * L + i) * S + j] = -slopes[nh % H] * (float)llabs(i + diag - j);
+        qkv_ctx *c;
+        qkv_ctx_new(&c);
+        for (int ref = 0; ref < 2; ref++) {
+            qkv_set_reference(ref);
+            qkv_tensor *o1, *o2;
+            qkv_sdpa_opts a = qkv_sdpa_opts_default(), b = qkv_sdpa_opts_default();
+            a.causal = b.causal = (qkv_causal)causal;
+            a.alibi_slopes = slopes;
+            b.attn_mask = bias;
+            CHECK_OK(qkv_sdpa(c, p.q, p.k, p.v, &a, &o1, NULL));
+            CHECK_OK(qkv_sdpa(c, p.q, p.k, p.v, &b, &o2, NULL));
+            double e = h_rel_err(o1->data, o2->data, qkv_tensor_numel(o1));
+            CHECK(e < 1e-6, "ALiBi (causal %d, %s) equals its materialised bias: %g", causal,
+                  ref ? "reference" : "fast", e);
+        }
+        qkv_set_reference(0);
+        p.o.alibi_slopes = slopes;
+        p.o.causal = (qkv_causal)causal;
+        qkv_tensor *in[3] = {p.q, p.k, p.v};
+        double g = h_gradcheck(problem_forward, &p, in, 3, 1e-2f, 1e-2);
+        CHECK(g < 1e-2, "ALiBi gradcheck (causal %d): %g", causal, g);
+        qkv_ctx_free(c);
+    }
+    float bad[3] = {0.5f, NAN, 0.1f};
+    problem p;
+    problem_make(&p, N, H, L, S, 8, 8, 0);
+    p.o.alibi_slopes = bad;
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_tensor *o;
+    CHECK_ERR(qkv_sdpa(c, p.q, p.k, p.v, &p.o, &o, NULL), QKV_ERR_ARG, "alibi_slopes[1] is nan");
+    qkv_ctx_free(c);
+}
+
 static void test_bad_input(void)
 {
     qkv_ctx *c;
@@ -313,6 +363,7 @@ int main(void)
     test_fast_vs_reference();
     test_gradcheck();
     test_permutation();
+    test_alibi();
     test_bad_input();
     qkv_arena_free(A);
     return h_finish("test_sdpa");

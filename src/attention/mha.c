@@ -258,6 +258,7 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     }
     so.causal = a.causal;
     so.window = a.window;
+    so.alibi_slopes = a.alibi_slopes;
     so.dropout_p = m->o.dropout;
     so.need_weights = a.need_weights;
     so.mask_keys = dm.S;

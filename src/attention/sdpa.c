@@ -114,6 +114,11 @@ static qkv_status sdpa_masks(const qkv_sdpa_opts *o, qkv_attn_desc *d)
         d->bmask = m->mask;
         d->fmask = m->data;
     }
+    d->alibi = o->alibi_slopes;
+    for (int64_t h = 0; d->alibi && h < d->H; h++)
+        if (!isfinite(d->alibi[h]))
+            return qkv_fail(QKV_ERR_ARG, "sdpa: alibi_slopes[%lld] is %g, not finite", (long long)h,
+                            d->alibi[h]);
     const qkv_tensor *kp = o->key_padding_mask;
     if (kp) {
         if (kp->dtype != QKV_BOOL && kp->dtype != QKV_F32)

@@ -91,6 +91,36 @@ static qkv_status evaluate(qkv_ctx *c, qkv_toy_net *net, const toy_set *s, const
     return QKV_OK;
 }
 
+/* What the batch function needs: the data, the model, the encoding; and
+ * the mean loss of the last epoch. */
+typedef struct {
+    const toy_opts *o;
+    const toy_set *train;
+    qkv_toy_net *net;
+    const float *pe;
+    int64_t P;
+    float mu, sd, *x, *t;
+    double epoch_loss, last_epoch_loss;
+} toy_run;
+
+/* Step s trains on batch s mod (n_train / batch), in order: epoch after epoch. */
+static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss, int64_t *units)
+{
+    toy_run *r = user;
+    int64_t B = r->o->batch, T = r->o->T, nb = r->train->n / B, b = step % nb;
+    make_batch(r->train, b * B, B, T, r->mu, r->sd, r->pe, r->P, r->x, r->t);
+    qkv_tensor *tx, *tt, *y;
+    QKV_CLI_TRY(qkv_tensor_wrap(qkv_ctx_arena(c), r->x, 3, (int64_t[]){B, 1 + r->P, T}, &tx));
+    QKV_CLI_TRY(qkv_tensor_wrap(qkv_ctx_arena(c), r->t, 3, (int64_t[]){B, 1, T}, &tt));
+    QKV_CLI_TRY(qkv_module_forward(c, &r->net->seq.base, tx, &y));
+    QKV_CLI_TRY(qkv_mse_loss(c, y, tt, QKV_REDUCTION_MEAN, loss));
+    if (b == 0) r->epoch_loss = 0;
+    r->epoch_loss += (*loss)->data[0] / (double)nb;
+    if (b == nb - 1) r->last_epoch_loss = r->epoch_loss;
+    *units = B;
+    return QKV_OK;
+}
+
 static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set *test,
                           toy_result *r, float *pred)
 {
@@ -103,58 +133,41 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     for (int64_t i = 0; i < train->n * T; i++) m += train->in[i];
     m /= (double)(train->n * T);
     for (int64_t i = 0; i < train->n * T; i++) v += (train->in[i] - m) * (train->in[i] - m);
-    float mu = (float)m, sd = (float)sqrt(v / (double)(train->n * T - 1));
+    toy_run run = {.o = o, .train = train, .pe = pe, .P = P, .mu = (float)m,
+                   .sd = (float)sqrt(v / (double)(train->n * T - 1))};
+    run.x = malloc((size_t)(B * (1 + P) * T) * sizeof(float));
+    run.t = malloc((size_t)(B * T) * sizeof(float));
 
     qkv_params *p = NULL;
     qkv_ctx *c = NULL;
     qkv_optim *opt = NULL;
     qkv_toy_net net = {0};
+    run.net = &net;
     qkv_rng rng;
     qkv_rng_seed(&rng, o->seed + 17);
-    float *x = malloc((size_t)(B * (1 + P) * T) * sizeof(float)), *t = malloc((size_t)(B * T) * sizeof(float));
     qkv_status s = qkv_params_new(&p);
     if (!s) s = qkv_ctx_new(&c);
     if (!s) s = qkv_toy_net_init(&net, r->model, 1 + P, 64, 5, o->scaled, p, &rng);
     qkv_optim_opts oo = qkv_optim_adam_default(); /* lr 1e-3 */
     if (!s) s = qkv_optim_new(&opt, p, &oo);
     r->params = qkv_params_numel(p);
-    double t0 = now(), loss_sum = 0;
-    int64_t steps = o->epochs * (train->n / B), step = 0;
-    for (int64_t e = 0; !s && e < o->epochs; e++) {
-        loss_sum = 0;
-        for (int64_t b0 = 0; !s && b0 + B <= train->n; b0 += B, step++) {
-            qkv_ctx_reset(c);
-            qkv_ctx_set_training(c, 1);
-            make_batch(train, b0, B, T, mu, sd, pe, P, x, t);
-            qkv_tensor *tx, *tt, *y, *loss;
-            s = qkv_tensor_wrap(qkv_ctx_arena(c), x, 3, (int64_t[]){B, 1 + P, T}, &tx);
-            if (!s) s = qkv_tensor_wrap(qkv_ctx_arena(c), t, 3, (int64_t[]){B, 1, T}, &tt);
-            if (!s) s = qkv_module_forward(c, &net.seq.base, tx, &y);
-            if (!s) s = qkv_mse_loss(c, y, tt, QKV_REDUCTION_MEAN, &loss);
-            if (!s && !isfinite(loss->data[0])) {
-                fprintf(stderr, "qkv toy: loss is %g at step %lld; stopping\n", loss->data[0], (long long)step);
-                s = QKV_ERR_STATE;
-            }
-            if (!s) s = qkv_backward(c, loss, NULL);
-            if (!s) s = qkv_optim_step(opt);
-            qkv_params_zero_grad(p);
-            if (!s) loss_sum += loss->data[0];
-        }
-        if (!s && o->log)
-            fprintf(o->log, "  %-9s %-10s pe %-10s epoch %3lld/%lld  step %5lld/%lld  train mse %8.4f  %6.0f samples/s\n",
-                    model_names[r->model], task_names[r->task], pe_names[r->pe], (long long)e + 1,
-                    (long long)o->epochs, (long long)step, (long long)steps,
-                    loss_sum / (double)(train->n / B), (double)(step * B) / (now() - t0));
-    }
+    if (o->log && !s)
+        fprintf(o->log, "%s network on the %s task, positional encoding: %s\n", model_names[r->model],
+                task_names[r->task], pe_names[r->pe]);
+    qkv_trainer tr = {.params = p, .optim = opt, .steps = o->epochs * (train->n / B),
+                      .progress = o->log, .unit = "samples", .batch = toy_batch, .user = &run};
+    qkv_train_pos pos = {0};
+    double t0 = now();
+    if (!s) s = qkv_train(c, &tr, &pos);
     r->seconds = now() - t0;
-    r->train_mse = loss_sum / (double)(train->n / B);
-    if (!s) s = evaluate(c, &net, test, o, mu, sd, pe, P, x, &r->test_mse, pred);
+    r->train_mse = run.last_epoch_loss;
+    if (!s) s = evaluate(c, &net, test, o, run.mu, run.sd, pe, P, run.x, &r->test_mse, pred);
     qkv_optim_free(opt);
     qkv_toy_net_free(&net);
     qkv_ctx_free(c);
     qkv_params_free(p);
-    free(x);
-    free(t);
+    free(run.x);
+    free(run.t);
     free(pe);
     return s;
 }

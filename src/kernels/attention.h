@@ -25,6 +25,7 @@ typedef struct {
     qkv_causal causal;
     int64_t window;       /* local window; < 0 for none */
     int64_t diag;         /* i is aligned to i + diag: S_m - L bottom-right, else 0 */
+    const float *alibi;   /* (H) ALiBi slopes, or NULL */
     float dropout_p;      /* 0 outside training */
     uint64_t dropout_seed;
 } qkv_attn_desc;
@@ -34,7 +35,7 @@ typedef struct {
 static inline int qkv_attn_has_mask(const qkv_attn_desc *d)
 {
     return d->bmask || d->fmask || d->kpm || d->kpm_f || d->causal != QKV_CAUSAL_NONE ||
-           d->window >= 0;
+           d->window >= 0 || d->alibi;
 }
 
 /* The term added to score (n,h,i,j): 0, a float mask value, or -inf. */
@@ -48,6 +49,7 @@ static inline float qkv_attn_mask_term(const qkv_attn_desc *d, int64_t n, int64_
     if (d->window >= 0 && (j > ia + d->window || j < ia - d->window)) return -INFINITY;
     if (d->kpm && d->kpm[n * mk + j]) return -INFINITY;
     float t = d->kpm_f ? d->kpm_f[n * mk + j] : 0.0f;
+    if (d->alibi) t -= d->alibi[h] * (float)(ia > j ? ia - j : j - ia);
     int64_t mo = (n * d->H + h) * d->mask_nh_stride + i * mk + j;
     if (d->bmask && d->bmask[mo]) return -INFINITY;
     if (d->fmask) t += d->fmask[mo];
