@@ -3,6 +3,8 @@
  *                the lecture's worked example, then multi-head attention on
  *                a built-in sentence, printing the attention weights as
  *                tables (and drawing them as a PNG heat map with --png)
+ *   qkv inspect FILE.safetensors
+ *                a safetensors file's tensors, totals and metadata
  *   qkv help     usage */
 #include <math.h>
 #include <stdio.h>
@@ -133,14 +135,18 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         printf("usage: qkv [demo] [--png FILE]   print the lecture's worked example and multi-head\n"
                "                                 attention weights (and draw them into FILE)\n"
-               "       qkv toy [--task pairs|positional] [--train N] [--test N] [--length T]\n"
+               "       qkv toy [--task pairs|positional] [--model conv|attention]\n"
+               "               [--pe none|binary|sinusoidal] [--train N] [--test N] [--length T]\n"
                "               [--epochs E] [--seed S] [--scaled] [--png PREFIX]\n"
                "                                 the lecture's toy experiment: convolution vs attention,\n"
                "                                 and attention with and without positional encoding\n"
+               "       qkv inspect FILE.safetensors\n"
+               "                                 list a safetensors file's tensors, totals and metadata\n"
                "       qkv help\n");
         return 0;
     }
     if (!strcmp(cmd, "toy")) return qkv_cli_toy(argc, argv);
+    if (!strcmp(cmd, "inspect")) return qkv_cli_inspect(argc, argv);
     const char *png = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--png") && i + 1 < argc) {

@@ -24,6 +24,7 @@ typedef struct {
     int scaled;
     const char *png;
     FILE *log;
+    int task, model, pe; /* run only these (-1: all) */
 } toy_opts;
 
 typedef struct {
@@ -202,33 +203,46 @@ static qkv_status plot(const char *path, const toy_set *test, int64_t T, int nru
     return s;
 }
 
-static int parse(int argc, char **argv, toy_opts *o, int *only_task)
+/* Index of v in names[0..n), or -2. */
+static int pick(const char *v, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) return i;
+    return -2;
+}
+
+static int parse(int argc, char **argv, toy_opts *o)
 {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--scaled")) { o->scaled = 1; continue; }
-        if (!v) break;
+        if (!strcmp(a, "--scaled")) {
+            o->scaled = 1;
+            continue;
+        }
+        if (!v || a[0] != '-') {
+            fprintf(stderr, "qkv toy: '%s' %s (try: qkv help)\n", a, v ? "is not an option" : "needs a value");
+            return 2;
+        }
+        i++;
         if (!strcmp(a, "--train")) o->n_train = atoll(v);
         else if (!strcmp(a, "--test")) o->n_test = atoll(v);
         else if (!strcmp(a, "--length")) o->T = atoll(v);
         else if (!strcmp(a, "--epochs")) o->epochs = atoll(v);
         else if (!strcmp(a, "--seed")) o->seed = (uint64_t)atoll(v);
         else if (!strcmp(a, "--png")) o->png = v;
-        else if (!strcmp(a, "--task")) *only_task = !strcmp(v, "pairs") ? 0 : !strcmp(v, "positional") ? 1 : -2;
-        else break;
-        i++;
-        continue;
-    }
-    for (int i = 2; i < argc; i++)
-        if (argv[i][0] == '-' && strcmp(argv[i], "--scaled") && strcmp(argv[i], "--train") &&
-            strcmp(argv[i], "--test") && strcmp(argv[i], "--length") && strcmp(argv[i], "--epochs") &&
-            strcmp(argv[i], "--seed") && strcmp(argv[i], "--png") && strcmp(argv[i], "--task")) {
-            fprintf(stderr, "qkv toy: unknown option '%s' (try: qkv help)\n", argv[i]);
+        else if (!strcmp(a, "--task")) o->task = pick(v, task_names, 2);
+        else if (!strcmp(a, "--model")) o->model = pick(v, model_names, 2);
+        else if (!strcmp(a, "--pe")) o->pe = pick(v, pe_names, 3);
+        else {
+            fprintf(stderr, "qkv toy: unknown option '%s' (try: qkv help)\n", a);
             return 2;
         }
-    if (*only_task == -2 || o->n_train < o->batch || o->n_test < 4 || o->T < 40 || o->epochs < 1) {
+    }
+    if (o->task == -2 || o->model == -2 || o->pe == -2 || o->n_train < o->batch || o->n_test < 4 ||
+        o->T < 40 || o->epochs < 1) {
         fprintf(stderr, "qkv toy: need --train >= %lld, --test >= 4, --length >= 40, --epochs >= 1, "
-                        "--task pairs|positional\n", (long long)o->batch);
+                        "--task pairs|positional, --model conv|attention, --pe none|binary|sinusoidal\n",
+                (long long)o->batch);
         return 2;
     }
     return 0;
@@ -237,9 +251,8 @@ static int parse(int argc, char **argv, toy_opts *o, int *only_task)
 int qkv_cli_toy(int argc, char **argv)
 {
     toy_opts o = {.n_train = 5000, .n_test = 1000, .T = 64, .epochs = 10, .batch = 100, .seed = 1,
-                  .log = stdout};
-    int only = -1;
-    int rc = parse(argc, argv, &o, &only);
+                  .log = stdout, .task = -1, .model = -1, .pe = -1};
+    int rc = parse(argc, argv, &o);
     if (rc) return rc;
     /* The runs: the lecture's first task with both networks, then the
      * positional task with attention, without and with positions. */
@@ -268,7 +281,9 @@ int qkv_cli_toy(int argc, char **argv)
     }
     int nres = 0;
     for (int i = 0; i < nplan; i++) {
-        if (only >= 0 && (int)plan[i].task != only) continue;
+        if ((o.task >= 0 && (int)plan[i].task != o.task) || (o.model >= 0 && (int)plan[i].model != o.model) ||
+            (o.pe >= 0 && (int)plan[i].pe != o.pe))
+            continue;
         toy_result *r = &res[nres];
         *r = (toy_result){plan[i].task, plan[i].model, plan[i].pe, 0, 0, 0, 0};
         preds[nres] = malloc((size_t)(o.n_test * o.T) * 4);
