@@ -11,4 +11,6 @@
 
 /* qkv toy ...: the lecture's toy experiment; returns the exit code. */
 int qkv_cli_toy(int argc, char **argv);
+/* qkv inspect FILE.safetensors: lists a file; returns the exit code. */
+int qkv_cli_inspect(int argc, char **argv);
 #endif
