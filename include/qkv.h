@@ -372,6 +372,7 @@ qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
 
 /* Layers, training, models (include/qkv/). */
 #include "qkv/nn.h"
+#include "qkv/posenc.h"
 #include "qkv/train.h"
 #include "qkv/models.h"
 #endif

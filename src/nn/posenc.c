@@ -1,0 +1,578 @@
+/* posenc.c: positional encodings: the sinusoidal table, adding a position
+ * table in either batch layout, learned positions, scaling, an index
+ * channel, rotary embeddings (RoPE) and ALiBi's slopes and bias; and the
+ * modules over them. docs/positional.md has the formulas. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "nn/nn_check.h"
+#include "qkv/posenc.h"
+
+/* ---- sinusoidal ------------------------------------------------------------ */
+
+static qkv_status sinusoidal_check(int64_t offset, int64_t T, int64_t d)
+{
+    if (d < 2 || d % 2)
+        return qkv_fail(QKV_ERR_ARG, "sinusoidal: d %lld must be even and positive", (long long)d);
+    if (T < 0 || offset < 0)
+        return qkv_fail(QKV_ERR_ARG, "sinusoidal: T %lld and offset %lld must be >= 0",
+                        (long long)T, (long long)offset);
+    return QKV_OK;
+}
+
+qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
+{
+    QKV_TRY(sinusoidal_check(offset, T, d));
+    if (T > 0) QKV_NEED(pe, "sinusoidal", "pe");
+    for (int64_t i = 0; i < d / 2; i++) {
+        double freq = pow(10000.0, -2.0 * (double)i / (double)d); /* 10000^(-2i/d) */
+        for (int64_t t = 0; t < T; t++) {
+            double angle = (double)(offset + t) * freq;
+            pe[t * d + 2 * i] = (float)sin(angle); // pe is (T,d)
+            pe[t * d + 2 * i + 1] = (float)cos(angle);
+        }
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe)
+{
+    QKV_NEED(pe, "sinusoidal", "pe");
+    *pe = NULL;
+    QKV_NEED(c, "sinusoidal", "ctx");
+    QKV_TRY(sinusoidal_check(offset, T, d));
+    int64_t shape[2] = {T, d};
+    QKV_TRY(qkv_ctx_tensor(c, 2, shape, 0, pe));
+    return qkv_sinusoidal_fill(offset, T, d, (*pe)->data);
+}
+
+/* ---- adding a position table -------------------------------------------- */
+
+/* x viewed as (A,T,B,d): (N,T,d) batch-first is A = N, B = 1; (T,N,d) is
+ * A = 1, B = N; (T,d) is A = B = 1. */
+typedef struct {
+    int64_t A, T, B, d;
+} seq_shape;
+
+static qkv_status seq_layout(const char *fn, const qkv_tensor *x, int batch_first, seq_shape *g)
+{
+    char bx[64];
+    if (x->ndim != 2 && x->ndim != 3)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s has %d dims, expected %s or (T,d)", fn,
+                        qkv_shape_str(x, bx, sizeof bx), x->ndim, batch_first ? "(N,T,d)" : "(T,N,d)");
+    const int64_t *s = x->shape;
+    if (x->ndim == 2)
+        *g = (seq_shape){1, s[0], 1, s[1]};
+    else if (batch_first)
+        *g = (seq_shape){s[0], s[1], 1, s[2]};
+    else
+        *g = (seq_shape){1, s[0], s[1], s[2]};
+    return QKV_OK;
+}
+
+typedef struct {
+    qkv_tensor *x, *pe, *y;
+    int64_t offset;
+    seq_shape g;
+} addpos_saved;
+
+/* Differentiates y[a,t,b,k] = x[a,t,b,k] + pe[offset+t,k]:
+ * dx += dy, dpe[offset+t,k] += sum_{a,b} dy[a,t,b,k]. */
+static qkv_status addpos_backward(qkv_ctx *c, void *p)
+{
+    addpos_saved *s = p;
+    const float *dy = s->y->grad; // (A,T,B,d)
+    if (!dy) return QKV_OK;
+    qkv_arena *ar = qkv_ctx_arena(c);
+    seq_shape g = s->g;
+    int64_t n = g.A * g.T * g.B * g.d;
+    if (s->x->requires_grad) {
+        float *dx = qkv_tensor_grad(ar, s->x); // (A,T,B,d)
+        if (!dx) return QKV_ERR_NOMEM;
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i];
+    }
+    if (s->pe->requires_grad) {
+        float *dpe = qkv_tensor_grad(ar, s->pe); // (P,d)
+        if (!dpe) return QKV_ERR_NOMEM;
+        for (int64_t a = 0; a < g.A; a++)
+            for (int64_t t = 0; t < g.T; t++)
+                for (int64_t b = 0; b < g.B; b++) {
+                    const float *row = dy + ((a * g.T + t) * g.B + b) * g.d; // (d)
+                    float *prow = dpe + (s->offset + t) * g.d;               // (d)
+                    for (int64_t k = 0; k < g.d; k++) prow[k] += row[k];
+                }
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t offset,
+                              int batch_first, qkv_tensor **y)
+{
+    const char *fn = "add_positional";
+    QKV_NEED(y, fn, "y");
+    *y = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_F32(x, fn, "x");
+    QKV_NEED_F32(pe, fn, "pe");
+    seq_shape g = {0, 0, 0, 0};
+    QKV_TRY(seq_layout(fn, x, batch_first, &g));
+    char bx[64], bp[64];
+    if (pe->ndim != 2 || pe->shape[1] != g.d)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: pe %s, expected (P,%lld) to match x %s", fn,
+                        qkv_shape_str(pe, bp, sizeof bp), (long long)g.d,
+                        qkv_shape_str(x, bx, sizeof bx));
+    if (offset < 0 || offset > pe->shape[0] - g.T)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: positions [%lld,%lld) of x %s are outside pe %s "
+                        "(offset %lld)", fn, (long long)offset, (long long)(offset + g.T),
+                        qkv_shape_str(x, bx, sizeof bx), qkv_shape_str(pe, bp, sizeof bp),
+                        (long long)offset);
+    qkv_tensor *in[2] = {x, pe};
+    int rec = qkv_ctx_recording(c, in, 2);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    const float *xd = x->data; // (A,T,B,d)
+    float *yd = (*y)->data;    // (A,T,B,d)
+    for (int64_t a = 0; a < g.A; a++)
+        for (int64_t t = 0; t < g.T; t++) {
+            const float *prow = pe->data + (offset + t) * g.d; // (d)
+            for (int64_t b = 0; b < g.B; b++) {
+                int64_t at = ((a * g.T + t) * g.B + b) * g.d;
+                for (int64_t k = 0; k < g.d; k++) yd[at + k] = xd[at + k] + prow[k];
+            }
+        }
+    if (!rec) return QKV_OK;
+    addpos_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (addpos_saved){x, pe, *y, offset, g};
+    return qkv_ctx_record(c, addpos_backward, s);
+}
+
+/* ---- learned positions ------------------------------------------------------ */
+
+typedef struct {
+    qkv_tensor *w, *y;
+    int64_t offset, T, d;
+} positions_saved;
+
+/* Differentiates y[t] = weight[offset+t]: dweight[offset+t] += dy[t]. */
+static qkv_status positions_backward(qkv_ctx *c, void *p)
+{
+    positions_saved *s = p;
+    const float *dy = s->y->grad; // (T,d)
+    if (!dy || !s->w->requires_grad) return QKV_OK;
+    float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (P,d)
+    if (!dw) return QKV_ERR_NOMEM;
+    dw += s->offset * s->d;
+    for (int64_t i = 0; i < s->T * s->d; i++) dw[i] += dy[i];
+    return QKV_OK;
+}
+
+qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
+                         qkv_tensor **y)
+{
+    QKV_NEED(y, "positions", "y");
+    *y = NULL;
+    QKV_NEED(c, "positions", "ctx");
+    QKV_NEED_F32(weight, "positions", "weight");
+    char bw[64];
+    if (weight->ndim != 2)
+        return qkv_fail(QKV_ERR_SHAPE, "positions: weight %s has %d dims, expected 2 (max_len,d)",
+                        qkv_shape_str(weight, bw, sizeof bw), weight->ndim);
+    if (T < 0 || offset < 0 || offset > weight->shape[0] - T)
+        return qkv_fail(QKV_ERR_SHAPE, "positions: rows [%lld,%lld) (offset %lld, T %lld) are "
+                        "outside weight %s", (long long)offset, (long long)(offset + T),
+                        (long long)offset, (long long)T, qkv_shape_str(weight, bw, sizeof bw));
+    int64_t d = weight->shape[1], shape[2] = {T, d};
+    qkv_tensor *in[1] = {weight};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor(c, 2, shape, rec, y));
+    if (T * d > 0)
+        memcpy((*y)->data, weight->data + offset * d, (size_t)(T * d) * sizeof(float));
+    if (!rec) return QKV_OK;
+    positions_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (positions_saved){weight, *y, offset, T, d};
+    return qkv_ctx_record(c, positions_backward, s);
+}
+
+/* ---- scale ------------------------------------------------------------------ */
+
+typedef struct {
+    qkv_tensor *x, *y;
+    float alpha;
+    int64_t n;
+} scale_saved;
+
+/* Differentiates y = alpha x: dx += alpha dy. */
+static qkv_status scale_backward(qkv_ctx *c, void *p)
+{
+    scale_saved *s = p;
+    const float *dy = s->y->grad; // (n)
+    if (!dy || !s->x->requires_grad) return QKV_OK;
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
+    if (!dx) return QKV_ERR_NOMEM;
+    for (int64_t i = 0; i < s->n; i++) dx[i] += s->alpha * dy[i];
+    return QKV_OK;
+}
+
+qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y)
+{
+    QKV_NEED(y, "scale", "y");
+    *y = NULL;
+    QKV_NEED(c, "scale", "ctx");
+    QKV_NEED_F32(x, "scale", "x");
+    if (!isfinite(alpha)) return qkv_fail(QKV_ERR_ARG, "scale: alpha %g is not finite", (double)alpha);
+    qkv_tensor *in[1] = {x};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    int64_t n = qkv_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) (*y)->data[i] = alpha * x->data[i];
+    if (!rec) return QKV_OK;
+    scale_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (scale_saved){x, *y, alpha, n};
+    return qkv_ctx_record(c, scale_backward, s);
+}
+
+/* ---- index channel ----------------------------------------------------------- */
+
+/* x as (O,ia), y as (O,ia+ib): y[o] = (x[o], the ib index values of o). */
+typedef struct {
+    qkv_tensor *x, *y;
+    int64_t O, ia, ib;
+} catpos_saved;
+
+/* Differentiates y[o, :ia] = x[o]: dx[o] += dy[o, :ia] (the index channel
+ * is a constant). */
+static qkv_status catpos_backward(qkv_ctx *c, void *p)
+{
+    catpos_saved *s = p;
+    const float *dy = s->y->grad; // (O,ia+ib)
+    if (!dy || !s->x->requires_grad) return QKV_OK;
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (O,ia)
+    if (!dx) return QKV_ERR_NOMEM;
+    for (int64_t o = 0; o < s->O; o++)
+        for (int64_t i = 0; i < s->ia; i++) dx[o * s->ia + i] += dy[o * (s->ia + s->ib) + i];
+    return QKV_OK;
+}
+
+qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
+                            qkv_tensor **y)
+{
+    QKV_NEED(y, "cat_position", "y");
+    *y = NULL;
+    QKV_NEED(c, "cat_position", "ctx");
+    QKV_NEED_F32(x, "cat_position", "x");
+    char bx[64];
+    if (x->ndim != 2 && x->ndim != 3)
+        return qkv_fail(QKV_ERR_SHAPE, "cat_position: x %s has %d dims, expected %s", qkv_shape_str(x, bx, sizeof bx),
+                        x->ndim, channels_first ? "(N,C,T) or (C,T)" : "(N,T,C) or (T,C)");
+    if (kind != QKV_POSIDX_UNIT && kind != QKV_POSIDX_RAW)
+        return qkv_fail(QKV_ERR_ARG, "cat_position: kind %d is neither QKV_POSIDX_UNIT nor QKV_POSIDX_RAW", (int)kind);
+    int nd = x->ndim, cdim = channels_first ? nd - 2 : nd - 1;
+    int64_t N = nd == 3 ? x->shape[0] : 1, T = x->shape[channels_first ? nd - 1 : nd - 2];
+    int64_t C = x->shape[cdim], shape[3];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)nd);
+    shape[cdim] = C + 1;
+    qkv_tensor *in[1] = {x};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor(c, nd, shape, rec, y));
+    /* channels last: O = N*T rows of C, one index each; first: O = N rows of C*T, T indices */
+    int64_t O = channels_first ? N : N * T, ia = channels_first ? C * T : C, ib = channels_first ? T : 1;
+    float *yd = (*y)->data; // (O,ia+ib)
+    for (int64_t o = 0; o < O; o++) {
+        if (ia) memcpy(yd + o * (ia + ib), x->data + o * ia, (size_t)ia * sizeof(float));
+        for (int64_t k = 0; k < ib; k++) {
+            int64_t t = channels_first ? k : o % T;
+            yd[o * (ia + ib) + ia + k] = kind == QKV_POSIDX_RAW ? (float)t : (float)((double)t / (double)T);
+        }
+    }
+    if (!rec) return QKV_OK;
+    catpos_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (catpos_saved){x, *y, O, ia, ib};
+    return qkv_ctx_record(c, catpos_backward, s);
+}
+
+/* ---- RoPE --------------------------------------------------------------------- */
+
+qkv_rope_opts qkv_rope_opts_default(void)
+{
+    return (qkv_rope_opts){QKV_ROPE_INTERLEAVED, 10000.0f, 0, 0};
+}
+
+/* x as (rows,T,hd); the first r dims of each row rotate in r/2 pairs. */
+typedef struct {
+    int64_t rows, T, hd, r;
+    int interleaved;
+} rope_geom;
+
+typedef struct {
+    qkv_tensor *x, *y;
+    rope_geom g;
+    const float *cs, *sn; /* (T,r/2) each */
+} rope_saved;
+
+/* out = R(sign * angle) in, or out += it when accumulate; in, out (rows,T,hd).
+ * sign -1 is the inverse rotation, the backward. */
+static void rope_rotate(const float *in, float *out, int accumulate, float sign,
+                        const rope_geom *g, const float *cs, const float *sn)
+{
+    int64_t half = g->r / 2;
+    for (int64_t row = 0; row < g->rows; row++)
+        for (int64_t t = 0; t < g->T; t++) {
+            const float *x = in + (row * g->T + t) * g->hd; // (hd)
+            float *y = out + (row * g->T + t) * g->hd;      // (hd)
+            const float *ct = cs + t * half, *st = sn + t * half; // (r/2)
+            for (int64_t i = 0; i < half; i++) {
+                int64_t ia = g->interleaved ? 2 * i : i, ib = g->interleaved ? 2 * i + 1 : i + half;
+                float a = x[ia], b = x[ib], s = sign * st[i];
+                float ya = a * ct[i] - b * s, yb = a * s + b * ct[i];
+                y[ia] = accumulate ? y[ia] + ya : ya;
+                y[ib] = accumulate ? y[ib] + yb : yb;
+            }
+            for (int64_t k = g->r; k < g->hd; k++) y[k] = accumulate ? y[k] + x[k] : x[k];
+        }
+}
+
+/* Differentiates y = R x (R orthogonal, block-diagonal in 2x2 rotations):
+ * dx += R^T dy, the rotation by minus the angle. */
+static qkv_status rope_backward(qkv_ctx *c, void *p)
+{
+    rope_saved *s = p;
+    const float *dy = s->y->grad; // (rows,T,hd)
+    if (!dy || !s->x->requires_grad) return QKV_OK;
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,T,hd)
+    if (!dx) return QKV_ERR_NOMEM;
+    rope_rotate(dy, dx, 1, -1.0f, &s->g, s->cs, s->sn);
+    return QKV_OK;
+}
+
+static qkv_status rope_check(const qkv_tensor *x, const qkv_rope_opts *o, rope_geom *g)
+{
+    char bx[64];
+    if (x->ndim < 2)
+        return qkv_fail(QKV_ERR_SHAPE, "rope: x %s has %d dims, expected (N,H,T,hd), (B,T,hd) or (T,hd)",
+                        qkv_shape_str(x, bx, sizeof bx), x->ndim);
+    if (o->layout != QKV_ROPE_INTERLEAVED && o->layout != QKV_ROPE_HALF)
+        return qkv_fail(QKV_ERR_ARG, "rope: layout %d is neither QKV_ROPE_INTERLEAVED nor QKV_ROPE_HALF",
+                        (int)o->layout);
+    if (!(o->base > 0.0f) || !isfinite(o->base))
+        return qkv_fail(QKV_ERR_ARG, "rope: base %g must be positive and finite", (double)o->base);
+    if (o->offset < 0)
+        return qkv_fail(QKV_ERR_ARG, "rope: offset %lld must be >= 0", (long long)o->offset);
+    int64_t T = x->shape[x->ndim - 2], hd = x->shape[x->ndim - 1];
+    int64_t r = o->rot_dim ? o->rot_dim : hd;
+    if (r < 0 || r % 2 || r > hd)
+        return qkv_fail(QKV_ERR_SHAPE, "rope: rotary dims %lld (rot_dim %lld) of x %s must be even "
+                        "and at most head_dim %lld", (long long)r, (long long)o->rot_dim,
+                        qkv_shape_str(x, bx, sizeof bx), (long long)hd);
+    int64_t n = qkv_tensor_numel(x);
+    *g = (rope_geom){T * hd != 0 ? n / (T * hd) : 0, T, hd, r, o->layout == QKV_ROPE_INTERLEAVED};
+    return QKV_OK;
+}
+
+/* cos and sin of (offset + t) * base^(-2i/r), in double: tables (T,r/2). */
+static void rope_tables(const rope_geom *g, const qkv_rope_opts *o, float *cs, float *sn)
+{
+    int64_t half = g->r / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double inv_freq = pow((double)o->base, -2.0 * (double)i / (double)g->r);
+        for (int64_t t = 0; t < g->T; t++) {
+            double angle = (double)(o->offset + t) * inv_freq;
+            cs[t * half + i] = (float)cos(angle);
+            sn[t * half + i] = (float)sin(angle);
+        }
+    }
+}
+
+qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y)
+{
+    QKV_NEED(y, "rope", "y");
+    *y = NULL;
+    QKV_NEED(c, "rope", "ctx");
+    QKV_NEED_F32(x, "rope", "x");
+    qkv_rope_opts o = opts ? *opts : qkv_rope_opts_default();
+    rope_geom g;
+    QKV_TRY(rope_check(x, &o, &g));
+    qkv_tensor *in[1] = {x};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    size_t table = (size_t)(g.T * (g.r / 2)) * sizeof(float) + 1;
+    float *cs = qkv_ctx_alloc(c, table), *sn = qkv_ctx_alloc(c, table); // (T,r/2) each
+    if (!cs || !sn) return QKV_ERR_NOMEM;
+    rope_tables(&g, &o, cs, sn);
+    rope_rotate(x->data, (*y)->data, 0, 1.0f, &g, cs, sn);
+    if (!rec) return QKV_OK;
+    rope_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (rope_saved){x, *y, g, cs, sn};
+    return qkv_ctx_record(c, rope_backward, s);
+}
+
+/* ---- ALiBi -------------------------------------------------------------------- */
+
+/* The reference's get_slopes_power_of_2(n), element i, same operations:
+ * start = 2^(-2^-(log2(n) - 3)), slope_i = start * start^i. */
+static double alibi_pow2_slope(int64_t n, int64_t i)
+{
+    double start = pow(2.0, -pow(2.0, -(log2((double)n) - 3.0)));
+    return start * pow(start, (double)i);
+}
+
+/* Slope of head h of H: those of the largest power of two p2 <= H first,
+ * then get_slopes(2 p2)[0::2], i.e. its elements 0, 2, 4, ... */
+static float alibi_slope(int64_t H, int64_t h)
+{
+    int64_t p2 = 1;
+    while (p2 <= H / 2) p2 *= 2;
+    return (float)(h < p2 ? alibi_pow2_slope(p2, h) : alibi_pow2_slope(2 * p2, 2 * (h - p2)));
+}
+
+qkv_status qkv_alibi_slopes(int64_t num_heads, float *slopes)
+{
+    if (num_heads < 1)
+        return qkv_fail(QKV_ERR_ARG, "alibi_slopes: num_heads %lld must be positive", (long long)num_heads);
+    QKV_NEED(slopes, "alibi_slopes", "slopes");
+    for (int64_t h = 0; h < num_heads; h++) slopes[h] = alibi_slope(num_heads, h);
+    return QKV_OK;
+}
+
+static qkv_status alibi_check(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind)
+{
+    if (N < 1 || H < 1 || L < 1 || S < 1)
+        return qkv_fail(QKV_ERR_ARG, "alibi_bias: N %lld, H %lld, L %lld and S %lld must be positive",
+                        (long long)N, (long long)H, (long long)L, (long long)S);
+    if (kind != QKV_ALIBI_CAUSAL && kind != QKV_ALIBI_SYMMETRIC)
+        return qkv_fail(QKV_ERR_ARG, "alibi_bias: kind %d is neither QKV_ALIBI_CAUSAL nor QKV_ALIBI_SYMMETRIC",
+                        (int)kind);
+    return QKV_OK;
+}
+
+/* One head's (L,S) bias: -m (i' - j) or -m |i' - j|, i' = i + S - L. */
+static void alibi_head(float m, int64_t L, int64_t S, qkv_alibi_kind kind, float *b)
+{
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < S; j++) {
+            double dist = (double)(i + S - L - j);
+            if (kind == QKV_ALIBI_SYMMETRIC) dist = fabs(dist);
+            b[i * S + j] = (float)(-(double)m * dist);
+        }
+}
+
+qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
+                               float *bias)
+{
+    QKV_TRY(alibi_check(N, H, L, S, kind));
+    QKV_NEED(bias, "alibi_bias", "bias");
+    for (int64_t h = 0; h < H; h++) alibi_head(alibi_slope(H, h), L, S, kind, bias + h * L * S);
+    for (int64_t n = 1; n < N; n++) /* the same for every batch entry */
+        memcpy(bias + n * H * L * S, bias, (size_t)(H * L * S) * sizeof(float));
+    return QKV_OK;
+}
+
+qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
+                          qkv_alibi_kind kind, qkv_tensor **bias)
+{
+    QKV_NEED(bias, "alibi_bias", "bias");
+    *bias = NULL;
+    QKV_NEED(c, "alibi_bias", "ctx");
+    QKV_TRY(alibi_check(N, H, L, S, kind));
+    int64_t shape[3] = {N * H, L, S};
+    QKV_TRY(qkv_ctx_tensor(c, 3, shape, 0, bias));
+    return qkv_alibi_bias_fill(N, H, L, S, kind, (*bias)->data);
+}
+
+/* ---- modules ------------------------------------------------------------------ */
+
+static qkv_status sinusoidal_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_sinusoidal *m = (qkv_nn_sinusoidal *)base;
+    const char *fn = "nn_sinusoidal";
+    QKV_NEED(y, fn, "y");
+    *y = NULL;
+    QKV_NEED_F32(x, fn, "x");
+    seq_shape g = {0, 0, 0, 0};
+    QKV_TRY(seq_layout(fn, x, m->batch_first, &g));
+    char bx[64];
+    if (g.d != m->d_model)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s, expected d_model %lld in the last dim", fn,
+                        qkv_shape_str(x, bx, sizeof bx), (long long)m->d_model);
+    if (m->offset < 0 || m->offset > m->max_len - g.T)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: positions [%lld,%lld) of x %s exceed max_len %lld", fn,
+                        (long long)m->offset, (long long)(m->offset + g.T),
+                        qkv_shape_str(x, bx, sizeof bx), (long long)m->max_len);
+    qkv_tensor *pe, *sum;
+    QKV_TRY(qkv_sinusoidal(c, m->offset, g.T, g.d, &pe));
+    QKV_TRY(qkv_add_positional(c, x, pe, 0, m->batch_first, &sum));
+    return qkv_dropout(c, sum, m->dropout, y);
+}
+
+qkv_status qkv_nn_sinusoidal_init(qkv_nn_sinusoidal *m, int64_t d_model, float dropout,
+                                  int64_t max_len, int batch_first)
+{
+    QKV_NEED(m, "nn_sinusoidal_init", "module");
+    if (d_model < 2 || d_model % 2 || max_len < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_sinusoidal_init: d_model %lld must be even and positive, "
+                        "max_len %lld positive", (long long)d_model, (long long)max_len);
+    if (!(dropout >= 0.0f && dropout <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "nn_sinusoidal_init: dropout %g must be in [0,1]", (double)dropout);
+    *m = (qkv_nn_sinusoidal){{"PositionalEncoding", sinusoidal_forward}, d_model, max_len, 0,
+                             dropout, batch_first != 0};
+    return QKV_OK;
+}
+
+static qkv_status learned_pos_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_learned_pos *m = (qkv_nn_learned_pos *)base;
+    return qkv_add_positional(c, x, m->weight, m->offset, m->batch_first, y);
+}
+
+qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
+                                   int batch_first, qkv_params *p, const char *prefix,
+                                   qkv_rng *rng)
+{
+    const char *fn = "nn_learned_pos_init";
+    QKV_NEED(m, fn, "module");
+    QKV_NEED(p, fn, "params");
+    QKV_NEED(rng, fn, "rng");
+    if (max_len < 1 || d_model < 1)
+        return qkv_fail(QKV_ERR_ARG, "%s: max_len %lld and d_model %lld must be positive", fn,
+                        (long long)max_len, (long long)d_model);
+    memset(m, 0, sizeof *m);
+    int64_t ws[2] = {max_len, d_model};
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 2, ws, &m->weight));
+    qkv_rng_fill_normal(rng, m->weight->data, max_len * d_model, 0.0f, 1.0f);
+    m->max_len = max_len;
+    m->d_model = d_model;
+    m->batch_first = batch_first != 0;
+    m->base = (qkv_module){"LearnedPositionalEmbedding", learned_pos_forward};
+    return QKV_OK;
+}
+
+static qkv_status token_embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
+                                          qkv_tensor **y)
+{
+    qkv_nn_token_embedding *m = (qkv_nn_token_embedding *)base;
+    QKV_NEED(y, "nn_token_embedding", "y");
+    *y = NULL;
+    qkv_tensor *e;
+    QKV_TRY(qkv_embedding(c, m->emb.weight, x, m->emb.padding_idx, &e));
+    if (m->scale == 1.0f) {
+        *y = e;
+        return QKV_OK;
+    }
+    return qkv_scale(c, e, m->scale, y);
+}
+
+qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
+                                       int64_t d_model, int64_t padding_idx, int scaled,
+                                       qkv_params *p, const char *prefix, qkv_rng *rng)
+{
+    QKV_NEED(m, "nn_token_embedding_init", "module");
+    qkv_nn_embedding emb;
+    QKV_TRY(qkv_nn_embedding_init(&emb, num_embeddings, d_model, padding_idx, p, prefix, rng));
+    m->emb = emb;
+    m->scale = scaled ? (float)sqrt((double)d_model) : 1.0f;
+    m->base = (qkv_module){"TokenEmbedding", token_embedding_forward};
+    return QKV_OK;
+}
