@@ -137,7 +137,7 @@ int main(int argc, char **argv)
                "                                 attention weights (and draw them into FILE)\n"
                "       qkv toy [--task pairs|positional] [--model conv|attention]\n"
                "               [--pe none|binary|sinusoidal] [--train N] [--test N] [--length T]\n"
-               "               [--epochs E] [--seed S] [--scaled] [--png PREFIX]\n"
+               "               [--epochs E] [--seed S] [--scaled] [--all] [--png PREFIX]\n"
                "                                 the lecture's toy experiment: convolution vs attention,\n"
                "                                 and attention with and without positional encoding\n"
                "       qkv inspect FILE.safetensors\n"

@@ -21,7 +21,7 @@ static const char *model_names[] = {"conv", "attention"};
 typedef struct {
     int64_t n_train, n_test, T, epochs, batch;
     uint64_t seed;
-    int scaled;
+    int scaled, all;
     const char *png;
     FILE *log;
     int task, model, pe; /* run only these (-1: all) */
@@ -215,8 +215,8 @@ static int parse(int argc, char **argv, toy_opts *o)
 {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--scaled")) {
-            o->scaled = 1;
+        if (!strcmp(a, "--scaled") || !strcmp(a, "--all")) {
+            *(a[2] == 's' ? &o->scaled : &o->all) = 1;
             continue;
         }
         if (!v || a[0] != '-') {
@@ -250,16 +250,20 @@ static int parse(int argc, char **argv, toy_opts *o)
 
 int qkv_cli_toy(int argc, char **argv)
 {
-    toy_opts o = {.n_train = 5000, .n_test = 1000, .T = 64, .epochs = 10, .batch = 100, .seed = 1,
+    toy_opts o = {.n_train = 10000, .n_test = 1000, .T = 64, .epochs = 10, .batch = 100, .seed = 1,
                   .log = stdout, .task = -1, .model = -1, .pe = -1};
     int rc = parse(argc, argv, &o);
     if (rc) return rc;
     /* The runs: the lecture's first task with both networks, then the
-     * positional task with attention, without and with positions. */
-    struct { qkv_toy_task task; qkv_toy_model model; pe_kind pe; } plan[] = {
-        {QKV_TOY_PAIRS, QKV_TOY_CONV, PE_NONE},           {QKV_TOY_PAIRS, QKV_TOY_ATTENTION, PE_NONE},
-        {QKV_TOY_POSITIONAL, QKV_TOY_CONV, PE_NONE},      {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_NONE},
-        {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_BINARY}, {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_SINUSOIDAL},
+     * positional task with attention, without and with the lecture's binary
+     * positions; --all adds convolution and sinusoidal positions there. */
+    struct { qkv_toy_task task; qkv_toy_model model; pe_kind pe; int extra; } plan[] = {
+        {QKV_TOY_PAIRS, QKV_TOY_CONV, PE_NONE, 0},
+        {QKV_TOY_PAIRS, QKV_TOY_ATTENTION, PE_NONE, 0},
+        {QKV_TOY_POSITIONAL, QKV_TOY_CONV, PE_NONE, 1},
+        {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_NONE, 0},
+        {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_BINARY, 0},
+        {QKV_TOY_POSITIONAL, QKV_TOY_ATTENTION, PE_SINUSOIDAL, 1},
     };
     int nplan = (int)(sizeof plan / sizeof *plan);
     toy_result res[8];
@@ -281,8 +285,9 @@ int qkv_cli_toy(int argc, char **argv)
     }
     int nres = 0;
     for (int i = 0; i < nplan; i++) {
-        if ((o.task >= 0 && (int)plan[i].task != o.task) || (o.model >= 0 && (int)plan[i].model != o.model) ||
-            (o.pe >= 0 && (int)plan[i].pe != o.pe))
+        int chosen = o.task >= 0 || o.model >= 0 || o.pe >= 0; /* filters pick from all runs */
+        if ((plan[i].extra && !o.all && !chosen) || (o.task >= 0 && (int)plan[i].task != o.task) ||
+            (o.model >= 0 && (int)plan[i].model != o.model) || (o.pe >= 0 && (int)plan[i].pe != o.pe))
             continue;
         toy_result *r = &res[nres];
         *r = (toy_result){plan[i].task, plan[i].model, plan[i].pe, 0, 0, 0, 0};
