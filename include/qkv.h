@@ -333,6 +333,9 @@ qkv_status qkv_safetensors_read_f32(const qkv_safetensors *st, const char *name,
                                     int64_t n);
 /* The __metadata__ value for key, or NULL. */
 const char *qkv_safetensors_meta(const qkv_safetensors *st, const char *key);
+/* The __metadata__ entries, sorted by key: count, and key i (NULL if out of range). */
+int qkv_safetensors_meta_count(const qkv_safetensors *st);
+const char *qkv_safetensors_meta_key(const qkv_safetensors *st, int i);
 
 /* Writes F32 tensors (BOOL tensors are written as BOOL) and string
  * metadata (meta_keys/meta_vals, n_meta pairs) atomically: a temporary file,

@@ -456,6 +456,10 @@ static void test_round_trip(void)
     CHECK(qkv_safetensors_meta(st, "k\"ey") &&
               strcmp(qkv_safetensors_meta(st, "k\"ey"), c_meta_v[1]) == 0, "meta escaped");
     CHECK(qkv_safetensors_meta(st, "nope") == NULL, "missing meta");
+    CHECK(qkv_safetensors_meta_count(st) == 2 && !strcmp(qkv_safetensors_meta_key(st, 0), "format") &&
+              !strcmp(qkv_safetensors_meta_key(st, 1), "k\"ey") && !qkv_safetensors_meta_key(st, 2) &&
+              !qkv_safetensors_meta_key(st, -1),
+          "metadata keys listed in order");
 
     /* Argument checks on a good table. */
     CHECK_ERR(qkv_safetensors_info(st, "nope", NULL, NULL, NULL, NULL, NULL), QKV_ERR_NOTFOUND,

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
-#include "io/json.h"
 
 static const char *const dtype_names[] = {"F32", "F16", "BF16", "F64", "I64",
                                           "I32", "I16", "I8",   "U8",  "BOOL"};
@@ -104,66 +103,19 @@ static void print_tensors(const qkv_safetensors *st, totals *tot)
     }
 }
 
-static int cmp_str(const void *a, const void *b)
+/* Prints the __metadata__ entries, sorted by key. */
+static void print_metadata(const qkv_safetensors *st)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The file's header JSON (8-byte length, then the text); NULL on failure.
- * The file has passed qkv_safetensors_open, so the length is sane. */
-static char *read_header(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    unsigned char pre[8];
-    char *text = NULL;
-    if (f && fread(pre, 1, 8, f) == 8) {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--) n = n << 8 | pre[i];
-        text = malloc((size_t)n + 1);
-        if (text && fread(text, 1, (size_t)n, f) != (size_t)n) {
-            free(text);
-            text = NULL;
-        }
-        *len = (size_t)n;
-    }
-    if (f) fclose(f);
-    return text;
-}
-
-/* Prints the __metadata__ entries sorted by key, their values through the
- * reader (qkv_safetensors_meta); the keys come from the header's JSON,
- * which the public API does not enumerate. Returns the entry count, or -1. */
-static int print_metadata(const char *path, const qkv_safetensors *st)
-{
-    size_t len = 0;
-    char *text = read_header(path, &len), err[128];
-    json_value *root = NULL;
-    size_t end;
-    const json_limits lim = {16, 64};
-    if (!text || json_parse(text, len, &lim, &root, &end, err, sizeof err) != JSON_OK) {
-        free(text);
-        return -1;
-    }
-    const json_value *meta = NULL;
-    for (size_t i = 0; root->type == JSON_OBJECT && i < root->u.obj.n; i++)
-        if (!strcmp(root->u.obj.items[i].key, "__metadata__")) meta = &root->u.obj.items[i].val;
-    size_t n = meta && meta->type == JSON_OBJECT ? meta->u.obj.n : 0;
-    const char **keys = malloc((n ? n : 1) * sizeof *keys);
-    for (size_t i = 0; keys && i < n; i++) keys[i] = meta->u.obj.items[i].key;
-    if (keys) qsort(keys, n, sizeof *keys, cmp_str);
+    int n = qkv_safetensors_meta_count(st);
     printf(n ? "__metadata__:\n" : "__metadata__: (none)\n");
-    for (size_t i = 0; keys && i < n; i++) {
-        const char *v = qkv_safetensors_meta(st, keys[i]);
+    for (int i = 0; i < n; i++) {
+        const char *k = qkv_safetensors_meta_key(st, i);
         printf("  ");
-        put_escaped(keys[i]);
+        put_escaped(k);
         printf(" = ");
-        put_escaped(v ? v : "");
+        put_escaped(qkv_safetensors_meta(st, k));
         printf("\n");
     }
-    free(keys);
-    json_free(root);
-    free(text);
-    return (int)n;
 }
 
 int qkv_cli_inspect(int argc, char **argv)
@@ -183,8 +135,7 @@ int qkv_cli_inspect(int argc, char **argv)
     char hb[32];
     printf("\ntotal: %d tensor%s, %lld parameters (elements), %lld bytes (%s)\n", n, n == 1 ? "" : "s",
            (long long)tot.numel, (long long)tot.bytes, human((double)tot.bytes, hb, sizeof hb));
-    int rc = print_metadata(path, st) < 0 ? 1 : 0;
-    if (rc) fprintf(stderr, "qkv: inspect: %s: cannot read the header's metadata again\n", path);
+    print_metadata(st);
     qkv_safetensors_close(st);
-    return rc;
+    return 0;
 }

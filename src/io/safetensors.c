@@ -1060,3 +1060,10 @@ qkv_status qkv_safetensors_save(const char *path, int n, const char *const *name
     free(order);
     return s;
 }
+
+int qkv_safetensors_meta_count(const qkv_safetensors *st) { return st ? st->n_meta : 0; }
+
+const char *qkv_safetensors_meta_key(const qkv_safetensors *st, int i)
+{
+    return st && i >= 0 && i < st->n_meta ? st->meta[i].key : NULL;
+}
