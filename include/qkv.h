@@ -377,5 +377,6 @@ qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
 #include "qkv/nn.h"
 #include "qkv/posenc.h"
 #include "qkv/train.h"
+#include "qkv/transformer.h"
 #include "qkv/models.h"
 #endif

@@ -1,0 +1,57 @@
+/* transformer_internal.h: what transformer.c (options, checks, layers) and
+ * transformer_stack.c (encoder, decoder, Transformer, decoder-only) share. */
+#ifndef QKV_TRANSFORMER_INTERNAL_H
+#define QKV_TRANSFORMER_INTERNAL_H
+#include "core/internal.h"
+#include "qkv/transformer.h"
+
+/* The dims of one sequence argument: batched or not, batch size N (1 when
+ * unbatched) and length L. */
+typedef struct {
+    int batched;
+    int64_t N, L;
+} tfm_seq;
+
+/* Options: positive sizes, d_model % nhead == 0, dropout in [0,1], a known
+ * activation, finite eps > 0. fn names the calling function. */
+qkv_status tfm_check_opts(const char *fn, const qkv_transformer_layer_opts *o);
+/* Parameter name prefixes are at most TFM_MAX_PREFIX characters, so that
+ * every name built under one fits TFM_NAME_BUF ("encoder.layers.<i>." and
+ * "multihead_attn.out_proj.weight" included). */
+#define TFM_MAX_PREFIX 256
+#define TFM_NAME_BUF 512
+qkv_status tfm_check_prefix(const char *fn, const char *prefix);
+/* prefix + name into buf (n bytes); fails naming fn if it does not fit. */
+qkv_status tfm_join(const char *fn, char *buf, size_t n, const char *prefix, const char *name);
+
+/* Checks of forward arguments; messages name fn and the argument. */
+qkv_status tfm_check_seq(const char *fn, const char *name, const qkv_tensor *x,
+                         const qkv_transformer_layer_opts *o, tfm_seq *d);
+/* b is batched like a and has its batch size. */
+qkv_status tfm_check_pair(const char *fn, const char *an, const qkv_tensor *a, const tfm_seq *da,
+                          const char *bn, const qkv_tensor *b, const tfm_seq *db, int batch_first);
+/* The masks of the encoder's self-attention over src (s): src_mask,
+ * src_key_padding_mask, src_causal, named in messages with pre ("src_", or
+ * "" for the decoder-only stack) and the length as sym ("S", "L"). */
+qkv_status tfm_check_src_masks(const char *fn, const qkv_transformer_layer_opts *o,
+                               const qkv_transformer_masks *mk, const tfm_seq *s, const char *pre,
+                               const char *sym);
+/* The masks of the decoder's attentions: tgt (t) over itself, over memory (s). */
+qkv_status tfm_check_tgt_masks(const char *fn, const qkv_transformer_layer_opts *o,
+                               const qkv_transformer_masks *mk, const tfm_seq *t,
+                               const tfm_seq *s);
+
+/* Unchecked forwards of one layer (the public functions check first). */
+qkv_status tfm_encoder_layer_run(qkv_ctx *c, const qkv_transformer_encoder_layer *m,
+                                 qkv_tensor *x, const qkv_transformer_masks *mk,
+                                 qkv_tensor **out);
+qkv_status tfm_decoder_layer_run(qkv_ctx *c, const qkv_transformer_decoder_layer *m,
+                                 qkv_tensor *x, qkv_tensor *memory,
+                                 const qkv_transformer_masks *mk, qkv_tensor **out);
+/* LayerNorm(d_model, eps) named prefix+name ("norm1.", "norm."): weight
+ * ones, bias zeros (no bias when o->bias is 0). */
+qkv_status tfm_norm_init(qkv_nn_layernorm *n, const qkv_transformer_layer_opts *o, qkv_params *p,
+                         const char *prefix, const char *name);
+qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qkv_tensor **y);
+
+#endif
