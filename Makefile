@@ -39,7 +39,7 @@ $(B)/libqkv.so: $(OBJ)
 $(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv.a
 	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
-$(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h $(B)/libqkv.a
+$(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h tests/oracle.h $(B)/libqkv.a
 	@mkdir -p $(B)/tests
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 

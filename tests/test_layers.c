@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
+#include "oracle.h"
 
 #define GC_EPS 1e-2f   /* finite-difference step */
 #define GC_FLOOR 1e-2  /* denominator floor of the relative error */
@@ -896,35 +897,6 @@ static op_worst *worst_of(const char *op)
     return NULL;
 }
 
-static int64_t meta_int(qkv_safetensors *st, const char *key)
-{
-    const char *v = qkv_safetensors_meta(st, key);
-    return v ? atoll(v) : 0;
-}
-
-/* A tensor of the file as a new F32 (with a gradient buffer) or I64 tensor
- * in a; NULL when absent. */
-static qkv_tensor *load(qkv_safetensors *st, qkv_arena *a, const char *name)
-{
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes) != QKV_OK) return NULL;
-    qkv_tensor *t = NULL;
-    if (nd > QKV_MAX_DIMS || qkv_tensor_new(a, dt == QKV_ST_I64 ? QKV_I64 : QKV_F32, nd, shape, &t) != QKV_OK)
-        return NULL;
-    if (dt == QKV_ST_I64) {
-        memcpy(t->idx, data, nbytes);
-        return t;
-    }
-    if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)) != QKV_OK) return NULL;
-    qkv_tensor_grad(a, t);
-    t->requires_grad = 1;
-    return t;
-}
-
 /* One case: the file, its inputs, and (module variant) qkv's module. */
 typedef struct {
     qkv_safetensors *st;
@@ -960,15 +932,15 @@ static qkv_status call_functional(qkv_ctx *c, pcase *k, qkv_tensor **y)
     const char *op = k->op;
     if (!strcmp(op, "relu")) return qkv_relu(c, k->x, y);
     if (!strcmp(op, "tanh")) return qkv_tanh(c, k->x, y);
-    if (!strcmp(op, "gelu")) return qkv_gelu(c, k->x, (qkv_gelu_approx)meta_int(st, "approximate"), y);
+    if (!strcmp(op, "gelu")) return qkv_gelu(c, k->x, (qkv_gelu_approx)h_meta_int(st, "approximate"), y);
     if (!strcmp(op, "add")) return qkv_add(c, k->ta, k->tb, y);
-    if (!strcmp(op, "cat")) return qkv_cat(c, k->ta, k->tb, (int)meta_int(st, "dim"), y);
+    if (!strcmp(op, "cat")) return qkv_cat(c, k->ta, k->tb, (int)h_meta_int(st, "dim"), y);
     if (!strcmp(op, "layer_norm"))
         return qkv_layer_norm(c, k->x, k->weight, k->bias, (float)atof(qkv_safetensors_meta(st, "eps")), y);
-    if (!strcmp(op, "embedding")) return qkv_embedding(c, k->weight, k->ids, meta_int(st, "padding_idx"), y);
+    if (!strcmp(op, "embedding")) return qkv_embedding(c, k->weight, k->ids, h_meta_int(st, "padding_idx"), y);
     if (!strcmp(op, "conv1d"))
-        return qkv_conv1d(c, k->x, k->weight, k->bias, meta_int(st, "stride"), meta_int(st, "padding"),
-                          meta_int(st, "dilation"), y);
+        return qkv_conv1d(c, k->x, k->weight, k->bias, h_meta_int(st, "stride"), h_meta_int(st, "padding"),
+                          h_meta_int(st, "dilation"), y);
     if (!strcmp(op, "linear")) return qkv_linear(c, k->x, k->weight, k->bias, y);
     return QKV_ERR_NOTFOUND; /* sequential: a module only */
 }
@@ -981,16 +953,16 @@ static qkv_module *build_module(pcase *k, qkv_rng *r)
     const char *mod = qkv_safetensors_meta(st, "module");
     qkv_module *m = NULL;
     if (!strcmp(mod, "Linear")) {
-        CHECK_OK(qkv_nn_linear_init(&k->lin, meta_int(st, "in_features"), meta_int(st, "out_features"),
-                                    (int)meta_int(st, "bias"), k->p, "", r));
+        CHECK_OK(qkv_nn_linear_init(&k->lin, h_meta_int(st, "in_features"), h_meta_int(st, "out_features"),
+                                    (int)h_meta_int(st, "bias"), k->p, "", r));
         m = &k->lin.base;
     } else if (!strcmp(mod, "Conv1d")) {
-        qkv_conv1d_opts o = qkv_conv1d_opts_default(meta_int(st, "in_channels"), meta_int(st, "out_channels"),
-                                                    meta_int(st, "kernel_size"));
-        o.stride = meta_int(st, "stride");
-        o.padding = meta_int(st, "padding");
-        o.dilation = meta_int(st, "dilation");
-        o.bias = (int)meta_int(st, "bias");
+        qkv_conv1d_opts o = qkv_conv1d_opts_default(h_meta_int(st, "in_channels"), h_meta_int(st, "out_channels"),
+                                                    h_meta_int(st, "kernel_size"));
+        o.stride = h_meta_int(st, "stride");
+        o.padding = h_meta_int(st, "padding");
+        o.dilation = h_meta_int(st, "dilation");
+        o.bias = (int)h_meta_int(st, "bias");
         CHECK_OK(qkv_nn_conv1d_init(&k->conv[0], &o, k->p, "", r));
         m = &k->conv[0].base;
     } else if (!strcmp(mod, "LayerNorm")) {
@@ -999,16 +971,16 @@ static qkv_module *build_module(pcase *k, qkv_rng *r)
         m = &k->ln.base;
     } else if (!strcmp(mod, "Embedding")) {
         CHECK_OK(qkv_nn_embedding_init(&k->emb, k->weight->shape[0], k->weight->shape[1],
-                                       meta_int(st, "padding_idx"), k->p, "", r));
+                                       h_meta_int(st, "padding_idx"), k->p, "", r));
         m = &k->emb.base;
     } else if (!strcmp(mod, "Sequential")) {
         /* Sequential(Conv1d(1,C,5,padding=2), ReLU(), Conv1d(C,C,5,padding=2),
          * GELU(approximate), Conv1d(C,1,1), Tanh()) */
-        int64_t C = meta_int(st, "channels"), cin[3] = {1, C, C}, cout[3] = {C, C, 1}, ks[3] = {5, 5, 1};
+        int64_t C = h_meta_int(st, "channels"), cin[3] = {1, C, C}, cout[3] = {C, C, 1}, ks[3] = {5, 5, 1};
         const char *prefix[3] = {"0.", "2.", "4."};
         CHECK_OK(qkv_sequential_init(&k->seq));
         CHECK_OK(qkv_nn_relu_init(&k->relu));
-        CHECK_OK(qkv_nn_gelu_init(&k->gelu, (qkv_gelu_approx)meta_int(st, "approximate")));
+        CHECK_OK(qkv_nn_gelu_init(&k->gelu, (qkv_gelu_approx)h_meta_int(st, "approximate")));
         CHECK_OK(qkv_nn_tanh_init(&k->tanh_m));
         qkv_module *act[3] = {&k->relu.base, &k->gelu.base, &k->tanh_m.base};
         for (int i = 0; i < 3; i++) {
@@ -1042,7 +1014,7 @@ static qkv_module *build_module(pcase *k, qkv_rng *r)
 static void compare(pcase *k, const char *what, const float *got, const char *want_name, double tol,
                     double *worst_e)
 {
-    qkv_tensor *want = load(k->st, k->a, want_name);
+    qkv_tensor *want = h_load(k->st, k->a, want_name, 1);
     CHECK(want != NULL, "%s: reference tensor %s missing", k->file, want_name);
     if (!want || !got) {
         CHECK(got != NULL, "%s: %s has no value/gradient", k->file, what);
@@ -1067,7 +1039,7 @@ static void run_variant(pcase *k, int module, qkv_module *m, op_worst *w)
     qkv_status s = module ? qkv_module_forward(c, m, !strcmp(k->op, "embedding") ? k->ids : k->x, &y)
                           : call_functional(c, k, &y);
     CHECK(s == QKV_OK, "%s (%s, %s): %s", k->file, k->op, module ? "module" : "functional", qkv_last_error());
-    qkv_tensor *want = load(k->st, k->a, "y"), *dout = load(k->st, k->a, "dout");
+    qkv_tensor *want = h_load(k->st, k->a, "y", 1), *dout = h_load(k->st, k->a, "dout", 1);
     if (s == QKV_OK && want && dout) {
         char b1[64], b2[64];
         int same = y->ndim == want->ndim && !memcmp(y->shape, want->shape, sizeof(int64_t) * (size_t)y->ndim);
@@ -1102,12 +1074,12 @@ static void run_case(const char *path, const char *file, qkv_rng *r)
         w->cases++;
         qkv_arena_new(&k.a, 0);
         qkv_params_new(&k.p);
-        k.x = load(k.st, k.a, "x");
-        k.ta = load(k.st, k.a, "a");
-        k.tb = load(k.st, k.a, "b");
-        k.ids = load(k.st, k.a, "ids");
-        k.weight = load(k.st, k.a, "weight");
-        k.bias = load(k.st, k.a, "bias");
+        k.x = h_load(k.st, k.a, "x", 1);
+        k.ta = h_load(k.st, k.a, "a", 1);
+        k.tb = h_load(k.st, k.a, "b", 1);
+        k.ids = h_load(k.st, k.a, "ids", 1);
+        k.weight = h_load(k.st, k.a, "weight", 1);
+        k.bias = h_load(k.st, k.a, "bias", 1);
         qkv_module *m = qkv_safetensors_meta(k.st, "module") ? build_module(&k, r) : NULL;
         for (int ref = 0; ref < 2; ref++) {
             qkv_set_reference(ref);

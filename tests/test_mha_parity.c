@@ -7,37 +7,7 @@
  * relative to each tensor's largest element (h_rel_err). */
 #include <stdint.h>
 #include <unistd.h>
-#include "harness.h"
-
-static int meta_int(qkv_safetensors *st, const char *key)
-{
-    const char *v = qkv_safetensors_meta(st, key);
-    return v ? atoi(v) : 0;
-}
-
-/* A tensor of the file as a new tensor in a (F32 or BOOL as stored), with a
- * gradient buffer if grad; NULL when absent. */
-static qkv_tensor *load(qkv_safetensors *st, qkv_arena *a, const char *name, int grad)
-{
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes) != QKV_OK) return NULL;
-    qkv_tensor *t = NULL;
-    if (qkv_tensor_new(a, dt == QKV_ST_BOOL ? QKV_BOOL : QKV_F32, nd, shape, &t) != QKV_OK) return NULL;
-    if (dt == QKV_ST_BOOL) {
-        memcpy(t->mask, data, nbytes);
-    } else if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)) != QKV_OK) {
-        return NULL;
-    }
-    if (grad) {
-        qkv_tensor_grad(a, t);
-        t->requires_grad = 1;
-    }
-    return t;
-}
+#include "oracle.h"
 
 static double worst_fwd, worst_grad;
 static int n_cases, n_nan_cases;
@@ -59,16 +29,16 @@ static void run_case(const char *path, const char *file)
     qkv_safetensors *st = NULL;
     CHECK_OK(qkv_safetensors_open(path, &st));
     if (!st) return;
-    qkv_mha_opts o = qkv_mha_opts_default(meta_int(st, "embed_dim"), meta_int(st, "num_heads"));
-    o.bias = meta_int(st, "bias");
-    o.add_bias_kv = meta_int(st, "add_bias_kv");
-    o.add_zero_attn = meta_int(st, "add_zero_attn");
-    o.kdim = meta_int(st, "kdim");
-    o.vdim = meta_int(st, "vdim");
-    o.batch_first = meta_int(st, "batch_first");
+    qkv_mha_opts o = qkv_mha_opts_default(h_meta_int(st, "embed_dim"), h_meta_int(st, "num_heads"));
+    o.bias = h_meta_int(st, "bias");
+    o.add_bias_kv = h_meta_int(st, "add_bias_kv");
+    o.add_zero_attn = h_meta_int(st, "add_zero_attn");
+    o.kdim = h_meta_int(st, "kdim");
+    o.vdim = h_meta_int(st, "vdim");
+    o.batch_first = h_meta_int(st, "batch_first");
     o.dropout = (float)atof(qkv_safetensors_meta(st, "dropout"));
-    int self = meta_int(st, "self");
-    n_nan_cases += meta_int(st, "nan_rows");
+    int self = h_meta_int(st, "self");
+    n_nan_cases += h_meta_int(st, "nan_rows");
 
     qkv_params *p;
     qkv_rng rng;
@@ -97,18 +67,18 @@ static void run_case(const char *path, const char *file)
     CHECK(nparam == qkv_params_count(p), "%s: qkv has %d parameters, PyTorch %d", file,
           qkv_params_count(p), nparam);
 
-    qkv_tensor *q = load(st, a, "query", 1);
-    qkv_tensor *k = self ? q : load(st, a, "key", 1);
-    qkv_tensor *v = self ? q : load(st, a, "value", 1);
+    qkv_tensor *q = h_load(st, a, "query", 1);
+    qkv_tensor *k = self ? q : h_load(st, a, "key", 1);
+    qkv_tensor *v = self ? q : h_load(st, a, "value", 1);
     qkv_mha_args args = qkv_mha_args_default();
-    args.attn_mask = load(st, a, "attn_mask", 0);
-    args.key_padding_mask = load(st, a, "key_padding_mask", 0);
-    args.need_weights = meta_int(st, "need_weights");
-    args.average_attn_weights = meta_int(st, "average_attn_weights");
-    args.causal = (qkv_causal)meta_int(st, "causal");
-    args.window = meta_int(st, "window");
-    qkv_tensor *want_out = load(st, a, "out", 0), *want_w = load(st, a, "weights", 0);
-    qkv_tensor *dout = load(st, a, "dout", 0);
+    args.attn_mask = h_load(st, a, "attn_mask", 0);
+    args.key_padding_mask = h_load(st, a, "key_padding_mask", 0);
+    args.need_weights = h_meta_int(st, "need_weights");
+    args.average_attn_weights = h_meta_int(st, "average_attn_weights");
+    args.causal = (qkv_causal)h_meta_int(st, "causal");
+    args.window = h_meta_int(st, "window");
+    qkv_tensor *want_out = h_load(st, a, "out", 0), *want_w = h_load(st, a, "weights", 0);
+    qkv_tensor *dout = h_load(st, a, "dout", 0);
 
     for (int ref = 0; ref < 2 && q && k && v && dout; ref++) {
         qkv_set_reference(ref);
@@ -119,7 +89,7 @@ static void run_case(const char *path, const char *file)
         }
         qkv_ctx *c;
         qkv_ctx_new(&c);
-        qkv_ctx_set_training(c, meta_int(st, "training"));
+        qkv_ctx_set_training(c, h_meta_int(st, "training"));
         qkv_tensor *out = NULL, *w = NULL;
         qkv_status s = qkv_mha_forward(c, &m, q, k, v, &args, &out, args.need_weights ? &w : NULL);
         CHECK(s == QKV_OK, "%s: mha_forward: %s", file, qkv_last_error());
@@ -140,12 +110,12 @@ static void run_case(const char *path, const char *file)
             const char *in[3] = {"query", "key", "value"};
             for (int i = 0; i < (self ? 1 : 3); i++) {
                 snprintf(gname, sizeof gname, "grad.%s", in[i]);
-                compare(file, gname, (i == 0 ? q : i == 1 ? k : v)->grad, load(st, a, gname, 0), 1e-4, &worst_grad);
+                compare(file, gname, (i == 0 ? q : i == 1 ? k : v)->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
             }
             for (int i = 0; i < qkv_params_count(p); i++) {
                 qkv_tensor *t = qkv_params_at(p, i);
                 snprintf(gname, sizeof gname, "grad.%s", t->name);
-                compare(file, gname, t->grad, load(st, a, gname, 0), 1e-4, &worst_grad);
+                compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
             }
         }
         qkv_ctx_free(c);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gradcheck.h"
+#include "oracle.h"
 
 /* ---- finite differences ------------------------------------------------- */
 
@@ -131,55 +132,10 @@ static void test_empty_batch(qkv_arena *A, qkv_rng *r)
 
 /* ---- PyTorch parity: reading the oracle's files ------------------------- */
 
-static int meta_int(qkv_safetensors *st, const char *key)
-{
-    const char *v = qkv_safetensors_meta(st, key);
-    return v ? atoi(v) : 0;
-}
-
 static double meta_dbl(qkv_safetensors *st, const char *key)
 {
     const char *v = qkv_safetensors_meta(st, key);
     return v && *v ? strtod(v, NULL) : NAN;
-}
-
-/* A file tensor as a new F32 tensor in A (with a gradient buffer if grad);
- * NULL when absent. */
-static qkv_tensor *load(qkv_safetensors *st, qkv_arena *A, const char *name, int grad)
-{
-    int nd;
-    int64_t shape[8];
-    if (qkv_safetensors_info(st, name, NULL, &nd, shape, NULL, NULL) != QKV_OK) return NULL;
-    qkv_tensor *t = NULL;
-    if (qkv_tensor_new(A, QKV_F32, nd, shape, &t) != QKV_OK) return NULL;
-    if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)) != QKV_OK) return NULL;
-    if (grad) {
-        qkv_tensor_grad(A, t);
-        t->requires_grad = 1;
-    }
-    return t;
-}
-
-/* An I64 file tensor as a new QKV_I64 tensor (bytes decoded little-endian). */
-static qkv_tensor *load_i64(qkv_safetensors *st, qkv_arena *A, const char *name)
-{
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes) != QKV_OK ||
-        dt != QKV_ST_I64)
-        return NULL;
-    qkv_tensor *t = NULL;
-    if (qkv_tensor_new(A, QKV_I64, nd, shape, &t) != QKV_OK) return NULL;
-    const uint8_t *b = data;
-    for (int64_t i = 0; i < qkv_tensor_numel(t); i++) {
-        uint64_t v = 0;
-        for (int k = 7; k >= 0; k--) v = v << 8 | b[8 * i + k];
-        t->idx[i] = (int64_t)v;
-    }
-    return t;
 }
 
 /* An F64 file tensor's elements, exactly. */
@@ -237,24 +193,24 @@ static void parity_loss(const char *path, const char *file)
     qkv_arena_new(&A, 0);
     qkv_ctx_new(&c);
     const char *kind = qkv_safetensors_meta(st, "kind");
-    qkv_reduction r = (qkv_reduction)meta_int(st, "reduction");
+    qkv_reduction r = (qkv_reduction)h_meta_int(st, "reduction");
     int ce = kind && !strcmp(kind, "ce");
-    qkv_tensor *x = load(st, A, ce ? "logits" : "input", 1), *loss = NULL;
-    qkv_tensor *t = ce ? NULL : load(st, A, "target", meta_int(st, "target_grad"));
-    qkv_tensor *y = ce ? load_i64(st, A, "target") : NULL;
-    qkv_tensor *want = load(st, A, "loss", 0), *dl = load(st, A, "dloss", 0);
+    qkv_tensor *x = h_load(st, A, ce ? "logits" : "input", 1), *loss = NULL;
+    qkv_tensor *t = ce ? NULL : h_load(st, A, "target", h_meta_int(st, "target_grad"));
+    qkv_tensor *y = ce ? h_load(st, A, "target", 0) : NULL;
+    qkv_tensor *want = h_load(st, A, "loss", 0), *dl = h_load(st, A, "dloss", 0);
     if (x && want && dl && (ce ? y != NULL : t != NULL)) {
-        qkv_status s = ce ? qkv_cross_entropy(c, x, y, meta_int(st, "ignore_index"),
+        qkv_status s = ce ? qkv_cross_entropy(c, x, y, h_meta_int(st, "ignore_index"),
                                               meta_dbl(st, "label_smoothing"), r, &loss)
                           : qkv_mse_loss(c, x, t, r, &loss);
         CHECK(s == QKV_OK, "%s: %s", file, qkv_last_error());
         if (s == QKV_OK) {
             compare(file, "loss", loss, loss->data, want, 1e-5, &worst_loss_fwd);
             CHECK_OK(qkv_backward(c, loss, dl->data));
-            compare(file, "grad", x, x->grad, load(st, A, ce ? "grad.logits" : "grad.input", 0),
+            compare(file, "grad", x, x->grad, h_load(st, A, ce ? "grad.logits" : "grad.input", 0),
                     1e-4, &worst_loss_grad);
             if (t && t->requires_grad)
-                compare(file, "grad.target", t, t->grad, load(st, A, "grad.target", 0), 1e-4,
+                compare(file, "grad.target", t, t->grad, h_load(st, A, "grad.target", 0), 1e-4,
                         &worst_loss_grad);
         }
     } else {
@@ -273,16 +229,16 @@ static qkv_optim_opts opts_from_meta(qkv_safetensors *st)
     if (kind && !strcmp(kind, "adamw")) o = qkv_optim_adamw_default();
     o.lr = meta_dbl(st, "lr");
     o.weight_decay = meta_dbl(st, "weight_decay");
-    o.maximize = meta_int(st, "maximize");
+    o.maximize = h_meta_int(st, "maximize");
     if (o.kind == QKV_OPTIM_SGD) {
         o.momentum = meta_dbl(st, "momentum");
         o.dampening = meta_dbl(st, "dampening");
-        o.nesterov = meta_int(st, "nesterov");
+        o.nesterov = h_meta_int(st, "nesterov");
     } else {
         o.beta1 = meta_dbl(st, "beta1");
         o.beta2 = meta_dbl(st, "beta2");
         o.eps = meta_dbl(st, "eps");
-        o.amsgrad = meta_int(st, "amsgrad");
+        o.amsgrad = h_meta_int(st, "amsgrad");
     }
     return o;
 }
@@ -311,14 +267,14 @@ static void parity_optim(const char *path, const char *name)
     qkv_arena_new(&A, 0);
     qkv_params *p;
     CHECK_OK(qkv_params_new(&p));
-    int np = meta_int(st, "nparams"), steps = meta_int(st, "steps");
+    int np = h_meta_int(st, "nparams"), steps = h_meta_int(st, "steps");
     double clip = meta_dbl(st, "clip");
     qkv_schedule sc;
     int sched = parse_schedule(qkv_safetensors_meta(st, "schedule"), &sc);
     char key[64], what[96];
     for (int k = 0; k < np; k++) {
         snprintf(key, sizeof key, "p%d", k);
-        qkv_tensor *init = load(st, A, key, 0), *t = NULL;
+        qkv_tensor *init = h_load(st, A, key, 0), *t = NULL;
         if (!init) break;
         CHECK_OK(qkv_params_add(p, "", key, init->ndim, init->shape, &t));
         if (t) memcpy(t->data, init->data, (size_t)qkv_tensor_numel(t) * sizeof(float));
@@ -330,14 +286,14 @@ static void parity_optim(const char *path, const char *name)
     for (int s = 0; o && s < steps && qkv_params_count(p) == np; s++) {
         for (int k = 0; k < np; k++) {
             snprintf(key, sizeof key, "g%d.%d", s, k);
-            qkv_tensor *g = load(st, A, key, 0), *t = qkv_params_at(p, k);
+            qkv_tensor *g = h_load(st, A, key, 0), *t = qkv_params_at(p, k);
             if (g) memcpy(t->grad, g->data, (size_t)qkv_tensor_numel(t) * sizeof(float));
         }
         if (!isnan(clip)) {
             float norm;
             CHECK_OK(qkv_clip_grad_norm(p, (float)clip, &norm));
             snprintf(key, sizeof key, "norm%d", s);
-            qkv_tensor *want = load(st, A, key, 0);
+            qkv_tensor *want = h_load(st, A, key, 0);
             double e = want ? fabs(norm - want->data[0]) / want->data[0] : INFINITY;
             CHECK(e <= 1e-6, "optim %s step %d: total norm %.9g, PyTorch %.9g", name, s, norm,
                   want ? want->data[0] : NAN);
@@ -349,7 +305,7 @@ static void parity_optim(const char *path, const char *name)
             snprintf(key, sizeof key, "p%d.%d", s, k);
             snprintf(what, sizeof what, "step %d parameter %d", s, k);
             qkv_tensor *t = qkv_params_at(p, k);
-            compare(name, what, t, t->data, load(st, A, key, 0), 1e-6, &worst);
+            compare(name, what, t, t->data, h_load(st, A, key, 0), 1e-6, &worst);
         }
     }
     note(worst, &worst_optim);
@@ -365,7 +321,7 @@ static void parity_schedules(const char *path)
     qkv_safetensors *st = NULL;
     CHECK_OK(qkv_safetensors_open(path, &st));
     if (!st) return;
-    int n = meta_int(st, "count");
+    int n = h_meta_int(st, "count");
     for (int i = 0; i < n; i++) {
         char key[32];
         snprintf(key, sizeof key, "sched.%d", i);

@@ -7,7 +7,7 @@
  * norm-wise per tensor). */
 #define _POSIX_C_SOURCE 200809L
 #include <unistd.h>
-#include "harness.h"
+#include "oracle.h"
 
 typedef struct {
     qkv_toy_net toy;
@@ -48,22 +48,6 @@ static void model_free(model *m)
     else qkv_sequential_free(&m->mlp);
 }
 
-/* A tensor of the file (F32, or I64 for labels) in a. */
-static qkv_tensor *load(qkv_safetensors *st, qkv_arena *a, const char *name)
-{
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    qkv_tensor *t = NULL;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes)) return NULL;
-    if (qkv_tensor_new(a, dt == QKV_ST_I64 ? QKV_I64 : QKV_F32, nd, shape, &t)) return NULL;
-    if (dt == QKV_ST_I64) memcpy(t->idx, data, nbytes);
-    else if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t))) return NULL;
-    return t;
-}
-
 static void run_file(const char *path, const char *label, double *worst_loss, double *worst_param)
 {
     qkv_safetensors *st = NULL;
@@ -92,13 +76,13 @@ static void run_file(const char *path, const char *label, double *worst_loss, do
     qkv_ctx_set_training(c, 1);
     qkv_arena *a;
     qkv_arena_new(&a, 0);
-    qkv_tensor *losses = load(st, a, "losses");
+    qkv_tensor *losses = h_load(st, a, "losses", 0);
     for (int s = 0; s < steps && losses; s++) {
         qkv_ctx_reset(c);
         snprintf(name, sizeof name, "x.%d", s);
-        qkv_tensor *x = load(st, qkv_ctx_arena(c), name), *y, *loss;
+        qkv_tensor *x = h_load(st, qkv_ctx_arena(c), name, 0), *y, *loss;
         snprintf(name, sizeof name, "y.%d", s);
-        qkv_tensor *t = load(st, qkv_ctx_arena(c), name);
+        qkv_tensor *t = h_load(st, qkv_ctx_arena(c), name, 0);
         CHECK_OK(qkv_module_forward(c, m.net, x, &y));
         if (toy) CHECK_OK(qkv_mse_loss(c, y, t, QKV_REDUCTION_MEAN, &loss));
         else CHECK_OK(qkv_cross_entropy(c, y, t, QKV_IGNORE_INDEX_DEFAULT, 0.0, QKV_REDUCTION_MEAN, &loss));
@@ -112,7 +96,7 @@ static void run_file(const char *path, const char *label, double *worst_loss, do
     for (int i = 0; i < qkv_params_count(p); i++) {
         qkv_tensor *w = qkv_params_at(p, i);
         snprintf(name, sizeof name, "final.%s", w->name);
-        qkv_tensor *want = load(st, a, name);
+        qkv_tensor *want = h_load(st, a, name, 0);
         double e = want ? h_rel_err(w->data, want->data, qkv_tensor_numel(w)) : INFINITY;
         CHECK(e <= 1e-4, "%s: final %s differs from PyTorch's by %.3g", label, w->name, e);
         *worst_param = fmax(*worst_param, e);

@@ -19,44 +19,12 @@
 #include <stdint.h>
 #include <unistd.h>
 #include "gradcheck.h"
+#include "oracle.h"
 
 static qkv_arena *A;
 static qkv_rng R;
 
 /* ---- loading the oracle's files ------------------------------------------- */
-
-static int meta_int(qkv_safetensors *st, const char *key)
-{
-    const char *v = qkv_safetensors_meta(st, key);
-    return v ? atoi(v) : 0;
-}
-
-static double meta_float(qkv_safetensors *st, const char *key)
-{
-    const char *v = qkv_safetensors_meta(st, key);
-    return v ? atof(v) : 0.0;
-}
-
-/* A tensor of the file as a new F32 or BOOL tensor in a, with a gradient
- * buffer if grad; NULL when absent. */
-static qkv_tensor *load(qkv_safetensors *st, qkv_arena *a, const char *name, int grad)
-{
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes) != QKV_OK) return NULL;
-    qkv_tensor *t = NULL;
-    if (qkv_tensor_new(a, dt == QKV_ST_BOOL ? QKV_BOOL : QKV_F32, nd, shape, &t) != QKV_OK) return NULL;
-    if (dt == QKV_ST_BOOL) memcpy(t->mask, data, nbytes);
-    else if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)) != QKV_OK) return NULL;
-    if (grad) {
-        qkv_tensor_grad(a, t);
-        t->requires_grad = 1;
-    }
-    return t;
-}
 
 /* ---- PyTorch parity ---------------------------------------------------- */
 
@@ -82,21 +50,21 @@ typedef struct {
 static qkv_transformer_layer_opts file_layer_opts(qkv_safetensors *st)
 {
     qkv_transformer_layer_opts o =
-        qkv_transformer_layer_opts_default(meta_int(st, "d_model"), meta_int(st, "nhead"));
-    o.dim_feedforward = meta_int(st, "dim_feedforward");
-    o.dropout = (float)meta_float(st, "dropout");
-    o.activation = (qkv_activation)meta_int(st, "activation");
-    o.layer_norm_eps = (float)meta_float(st, "layer_norm_eps");
-    o.batch_first = meta_int(st, "batch_first");
-    o.norm_first = meta_int(st, "norm_first");
-    o.bias = meta_int(st, "bias");
+        qkv_transformer_layer_opts_default(h_meta_int(st, "d_model"), h_meta_int(st, "nhead"));
+    o.dim_feedforward = h_meta_int(st, "dim_feedforward");
+    o.dropout = (float)h_meta_float(st, "dropout");
+    o.activation = (qkv_activation)h_meta_int(st, "activation");
+    o.layer_norm_eps = (float)h_meta_float(st, "layer_norm_eps");
+    o.batch_first = h_meta_int(st, "batch_first");
+    o.norm_first = h_meta_int(st, "norm_first");
+    o.bias = h_meta_int(st, "bias");
     return o;
 }
 
 static qkv_status pcase_init(pcase *k, qkv_safetensors *st, qkv_params *p)
 {
     qkv_transformer_layer_opts o = file_layer_opts(st);
-    int layers = meta_int(st, "num_layers"), norm = meta_int(st, "norm");
+    int layers = h_meta_int(st, "num_layers"), norm = h_meta_int(st, "norm");
     switch (k->kind) {
     case K_ENC_LAYER: return qkv_transformer_encoder_layer_init(&k->el, &o, p, "", &R);
     case K_DEC_LAYER: return qkv_transformer_decoder_layer_init(&k->dl, &o, p, "", &R);
@@ -108,8 +76,8 @@ static qkv_status pcase_init(pcase *k, qkv_safetensors *st, qkv_params *p)
     qkv_transformer_opts to = qkv_transformer_opts_default();
     to.d_model = o.d_model;
     to.nhead = o.nhead;
-    to.num_encoder_layers = meta_int(st, "num_encoder_layers");
-    to.num_decoder_layers = meta_int(st, "num_decoder_layers");
+    to.num_encoder_layers = h_meta_int(st, "num_encoder_layers");
+    to.num_decoder_layers = h_meta_int(st, "num_decoder_layers");
     to.dim_feedforward = o.dim_feedforward;
     to.dropout = o.dropout;
     to.activation = o.activation;
@@ -180,8 +148,8 @@ static void run_pass(pcase *k, qkv_safetensors *st, qkv_params *p, qkv_arena *a,
         if (in[i]) memset(in[i]->grad, 0, (size_t)qkv_tensor_numel(in[i]) * sizeof(float));
     qkv_ctx *c;
     qkv_ctx_new(&c);
-    qkv_ctx_set_training(c, meta_int(st, "training"));
-    qkv_tensor *out = NULL, *want = load(st, a, "out", 0), *dout = load(st, a, "dout", 0);
+    qkv_ctx_set_training(c, h_meta_int(st, "training"));
+    qkv_tensor *out = NULL, *want = h_load(st, a, "out", 0), *dout = h_load(st, a, "dout", 0);
     qkv_status s = pcase_forward(c, k, &out);
     CHECK(s == QKV_OK, "%s: forward: %s", file, qkv_last_error());
     if (s == QKV_OK && want && dout) {
@@ -191,12 +159,12 @@ static void run_pass(pcase *k, qkv_safetensors *st, qkv_params *p, qkv_arena *a,
         compare(file, "out", out->data, want, 1e-5, &worst_fwd[k->kind]);
         CHECK_OK(qkv_backward(c, out, dout->data));
         for (int i = 0; i < 3; i++)
-            if (in[i]) compare(file, in_names[i], in[i]->grad, load(st, a, in_names[i], 0), 1e-4, &worst_grad[k->kind]);
+            if (in[i]) compare(file, in_names[i], in[i]->grad, h_load(st, a, in_names[i], 0), 1e-4, &worst_grad[k->kind]);
         char gname[160];
         for (int i = 0; i < qkv_params_count(p); i++) {
             qkv_tensor *t = qkv_params_at(p, i);
             snprintf(gname, sizeof gname, "grad.%s", t->name);
-            compare(file, gname, t->grad, load(st, a, gname, 0), 1e-4, &worst_grad[k->kind]);
+            compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad[k->kind]);
         }
     }
     qkv_ctx_free(c);
@@ -222,18 +190,18 @@ static void run_case(const char *path, const char *file)
         CHECK(s == QKV_OK, "%s: init: %s", file, qkv_last_error());
         if (s == QKV_OK) {
             load_params(st, p, file);
-            k->src = load(st, a, "src", 1);
-            k->tgt = load(st, a, "tgt", 1);
-            k->memory = load(st, a, "memory", 1);
+            k->src = h_load(st, a, "src", 1);
+            k->tgt = h_load(st, a, "tgt", 1);
+            k->memory = h_load(st, a, "memory", 1);
             qkv_transformer_masks *m = &k->masks;
-            m->src_mask = load(st, a, "src_mask", 0);
-            m->tgt_mask = load(st, a, "tgt_mask", 0);
-            m->memory_mask = load(st, a, "memory_mask", 0);
-            m->src_key_padding_mask = load(st, a, "src_key_padding_mask", 0);
-            m->tgt_key_padding_mask = load(st, a, "tgt_key_padding_mask", 0);
-            m->memory_key_padding_mask = load(st, a, "memory_key_padding_mask", 0);
-            m->src_causal = meta_int(st, "src_causal") ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
-            m->tgt_causal = meta_int(st, "tgt_causal") ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
+            m->src_mask = h_load(st, a, "src_mask", 0);
+            m->tgt_mask = h_load(st, a, "tgt_mask", 0);
+            m->memory_mask = h_load(st, a, "memory_mask", 0);
+            m->src_key_padding_mask = h_load(st, a, "src_key_padding_mask", 0);
+            m->tgt_key_padding_mask = h_load(st, a, "tgt_key_padding_mask", 0);
+            m->memory_key_padding_mask = h_load(st, a, "memory_key_padding_mask", 0);
+            m->src_causal = h_meta_int(st, "src_causal") ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
+            m->tgt_causal = h_meta_int(st, "tgt_causal") ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
             for (int ref = 0; ref < 2; ref++) {
                 qkv_set_reference(ref);
                 run_pass(k, st, p, a, file);
