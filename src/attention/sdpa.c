@@ -1,6 +1,7 @@
 /* sdpa.c: the scaled dot-product attention op: argument checks, the mask
  * description, the choice of kernel, and the tape entry. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include "kernels/attention.h"
 
@@ -28,13 +29,22 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
     qkv_tensor *in[3] = {s->q, s->k, s->v};
     for (int i = 0; i < 3; i++)
         if (in[i]->requires_grad && !(g[i] = qkv_tensor_grad(a, in[i]))) return QKV_ERR_NOMEM;
+    /* Kernel scratch comes after the gradients and goes back at the end. */
+    qkv_arena_mark mark = qkv_arena_get_mark(a);
+    int threads = omp_get_max_threads();
     if (qkv_reference()) {
+        double *scratch = qkv_arena_alloc(a, qkv_attn_ref_scratch(&s->d) * sizeof(double));
+        if (!scratch) return QKV_ERR_NOMEM;
         qkv_attn_backward_ref(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
-                              dout, g[0], g[1], g[2]);
-        return QKV_OK;
+                              dout, g[0], g[1], g[2], scratch);
+    } else {
+        float *scratch = qkv_arena_alloc(a, qkv_attn_backward_scratch(&s->d, threads) * sizeof(float));
+        if (!scratch) return QKV_ERR_NOMEM;
+        qkv_attn_backward_flash(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
+                                dout, g[0], g[1], g[2], scratch, threads);
     }
-    return qkv_attn_backward_flash(&s->d, s->q->data, s->k->data, s->v->data, s->out->data,
-                                   s->lse, dout, g[0], g[1], g[2]);
+    qkv_arena_release(a, mark);
+    return QKV_OK;
 }
 
 /* Checks q, k, v and reads N, H, L, S, D, Dv into d. */
@@ -170,12 +180,20 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                h ? wshape : (int64_t[]){d.N, d.L, d.S}, weights));
         w = (*weights)->data;
     }
+    qkv_arena *ar = qkv_ctx_arena(c);
+    qkv_arena_mark mark = qkv_arena_get_mark(ar); /* kernel scratch, released below */
     if (qkv_reference()) {
-        qkv_attn_forward_ref(&d, q->data, k->data, v->data, (*out)->data, lse, w);
+        double *scratch = qkv_arena_alloc(ar, qkv_attn_ref_scratch(&d) * sizeof(double));
+        if (!scratch) return QKV_ERR_NOMEM;
+        qkv_attn_forward_ref(&d, q->data, k->data, v->data, (*out)->data, lse, w, scratch);
     } else {
-        QKV_TRY(qkv_attn_forward_flash(&d, q->data, k->data, v->data, (*out)->data, lse));
+        int threads = omp_get_max_threads();
+        float *scratch = qkv_arena_alloc(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
+        if (!scratch) return QKV_ERR_NOMEM;
+        qkv_attn_forward_flash(&d, q->data, k->data, v->data, (*out)->data, lse, scratch, threads);
         if (w) qkv_attn_weights(&d, q->data, k->data, lse, w);
     }
+    qkv_arena_release(ar, mark);
     if (!rec) return QKV_OK;
     sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

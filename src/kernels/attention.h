@@ -65,20 +65,27 @@ static inline float qkv_attn_dropout(const qkv_attn_desc *d, int64_t nh, int64_t
     return u < d->dropout_p ? 0.0f : 1.0f / (1.0f - d->dropout_p);
 }
 
+/* Scratch: the kernels allocate nothing; the caller passes this many
+ * elements (from its arena), for `threads` OpenMP threads. */
+size_t qkv_attn_ref_scratch(const qkv_attn_desc *d);                  /* doubles */
+size_t qkv_attn_forward_scratch(const qkv_attn_desc *d, int threads);  /* floats */
+size_t qkv_attn_backward_scratch(const qkv_attn_desc *d, int threads); /* floats */
+
 /* q (N,H,L,D), k (N,H,S,D), v (N,H,S,Dv) -> out (N,H,L,Dv), lse (N,H,L);
  * weights (N,H,L,S) post-dropout when not NULL. */
 void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
-                          float *out, float *lse, float *weights);
+                          float *out, float *lse, float *weights, double *scratch);
 /* Adds the gradients of out = attention(q,k,v) into dq, dk, dv (any may be
  * NULL), given dout (N,H,L,Dv) and the forward's out and lse. */
 void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *k,
                            const float *v, const float *out, const float *lse,
-                           const float *dout, float *dq, float *dk, float *dv);
-qkv_status qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
-                                  const float *v, float *out, float *lse);
-qkv_status qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse,
-                                   const float *dout, float *dq, float *dk, float *dv);
+                           const float *dout, float *dq, float *dk, float *dv, double *scratch);
+void qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                            const float *v, float *out, float *lse, float *scratch, int threads);
+void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse,
+                             const float *dout, float *dq, float *dk, float *dv, float *scratch,
+                             int threads);
 /* weights (N,H,L,S) from lse, post-dropout: the same matrix the reference
  * builds, for need_weights on the fast path. */
 void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, const float *lse,

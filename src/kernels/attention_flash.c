@@ -11,7 +11,6 @@
  * Causal and local masks bound the key range of each query block, so tiles
  * they rule out are never computed. */
 #include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 #include "kernels/attention.h"
 
@@ -131,28 +130,38 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     }
 }
 
-qkv_status qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
-                                  const float *v, float *out, float *lse)
+static size_t forward_per_thread(const qkv_attn_desc *d) { return (size_t)(d->D * BK + BQ * BK + 2 * BQ); }
+static size_t backward_per_thread(const qkv_attn_desc *d) { return (size_t)(d->D * BK + d->Dv * BK + 2 * BK); }
+
+size_t qkv_attn_forward_scratch(const qkv_attn_desc *d, int threads)
 {
-    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
-    int failed = 0;
-#pragma omp parallel reduction(|| : failed)
+    return (size_t)threads * forward_per_thread(d);
+}
+
+/* D (N*H*L), per-thread tiles, and with more than one thread a dq buffer
+ * per thread (N*H*L*D each): every key tile adds into every query row's dq. */
+size_t qkv_attn_backward_scratch(const qkv_attn_desc *d, int threads)
+{
+    size_t nq = (size_t)(d->N * d->H * d->L * d->D);
+    return (size_t)(d->N * d->H * d->L) + (size_t)threads * backward_per_thread(d) +
+           (threads > 1 ? (size_t)threads * nq : 0);
+}
+
+void qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                            const float *v, float *out, float *lse, float *scratch, int threads)
+{
+    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+#pragma omp parallel num_threads(threads)
     {
-        /* Per-thread scratch, allocated once per call. */
-        float *kt = malloc((size_t)(D * BK + BQ * BK + 2 * BQ) * sizeof(float));
-        if (!kt) failed = 1;
+        float *kt = scratch + (size_t)omp_get_thread_num() * forward_per_thread(d); // (D,BK)
+        float *s = kt + D * BK, *m = s + BQ * BK, *l = m + BQ;                      // (BQ,BK), (BQ), (BQ)
 #pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < NH * ((L + BQ - 1) / BQ); t++) {
-            if (!kt) continue;
-            int64_t nh = t / ((L + BQ - 1) / BQ), i0 = (t % ((L + BQ - 1) / BQ)) * BQ;
-            int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
-            float *s = kt + D * BK, *m = s + BQ * BK, *l = m + BQ;
+        for (int64_t t = 0; t < NH * nb; t++) {
+            int64_t nh = t / nb, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
             forward_block(d, nh / d->H, nh % d->H, i0, i1, q + nh * L * D, k + nh * S * D,
                           v + nh * S * Dv, out + nh * L * Dv, lse + nh * L, kt, s, m, l);
         }
-        free(kt);
     }
-    return failed ? qkv_fail(QKV_ERR_NOMEM, "sdpa: cannot allocate kernel scratch") : QKV_OK;
 }
 
 void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, const float *lse,
@@ -233,54 +242,41 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     }
 }
 
-qkv_status qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse,
-                                   const float *dout, float *dq, float *dk, float *dv)
+void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse,
+                             const float *dout, float *dq, float *dk, float *dv, float *scratch,
+                             int threads)
 {
     int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
     int64_t ntiles = (S + BK - 1) / BK;
-    int nthreads = omp_get_max_threads();
-    if ((int64_t)nthreads > NH * ntiles) nthreads = (int)(NH * ntiles > 0 ? NH * ntiles : 1);
-    /* D_i = dout_i . out_i, (N,H,L); and with more than one thread, a dq
-     * buffer per thread, summed at the end (O(L) memory per thread). */
     size_t nq = (size_t)(NH * L * D);
-    float *Di = malloc((size_t)(NH * L) * sizeof(float) + 1);
-    float *dqs = dq && nthreads > 1 ? calloc((size_t)nthreads * nq + 1, sizeof(float)) : NULL;
-    if (!Di || (dq && nthreads > 1 && !dqs)) {
-        free(Di);
-        free(dqs);
-        return qkv_fail(QKV_ERR_NOMEM, "sdpa backward: cannot allocate kernel scratch");
-    }
-#pragma omp parallel for num_threads(nthreads)
+    float *Di = scratch;                               // (N,H,L)
+    float *tiles = Di + NH * L;                        // (threads, per thread)
+    float *dqs = tiles + (size_t)threads * backward_per_thread(d); // (threads,N,H,L,D) if threads > 1
+#pragma omp parallel for num_threads(threads)
     for (int64_t r = 0; r < NH * L; r++) {
         float acc = 0;
         for (int64_t x = 0; x < Dv; x++) acc += dout[r * Dv + x] * out[r * Dv + x];
         Di[r] = acc;
     }
-    int failed = 0;
-#pragma omp parallel num_threads(nthreads) reduction(|| : failed)
+    if (dq && threads > 1) memset(dqs, 0, (size_t)threads * nq * sizeof(float));
+#pragma omp parallel num_threads(threads)
     {
-        float *scratch = malloc((size_t)(D * BK + Dv * BK + 2 * BK) * sizeof(float));
-        float *mydq = dqs ? dqs + (size_t)omp_get_thread_num() * nq : dq;
-        if (!scratch) failed = 1;
+        int th = omp_get_thread_num();
+        float *mine = tiles + (size_t)th * backward_per_thread(d);
+        float *mydq = dq && threads > 1 ? dqs + (size_t)th * nq : dq;
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < NH * ntiles; t++) {
-            if (!scratch) continue;
             int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
             backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
                           v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
                           mydq ? mydq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
-                          dv ? dv + nh * S * Dv : NULL, scratch);
+                          dv ? dv + nh * S * Dv : NULL, mine);
         }
-        free(scratch);
     }
-    if (dqs && !failed) {
-#pragma omp parallel for num_threads(nthreads)
+    if (dq && threads > 1) {
+#pragma omp parallel for num_threads(threads)
         for (int64_t i = 0; i < (int64_t)nq; i++)
-            for (int th = 0; th < nthreads; th++) dq[i] += dqs[(size_t)th * nq + i];
+            for (int th = 0; th < threads; th++) dq[i] += dqs[(size_t)th * nq + i];
     }
-    free(dqs);
-    free(Di);
-    return failed ? qkv_fail(QKV_ERR_NOMEM, "sdpa backward: cannot allocate kernel scratch")
-                  : QKV_OK;
 }

@@ -1,7 +1,6 @@
 /* attention_ref.c: the reference attention kernel. Materialises each head's
  * (L,S) scores and accumulates in double: slow and simple, the oracle the
  * fast kernel is tested against (and itself tested against PyTorch). */
-#include <stdlib.h>
 #include "kernels/attention.h"
 
 /* Row i of head (n,h): p[j] = softmax_j(q_i.k_j * scale + mask) (without
@@ -26,12 +25,13 @@ static double ref_row(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i, c
     return mx + log(sum);
 }
 
+size_t qkv_attn_ref_scratch(const qkv_attn_desc *d) { return (size_t)(2 * d->S + 1); }
+
 void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
-                          float *out, float *lse, float *weights)
+                          float *out, float *lse, float *weights, double *scratch)
 {
     int64_t L = d->L, S = d->S, D = d->D, Dv = d->Dv;
-    double *p = malloc((size_t)(S ? S : 1) * sizeof *p);
-    if (!p) return; /* the op pre-checks memory; see sdpa.c */
+    double *p = scratch; // (S)
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t h = 0; h < d->H; h++) {
             int64_t nh = n * d->H + h;
@@ -48,7 +48,6 @@ void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k
                 }
             }
         }
-    free(p);
 }
 
 /* Differentiates out_i = sum_j z_ij p_ij v_j with p_i = softmax(s_i),
@@ -58,12 +57,10 @@ void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k
  *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale ds_ij q_i */
 void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *k,
                            const float *v, const float *out, const float *lse,
-                           const float *dout, float *dq, float *dk, float *dv)
+                           const float *dout, float *dq, float *dk, float *dv, double *scratch)
 {
     int64_t L = d->L, S = d->S, D = d->D, Dv = d->Dv;
-    double *p = malloc((size_t)(S ? S : 1) * 2 * sizeof *p);
-    if (!p) return;
-    double *dp = p + S;
+    double *p = scratch, *dp = p + S; // (S) each
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t h = 0; h < d->H; h++) {
             int64_t nh = n * d->H + h;
@@ -90,7 +87,6 @@ void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *
                 }
             }
         }
-    free(p);
     (void)out;
     (void)lse;
 }
