@@ -378,5 +378,6 @@ qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
 #include "qkv/posenc.h"
 #include "qkv/train.h"
 #include "qkv/transformer.h"
+#include "qkv/generate.h"
 #include "qkv/models.h"
 #endif

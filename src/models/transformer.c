@@ -233,18 +233,40 @@ static qkv_status block_out(qkv_ctx *c, const qkv_transformer_layer_opts *o,
     return QKV_OK;
 }
 
-/* _sa_block / _mha_block: dropout(attn(x, mem, mem, masks, need_weights=False)). */
-static qkv_status attn_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_mha *m,
-                             qkv_tensor *x, qkv_tensor *mem, const qkv_tensor *attn_mask,
-                             const qkv_tensor *kpm, qkv_causal causal, qkv_tensor **y)
+/* The masked attentions of the layers' forward: MultiheadAttention(x, mem,
+ * mem, masks, need_weights=False) with the masks of the attention kind;
+ * arg is a tfm_mask_arg. */
+qkv_status tfm_attn_masked(qkv_ctx *c, const qkv_mha *m, tfm_attn_kind kind, qkv_tensor *x,
+                           void *arg, qkv_tensor **y)
 {
+    const tfm_mask_arg *ma = arg;
+    const qkv_transformer_masks *mk = ma->masks;
     qkv_mha_args a = qkv_mha_args_default();
     a.need_weights = 0;
-    a.attn_mask = attn_mask;
-    a.key_padding_mask = kpm;
-    a.causal = causal;
+    qkv_tensor *mem = x;
+    if (kind == TFM_ATTN_ENCODER_SELF) {
+        a.attn_mask = mk->src_mask;
+        a.key_padding_mask = mk->src_key_padding_mask;
+        a.causal = mk->src_causal;
+    } else if (kind == TFM_ATTN_DECODER_SELF) {
+        a.attn_mask = mk->tgt_mask;
+        a.key_padding_mask = mk->tgt_key_padding_mask;
+        a.causal = mk->tgt_causal;
+    } else {
+        a.attn_mask = mk->memory_mask;
+        a.key_padding_mask = mk->memory_key_padding_mask;
+        a.causal = mk->memory_causal;
+        mem = ma->memory;
+    }
+    return qkv_mha_forward(c, m, x, mem, mem, &a, y, NULL);
+}
+
+/* _sa_block / _mha_block: dropout(attn(x, ...)), attn from the caller. */
+static qkv_status attn_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_mha *m,
+                             tfm_attn_kind kind, const tfm_attn *at, qkv_tensor *x, qkv_tensor **y)
+{
     qkv_tensor *h; // like x
-    QKV_TRY(qkv_mha_forward(c, m, x, mem, mem, &a, &h, NULL));
+    QKV_TRY(at->fn(c, m, kind, x, at->arg, &h));
     return qkv_dropout(c, h, o->dropout, y);
 }
 
@@ -304,11 +326,18 @@ qkv_status tfm_encoder_layer_run(qkv_ctx *c, const qkv_transformer_encoder_layer
                                  qkv_tensor *x, const qkv_transformer_masks *mk,
                                  qkv_tensor **out)
 {
+    tfm_mask_arg ma = {mk, NULL};
+    tfm_attn at = {tfm_attn_masked, &ma};
+    return tfm_encoder_layer_run_attn(c, m, x, &at, out);
+}
+
+qkv_status tfm_encoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_encoder_layer *m,
+                                      qkv_tensor *x, const tfm_attn *at, qkv_tensor **out)
+{
     const qkv_transformer_layer_opts *o = &m->o;
     qkv_tensor *h; // like x
     QKV_TRY(block_in(c, o, &m->norm1, x, &h));
-    QKV_TRY(attn_block(c, o, &m->self_attn, h, h, mk->src_mask, mk->src_key_padding_mask,
-                       mk->src_causal, &h));
+    QKV_TRY(attn_block(c, o, &m->self_attn, TFM_ATTN_ENCODER_SELF, at, h, &h));
     QKV_TRY(block_out(c, o, &m->norm1, x, h, &x));
     QKV_TRY(block_in(c, o, &m->norm2, x, &h));
     QKV_TRY(ff_block(c, o, &m->linear1, &m->linear2, h, &h));
@@ -366,15 +395,21 @@ qkv_status tfm_decoder_layer_run(qkv_ctx *c, const qkv_transformer_decoder_layer
                                  qkv_tensor *x, qkv_tensor *memory,
                                  const qkv_transformer_masks *mk, qkv_tensor **out)
 {
+    tfm_mask_arg ma = {mk, memory};
+    tfm_attn at = {tfm_attn_masked, &ma};
+    return tfm_decoder_layer_run_attn(c, m, x, &at, out);
+}
+
+qkv_status tfm_decoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_decoder_layer *m,
+                                      qkv_tensor *x, const tfm_attn *at, qkv_tensor **out)
+{
     const qkv_transformer_layer_opts *o = &m->o;
     qkv_tensor *h; // like x
     QKV_TRY(block_in(c, o, &m->norm1, x, &h));
-    QKV_TRY(attn_block(c, o, &m->self_attn, h, h, mk->tgt_mask, mk->tgt_key_padding_mask,
-                       mk->tgt_causal, &h));
+    QKV_TRY(attn_block(c, o, &m->self_attn, TFM_ATTN_DECODER_SELF, at, h, &h));
     QKV_TRY(block_out(c, o, &m->norm1, x, h, &x));
     QKV_TRY(block_in(c, o, &m->norm2, x, &h));
-    QKV_TRY(attn_block(c, o, &m->multihead_attn, h, memory, mk->memory_mask,
-                       mk->memory_key_padding_mask, mk->memory_causal, &h));
+    QKV_TRY(attn_block(c, o, &m->multihead_attn, TFM_ATTN_CROSS, at, h, &h));
     QKV_TRY(block_out(c, o, &m->norm2, x, h, &x));
     QKV_TRY(block_in(c, o, &m->norm3, x, &h));
     QKV_TRY(ff_block(c, o, &m->linear1, &m->linear2, h, &h));

@@ -4,6 +4,7 @@
 #define QKV_TRANSFORMER_INTERNAL_H
 #include "core/internal.h"
 #include "qkv/transformer.h"
+#include "qkv.h"
 
 /* The dims of one sequence argument: batched or not, batch size N (1 when
  * unbatched) and length L. */
@@ -41,6 +42,36 @@ qkv_status tfm_check_tgt_masks(const char *fn, const qkv_transformer_layer_opts 
                                const qkv_transformer_masks *mk, const tfm_seq *t,
                                const tfm_seq *s);
 
+/* The attention of a layer's attention block (before the block's dropout),
+ * which the layers' forwards call for each attention. The plain forwards
+ * use tfm_attn_masked (MultiheadAttention with the masks); the KV cache's
+ * incremental forward (kvcache.c) supplies one that reads and appends to
+ * the cache. x is the block's input, like the layer's; y like x. */
+typedef enum {
+    TFM_ATTN_ENCODER_SELF = 0, /* an encoder layer's self_attn (src_* masks) */
+    TFM_ATTN_DECODER_SELF,     /* a decoder layer's self_attn (tgt_* masks) */
+    TFM_ATTN_CROSS             /* a decoder layer's multihead_attn over memory (memory_*) */
+} tfm_attn_kind;
+typedef qkv_status (*tfm_attn_fn)(qkv_ctx *c, const qkv_mha *m, tfm_attn_kind kind,
+                                  qkv_tensor *x, void *arg, qkv_tensor **y);
+typedef struct {
+    tfm_attn_fn fn;
+    void *arg;
+} tfm_attn;
+/* tfm_attn_masked's arg: the masks, and memory for the cross-attention. */
+typedef struct {
+    const qkv_transformer_masks *masks;
+    qkv_tensor *memory;
+} tfm_mask_arg;
+qkv_status tfm_attn_masked(qkv_ctx *c, const qkv_mha *m, tfm_attn_kind kind, qkv_tensor *x,
+                           void *arg, qkv_tensor **y);
+
+/* Unchecked forwards of one layer with the attentions given. */
+qkv_status tfm_encoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_encoder_layer *m,
+                                      qkv_tensor *x, const tfm_attn *at, qkv_tensor **out);
+qkv_status tfm_decoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_decoder_layer *m,
+                                      qkv_tensor *x, const tfm_attn *at, qkv_tensor **out);
+
 /* Unchecked forwards of one layer (the public functions check first). */
 qkv_status tfm_encoder_layer_run(qkv_ctx *c, const qkv_transformer_encoder_layer *m,
                                  qkv_tensor *x, const qkv_transformer_masks *mk,
@@ -53,5 +84,13 @@ qkv_status tfm_decoder_layer_run(qkv_ctx *c, const qkv_transformer_decoder_layer
 qkv_status tfm_norm_init(qkv_nn_layernorm *n, const qkv_transformer_layer_opts *o, qkv_params *p,
                          const char *prefix, const char *name);
 qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qkv_tensor **y);
+
+/* ---- generation (kvcache.c, generate.c) ---- */
+/* qkv_kv_cache_reorder, with the memory's keys and values left in place
+ * when cross is 0 (beam search: the beams of one source share them). */
+qkv_status tfm_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows, int cross);
+/* Inference mode for fn: fails in training mode; turns grad off and gives
+ * the caller's grad mode in *was (restore it with qkv_ctx_set_grad). */
+qkv_status tfm_infer_begin(const char *fn, qkv_ctx *c, int *was);
 
 #endif

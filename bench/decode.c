@@ -1,0 +1,140 @@
+/* decode.c: the time of one decoding step with the KV cache, against
+ * recomputing the whole sequence, for a GPT-style decoder-only stack:
+ * 6 layers, d_model 512, 8 heads, dim_feedforward 2048, random weights,
+ * batch 1, cache max_len 4096.
+ *   make && build/bench/decode             (OpenMP threads: OMP_NUM_THREADS or all)
+ * At positions 10, 100, 1000 and 4095 (the cache's last) it prints the
+ * median time of one cached step (one new token attending to the cache),
+ * the time of one full forward of the sequence so far (what a step costs
+ * without a cache), their ratio, and time(1000) / time(10) of the cached
+ * step: with the cache a step's cost grows linearly with the position, and
+ * at these sizes the linear layers dominate, so the target is <= 2. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "qkv.h"
+
+enum { LAYERS = 6, E = 512, HEADS = 8, FF = 2048, MAX_LEN = 4096, NPOS = 4 };
+
+#define TRY(x)                                                                  \
+    do {                                                                        \
+        if ((x) != QKV_OK) {                                                    \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, qkv_last_error()); \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static float *xs; /* (MAX_LEN, E): the inputs of every position, batch 1 */
+
+/* Fills the cache from its len up to position p (one forward of the gap). */
+static void fill_to(qkv_ctx *c, const qkv_transformer_decoder_only *m, qkv_kv_cache *kc, int64_t p)
+{
+    if (kc->len >= p) return;
+    qkv_ctx_reset(c);
+    qkv_tensor *x, *y;
+    TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs + kc->len * E, 3, (int64_t[]){1, p - kc->len, E}, &x));
+    TRY(qkv_transformer_decoder_only_forward_cached(c, m, kc, x, NULL, &y));
+}
+
+/* Median seconds of one cached step at position p (the token at index p). */
+static double cached_step(qkv_ctx *c, const qkv_transformer_decoder_only *m, qkv_kv_cache *kc,
+                          int64_t p, int reps)
+{
+    double t[64];
+    fill_to(c, m, kc, p);
+    for (int r = 0; r < reps; r++) {
+        TRY(qkv_kv_cache_truncate(kc, p));
+        qkv_ctx_reset(c);
+        qkv_tensor *x, *y;
+        double t0 = now();
+        TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs + p * E, 3, (int64_t[]){1, 1, E}, &x));
+        TRY(qkv_transformer_decoder_only_forward_cached(c, m, kc, x, NULL, &y));
+        t[r] = now() - t0;
+    }
+    return median(t, reps);
+}
+
+/* Median seconds of the full forward of positions [0, p] (no cache). */
+static double recompute(qkv_ctx *c, const qkv_transformer_decoder_only *m, int64_t p, int reps)
+{
+    double t[8];
+    for (int r = 0; r < reps; r++) {
+        qkv_ctx_reset(c);
+        qkv_tensor *x, *y;
+        double t0 = now();
+        TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs, 3, (int64_t[]){1, p + 1, E}, &x));
+        TRY(qkv_transformer_decoder_only_forward(c, m, x, NULL, &y));
+        t[r] = now() - t0;
+    }
+    return median(t, reps);
+}
+
+int main(void)
+{
+    qkv_params *p;
+    qkv_ctx *c;
+    qkv_rng rng;
+    TRY(qkv_params_new(&p));
+    TRY(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    qkv_rng_seed(&rng, 1);
+    qkv_transformer_layer_opts o = qkv_transformer_layer_opts_default(E, HEADS);
+    o.dim_feedforward = FF;
+    o.batch_first = 1;
+    o.norm_first = 1;
+    o.activation = QKV_ACTIVATION_GELU;
+    qkv_transformer_decoder_only m;
+    TRY(qkv_transformer_decoder_only_init(&m, &o, LAYERS, 1, p, "", &rng));
+    for (int i = 0; i < qkv_params_count(p); i++) { /* layers differ, as after training */
+        qkv_tensor *t = qkv_params_at(p, i);
+        if (t->ndim > 1) TRY(qkv_init_xavier_uniform(&rng, t, 1.0f));
+    }
+    xs = malloc((size_t)MAX_LEN * E * sizeof *xs);
+    qkv_rng_fill_normal(&rng, xs, (int64_t)MAX_LEN * E, 0, 1);
+    qkv_kv_cache kc;
+    TRY(qkv_kv_cache_init(&kc, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
+
+    int64_t pos[NPOS] = {10, 100, 1000, MAX_LEN - 1};
+    int reps_c[NPOS] = {41, 41, 41, 21}, reps_r[NPOS] = {5, 5, 3, 1};
+    double tc[NPOS], tr[NPOS];
+    printf("decoder-only stack: %d layers, d_model %d, %d heads, dim_feedforward %d, batch 1, "
+           "cache max_len %d, %d OpenMP threads\n", LAYERS, E, HEADS, FF, MAX_LEN,
+           omp_get_max_threads());
+    printf("%9s %18s %18s %10s\n", "position", "cached step ms", "recompute ms", "speedup");
+    cached_step(c, &m, &kc, 5, 5); /* warm-up */
+    for (int i = 0; i < NPOS; i++) {
+        tc[i] = cached_step(c, &m, &kc, pos[i], reps_c[i]);
+        tr[i] = recompute(c, &m, pos[i], reps_r[i]);
+        printf("%9lld %18.3f %18.2f %9.1fx\n", (long long)pos[i], 1e3 * tc[i], 1e3 * tr[i],
+               tr[i] / tc[i]);
+        fflush(stdout);
+    }
+    printf("cached step time(1000) / time(10) = %.2f (target <= 2); time(%d) / time(10) = %.2f\n",
+           tc[2] / tc[0], MAX_LEN - 1, tc[3] / tc[0]);
+    qkv_kv_cache_free(&kc);
+    qkv_transformer_decoder_only_free(&m);
+    free(xs);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+    return 0;
+}
