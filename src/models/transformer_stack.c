@@ -55,31 +55,57 @@ static qkv_status encoder_module_forward(qkv_ctx *c, qkv_module *base, qkv_tenso
     return qkv_transformer_encoder_forward(c, (qkv_transformer_encoder *)base, x, NULL, y);
 }
 
-/* Creates the layers (layer 0 from rng, the others from a copy of it, then
- * overwritten with layer 0's values) and the optional final norm. */
-static qkv_status encoder_build(qkv_transformer_encoder *m, const qkv_transformer_layer_opts *o,
-                                int64_t num_layers, int norm, qkv_params *p, const char *prefix,
-                                qkv_rng *rng)
+/* Initialises one layer of a stack: an encoder or a decoder layer. */
+typedef qkv_status (*layer_init_fn)(void *layer, const qkv_transformer_layer_opts *o,
+                                    qkv_params *p, const char *prefix, qkv_rng *rng);
+
+static qkv_status encoder_layer_init(void *l, const qkv_transformer_layer_opts *o, qkv_params *p,
+                                     const char *prefix, qkv_rng *rng)
 {
-    const char *fn = "transformer_encoder_init";
-    m->layers = calloc((size_t)(num_layers ? num_layers : 1), sizeof *m->layers);
-    if (!m->layers) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
-    m->num_layers = num_layers;
+    return qkv_transformer_encoder_layer_init(l, o, p, prefix, rng);
+}
+
+static qkv_status decoder_layer_init(void *l, const qkv_transformer_layer_opts *o, qkv_params *p,
+                                     const char *prefix, qkv_rng *rng)
+{
+    return qkv_transformer_decoder_layer_init(l, o, p, prefix, rng);
+}
+
+/* Creates num_layers layers of `size` bytes each into *layers (layer 0
+ * from rng, the others from a copy of it, then overwritten with layer 0's
+ * values, as PyTorch deep-copies one layer) and the optional final norm. */
+static qkv_status stack_build(const char *fn, void **layers, size_t size, layer_init_fn init,
+                              int64_t num_layers, int norm, int *has_norm, qkv_nn_layernorm *nm,
+                              const qkv_transformer_layer_opts *o, qkv_params *p,
+                              const char *prefix, qkv_rng *rng)
+{
+    char *mem = calloc((size_t)(num_layers ? num_layers : 1), size);
+    if (!mem) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    *layers = mem;
     int first = qkv_params_count(p), per = 0;
     qkv_rng spare;
     char name[TFM_NAME_BUF];
     for (int64_t i = 0; i < num_layers; i++) {
         QKV_TRY(layer_prefix(fn, name, sizeof name, prefix, i));
-        QKV_TRY(qkv_transformer_encoder_layer_init(&m->layers[i], o, p, name, i ? &spare : rng));
+        QKV_TRY(init(mem + (size_t)i * size, o, p, name, i ? &spare : rng));
         if (i == 0) {
             per = qkv_params_count(p) - first;
             spare = *rng;
         }
     }
     QKV_TRY(copy_clones(p, first, per, num_layers));
-    m->has_norm = norm != 0;
-    if (norm) QKV_TRY(tfm_norm_init(&m->norm, o, p, prefix, "norm."));
+    *has_norm = norm != 0;
+    if (norm) QKV_TRY(tfm_norm_init(nm, o, p, prefix, "norm."));
     return QKV_OK;
+}
+
+static qkv_status encoder_build(qkv_transformer_encoder *m, const qkv_transformer_layer_opts *o,
+                                int64_t num_layers, int norm, qkv_params *p, const char *prefix,
+                                qkv_rng *rng)
+{
+    m->num_layers = num_layers;
+    return stack_build("transformer_encoder_init", (void **)&m->layers, sizeof *m->layers,
+                       encoder_layer_init, num_layers, norm, &m->has_norm, &m->norm, o, p, prefix, rng);
 }
 
 qkv_status qkv_transformer_encoder_init(qkv_transformer_encoder *m,
@@ -151,25 +177,9 @@ static qkv_status decoder_build(qkv_transformer_decoder *m, const qkv_transforme
                                 int64_t num_layers, int norm, qkv_params *p, const char *prefix,
                                 qkv_rng *rng)
 {
-    const char *fn = "transformer_decoder_init";
-    m->layers = calloc((size_t)(num_layers ? num_layers : 1), sizeof *m->layers);
-    if (!m->layers) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     m->num_layers = num_layers;
-    int first = qkv_params_count(p), per = 0;
-    qkv_rng spare;
-    char name[TFM_NAME_BUF];
-    for (int64_t i = 0; i < num_layers; i++) {
-        QKV_TRY(layer_prefix(fn, name, sizeof name, prefix, i));
-        QKV_TRY(qkv_transformer_decoder_layer_init(&m->layers[i], o, p, name, i ? &spare : rng));
-        if (i == 0) {
-            per = qkv_params_count(p) - first;
-            spare = *rng;
-        }
-    }
-    QKV_TRY(copy_clones(p, first, per, num_layers));
-    m->has_norm = norm != 0;
-    if (norm) QKV_TRY(tfm_norm_init(&m->norm, o, p, prefix, "norm."));
-    return QKV_OK;
+    return stack_build("transformer_decoder_init", (void **)&m->layers, sizeof *m->layers,
+                       decoder_layer_init, num_layers, norm, &m->has_norm, &m->norm, o, p, prefix, rng);
 }
 
 qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
