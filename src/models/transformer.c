@@ -416,28 +416,36 @@ qkv_status tfm_decoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_decoder_
     return block_out(c, o, &m->norm3, x, h, out);
 }
 
-qkv_status qkv_transformer_decoder_layer_forward(qkv_ctx *c,
-                                                 const qkv_transformer_decoder_layer *m,
-                                                 qkv_tensor *tgt, qkv_tensor *memory,
-                                                 const qkv_transformer_masks *masks,
-                                                 qkv_tensor **out)
+qkv_status tfm_check_decoder_call(const char *fn, const char *init, qkv_ctx *c, const void *m,
+                                  const qkv_transformer_layer_opts *o, qkv_tensor *tgt,
+                                  qkv_tensor *memory, const qkv_transformer_masks *masks,
+                                  qkv_transformer_masks *mk, qkv_tensor **out)
 {
-    const char *fn = "transformer_decoder_layer_forward";
     QKV_NEED(out, fn, "out");
     *out = NULL;
     QKV_NEED(c, fn, "ctx");
     QKV_NEED(m, fn, "module");
     QKV_NEED(tgt, fn, "tgt");
     QKV_NEED(memory, fn, "memory");
-    if (m->o.d_model <= 0)
-        return qkv_fail(QKV_ERR_STATE, "%s: module is not initialised (call "
-                        "qkv_transformer_decoder_layer_init)", fn);
-    qkv_transformer_masks mk = masks ? *masks : qkv_transformer_masks_default();
+    if (o->d_model <= 0)
+        return qkv_fail(QKV_ERR_STATE, "%s: module is not initialised (call qkv_%s)", fn, init);
+    *mk = masks ? *masks : qkv_transformer_masks_default();
     tfm_seq t, s;
-    QKV_TRY(tfm_check_seq(fn, "tgt", tgt, &m->o, &t));
-    QKV_TRY(tfm_check_seq(fn, "memory", memory, &m->o, &s));
-    QKV_TRY(tfm_check_pair(fn, "tgt", tgt, &t, "memory", memory, &s, m->o.batch_first));
-    QKV_TRY(tfm_check_tgt_masks(fn, &m->o, &mk, &t, &s));
+    QKV_TRY(tfm_check_seq(fn, "tgt", tgt, o, &t));
+    QKV_TRY(tfm_check_seq(fn, "memory", memory, o, &s));
+    QKV_TRY(tfm_check_pair(fn, "tgt", tgt, &t, "memory", memory, &s, o->batch_first));
+    return tfm_check_tgt_masks(fn, o, mk, &t, &s);
+}
+
+qkv_status qkv_transformer_decoder_layer_forward(qkv_ctx *c,
+                                                 const qkv_transformer_decoder_layer *m,
+                                                 qkv_tensor *tgt, qkv_tensor *memory,
+                                                 const qkv_transformer_masks *masks,
+                                                 qkv_tensor **out)
+{
+    qkv_transformer_masks mk;
+    QKV_TRY(tfm_check_decoder_call("transformer_decoder_layer_forward", "transformer_decoder_layer_init",
+                                   c, m, m ? &m->o : NULL, tgt, memory, masks, &mk, out));
     return tfm_decoder_layer_run(c, m, tgt, memory, &mk, out);
 }
 

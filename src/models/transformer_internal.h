@@ -93,4 +93,13 @@ qkv_status tfm_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows, 
  * the caller's grad mode in *was (restore it with qkv_ctx_set_grad). */
 qkv_status tfm_infer_begin(const char *fn, qkv_ctx *c, int *was);
 
+/* The checks shared by the decoder layer's and the decoder stack's
+ * forwards: pointers, initialisation (init names the init function), tgt
+ * and memory shapes, masks; fills mk with masks or the defaults. o may be
+ * NULL only when m is (then the NULL check reports it). */
+qkv_status tfm_check_decoder_call(const char *fn, const char *init, qkv_ctx *c, const void *m,
+                                  const qkv_transformer_layer_opts *o, qkv_tensor *tgt,
+                                  qkv_tensor *memory, const qkv_transformer_masks *masks,
+                                  qkv_transformer_masks *mk, qkv_tensor **out);
+
 #endif

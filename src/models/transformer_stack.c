@@ -219,22 +219,9 @@ qkv_status qkv_transformer_decoder_forward(qkv_ctx *c, const qkv_transformer_dec
                                            qkv_tensor *tgt, qkv_tensor *memory,
                                            const qkv_transformer_masks *masks, qkv_tensor **out)
 {
-    const char *fn = "transformer_decoder_forward";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
-    QKV_NEED(m, fn, "module");
-    QKV_NEED(tgt, fn, "tgt");
-    QKV_NEED(memory, fn, "memory");
-    if (m->o.d_model <= 0)
-        return qkv_fail(QKV_ERR_STATE, "%s: module is not initialised (call "
-                        "qkv_transformer_decoder_init)", fn);
-    qkv_transformer_masks mk = masks ? *masks : qkv_transformer_masks_default();
-    tfm_seq t, s;
-    QKV_TRY(tfm_check_seq(fn, "tgt", tgt, &m->o, &t));
-    QKV_TRY(tfm_check_seq(fn, "memory", memory, &m->o, &s));
-    QKV_TRY(tfm_check_pair(fn, "tgt", tgt, &t, "memory", memory, &s, m->o.batch_first));
-    QKV_TRY(tfm_check_tgt_masks(fn, &m->o, &mk, &t, &s));
+    qkv_transformer_masks mk;
+    QKV_TRY(tfm_check_decoder_call("transformer_decoder_forward", "transformer_decoder_init", c, m,
+                                   m ? &m->o : NULL, tgt, memory, masks, &mk, out));
     return decoder_run(c, m, tgt, memory, &mk, out);
 }
 
