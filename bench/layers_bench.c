@@ -1,0 +1,285 @@
+/* layers_bench.c: qkv's side of the benchmark suite (bench/suite.sh), one
+ * configuration per process so that peak memory is per configuration.
+ *
+ *   build/bench/layers_bench peak [threads]      FP32 FMA peak, GFLOP/s (default 2 threads)
+ *   build/bench/layers_bench --one CONFIG        time one configuration
+ *   build/bench/layers_bench --list              the default configurations
+ *
+ * CONFIG names (bench/torch_peer.py takes the same ones):
+ *   attn_L<L>_D<D>[_causal]      scaled dot-product attention, B=1, 8 heads, head_dim D,
+ *                                forward and backward (two rows)
+ *   attnfwd_L<L>_D<D>[_causal]   forward only (the --sweep of suite.sh)
+ *   mha_B<B>_L<L>[_causal]       MultiheadAttention(512, 8) forward, need_weights=0, no grad
+ *   enc_B<B>_L<L>                TransformerEncoderLayer(512, 8, 2048), dropout 0:
+ *                                forward + backward + AdamW step
+ *
+ * Each run warms up once (except forward-only attention over 20 GFLOP),
+ * then times iterations (omp_get_wtime) until 0.5 s have passed (at least
+ * 1, at most 10) and prints, per row,
+ *   ROW <label> <median ms> <flops per iteration> <peak RSS growth MiB>
+ * Peak RSS growth is VmHWM (the process's peak resident set) minus VmRSS
+ * before the configuration's first allocation. The attention forward row
+ * reads VmHWM after the first forward (before any backward).
+ *
+ * FLOP counts (2 per multiply-add):
+ *   attention forward  4*B*H*L*S*D        (QK^T and PV), halved when causal
+ *   attention backward 2.5 x the forward  (QK^T recomputed, dV, dP, dQ, dK)
+ *   MHA forward        4 * 2*B*L*E*E      (q, k, v, out projections) + attention forward
+ *   encoder forward    2*B*L*(4*E*E + 2*E*F) + attention forward (4*B*L*L*E)
+ *   encoder step       3 x the encoder forward */
+#define _POSIX_C_SOURCE 200809L
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "peak.h"
+#include "qkv.h"
+#include "qkv/transformer.h"
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        if ((call) != QKV_OK) {                                                       \
+            fprintf(stderr, "layers_bench: %s failed: %s\n", #call, qkv_last_error()); \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static double status_mib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double v = 0;
+    size_t n = strlen(key);
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            v = atof(line + n + 1) / 1024.0; /* kB */
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define MAXIT 10
+static const double MIN_TIME = 0.5;
+
+/* ---- attention ------------------------------------------------------------ */
+
+typedef struct {
+    int64_t B, H, L, D;
+    int causal, backward;
+    float *q, *k, *v, *dout;
+    qkv_ctx *c;
+    qkv_tensor *out;
+} attn_t;
+
+static void attn_forward(attn_t *a)
+{
+    qkv_ctx_reset(a->c);
+    qkv_arena *ar = qkv_ctx_arena(a->c);
+    int64_t shape[4] = {a->B, a->H, a->L, a->D};
+    qkv_tensor *q, *k, *v;
+    CHECK(qkv_tensor_wrap(ar, a->q, 4, shape, &q));
+    CHECK(qkv_tensor_wrap(ar, a->k, 4, shape, &k));
+    CHECK(qkv_tensor_wrap(ar, a->v, 4, shape, &v));
+    q->requires_grad = k->requires_grad = v->requires_grad = a->backward;
+    qkv_sdpa_opts o = qkv_sdpa_opts_default();
+    o.causal = a->causal ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
+    CHECK(qkv_sdpa(a->c, q, k, v, &o, &a->out, NULL));
+}
+
+static void run_attention(int64_t L, int64_t D, int causal, int backward, const char *name)
+{
+    double base = status_mib("VmRSS");
+    attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = backward};
+    size_t n = (size_t)(a.B * a.H * L * D);
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    a.q = malloc(n * 4), a.k = malloc(n * 4), a.v = malloc(n * 4), a.dout = malloc(n * 4);
+    if (!a.q || !a.k || !a.v || !a.dout) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng_fill_normal(&r, a.q, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a.k, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a.v, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a.dout, (int64_t)n, 0, 1);
+    CHECK(qkv_ctx_new(&a.c));
+    if (!backward) qkv_ctx_set_grad(a.c, 0);
+    double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
+    /* warm-up, reading the forward's peak before any backward; the sweep's
+     * forward-only runs over 20 GFLOP skip it (seconds to minutes each, and
+     * their O(L) buffers are small) and read the peak after the timings */
+    double fwd_mib = -1;
+    if (backward || fl <= 2e10) {
+        attn_forward(&a);
+        fwd_mib = status_mib("VmHWM") - base;
+        if (backward) CHECK(qkv_backward(a.c, a.out, a.dout));
+    }
+    double tf[MAXIT], tb[MAXIT], total = 0;
+    int it = 0;
+    while (it < MAXIT && (it == 0 || total < MIN_TIME)) {
+        double t0 = omp_get_wtime();
+        attn_forward(&a);
+        double t1 = omp_get_wtime();
+        if (backward) CHECK(qkv_backward(a.c, a.out, a.dout));
+        double t2 = omp_get_wtime();
+        tf[it] = (t1 - t0) * 1e3, tb[it] = (t2 - t1) * 1e3;
+        total += t2 - t0;
+        it++;
+    }
+    double all_mib = status_mib("VmHWM") - base;
+    if (fwd_mib < 0) fwd_mib = all_mib;
+    printf("ROW %s_fwd %.4f %.6g %.1f\n", name, median(tf, it), fl, fwd_mib);
+    if (backward) printf("ROW %s_bwd %.4f %.6g %.1f\n", name, median(tb, it), 2.5 * fl, all_mib);
+    qkv_ctx_free(a.c);
+    free(a.q), free(a.k), free(a.v), free(a.dout);
+}
+
+/* ---- MultiheadAttention(512, 8) forward ---------------------------------- */
+
+static void run_mha(int64_t B, int64_t L, int causal, const char *name)
+{
+    const int64_t E = 512, H = 8;
+    double base = status_mib("VmRSS");
+    qkv_params *p;
+    qkv_ctx *c;
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    qkv_mha m;
+    qkv_mha_opts mo = qkv_mha_opts_default(E, H);
+    CHECK(qkv_params_new(&p));
+    CHECK(qkv_ctx_new(&c));
+    CHECK(qkv_mha_init(&m, &mo, p, "", &r));
+    qkv_ctx_set_grad(c, 0); /* torch.no_grad() */
+    size_t n = (size_t)(L * B * E);
+    float *x = malloc(n * 4);
+    if (!x) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng_fill_normal(&r, x, (int64_t)n, 0, 1);
+    qkv_mha_args args = qkv_mha_args_default();
+    args.need_weights = 0;
+    args.causal = causal ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
+    double t[MAXIT], total = 0;
+    int it = -1;
+    while (it < MAXIT && (it < 1 || total < MIN_TIME)) {
+        double t0 = omp_get_wtime();
+        qkv_ctx_reset(c);
+        qkv_tensor *xt, *out;
+        CHECK(qkv_tensor_wrap(qkv_ctx_arena(c), x, 3, (int64_t[]){L, B, E}, &xt));
+        CHECK(qkv_mha_forward(c, &m, xt, xt, xt, &args, &out, NULL));
+        double dt = omp_get_wtime() - t0;
+        if (it >= 0) t[it] = dt * 1e3, total += dt; /* it == -1: the warm-up */
+        it++;
+    }
+    double fl = 4 * 2.0 * B * L * E * E + 4.0 * B * L * L * E * (causal ? 0.5 : 1.0);
+    printf("ROW %s %.4f %.6g %.1f\n", name, median(t, it), fl, status_mib("VmHWM") - base);
+    free(x);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
+/* ---- TransformerEncoderLayer(512, 8, 2048) training step ------------------ */
+
+static void run_encoder(int64_t B, int64_t L, const char *name)
+{
+    const int64_t E = 512, H = 8, F = 2048;
+    double base = status_mib("VmRSS");
+    qkv_params *p;
+    qkv_ctx *c;
+    qkv_optim *o;
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    qkv_transformer_encoder_layer layer;
+    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
+    lo.dim_feedforward = F;
+    lo.dropout = 0;
+    qkv_optim_opts oo = qkv_optim_adamw_default();
+    CHECK(qkv_params_new(&p));
+    CHECK(qkv_ctx_new(&c));
+    CHECK(qkv_transformer_encoder_layer_init(&layer, &lo, p, "", &r));
+    CHECK(qkv_optim_new(&o, p, &oo));
+    qkv_ctx_set_training(c, 1);
+    size_t n = (size_t)(L * B * E);
+    float *x = malloc(n * 4), *dout = malloc(n * 4);
+    if (!x || !dout) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng_fill_normal(&r, x, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, dout, (int64_t)n, 0, 1);
+    double t[MAXIT], total = 0;
+    int it = -1;
+    while (it < MAXIT && (it < 1 || total < MIN_TIME)) {
+        double t0 = omp_get_wtime();
+        qkv_ctx_reset(c);
+        qkv_tensor *xt, *out;
+        CHECK(qkv_tensor_wrap(qkv_ctx_arena(c), x, 3, (int64_t[]){L, B, E}, &xt));
+        CHECK(qkv_transformer_encoder_layer_forward(c, &layer, xt, NULL, &out));
+        CHECK(qkv_backward(c, out, dout));
+        CHECK(qkv_optim_step(o));
+        qkv_params_zero_grad(p);
+        double dt = omp_get_wtime() - t0;
+        if (it >= 0) t[it] = dt * 1e3, total += dt;
+        it++;
+    }
+    double fwd = 2.0 * B * L * (4 * E * E + 2 * E * F) + 4.0 * B * L * L * E;
+    printf("ROW %s %.4f %.6g %.1f\n", name, median(t, it), 3 * fwd, status_mib("VmHWM") - base);
+    free(x), free(dout);
+    qkv_optim_free(o);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
+static const char *DEFAULTS[] = {
+    "attn_L1024_D64", "attn_L1024_D64_causal", "attn_L4096_D64", "attn_L4096_D64_causal",
+    "mha_B1_L4096",   "mha_B1_L4096_causal",   "mha_B4_L1024",   "mha_B4_L1024_causal",
+    "enc_B8_L128",    "enc_B1_L1024",
+};
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "peak")) {
+        int th = argc > 2 ? atoi(argv[2]) : 2;
+        printf("%.2f\n", bench_fma_peak(th));
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < sizeof DEFAULTS / sizeof *DEFAULTS; i++) printf("%s\n", DEFAULTS[i]);
+        return 0;
+    }
+    if (argc < 3 || strcmp(argv[1], "--one")) {
+        fprintf(stderr, "usage: %s peak [threads] | --list | --one CONFIG\n", argv[0]);
+        return 2;
+    }
+    const char *cfg = argv[2];
+    long long L, D, B;
+    int causal = strstr(cfg, "_causal") != NULL;
+    if (sscanf(cfg, "attn_L%lld_D%lld", &L, &D) == 2)
+        run_attention(L, D, causal, 1, cfg);
+    else if (sscanf(cfg, "attnfwd_L%lld_D%lld", &L, &D) == 2)
+        run_attention(L, D, causal, 0, cfg);
+    else if (sscanf(cfg, "mha_B%lld_L%lld", &B, &L) == 2)
+        run_mha(B, L, causal, cfg);
+    else if (sscanf(cfg, "enc_B%lld_L%lld", &B, &L) == 2)
+        run_encoder(B, L, cfg);
+    else {
+        fprintf(stderr, "layers_bench: unknown configuration '%s'\n", cfg);
+        return 2;
+    }
+    return 0;
+}
