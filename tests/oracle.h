@@ -1,6 +1,7 @@
 /* oracle.h: reading the files that the PyTorch oracles in tools/ write. */
 #ifndef QKV_TEST_ORACLE_H
 #define QKV_TEST_ORACLE_H
+#include <unistd.h> /* the including test defines _POSIX_C_SOURCE first */
 #include "harness.h"
 
 /* A tensor of the file as a new tensor in a: BOOL and I64 as stored, every
@@ -38,5 +39,32 @@ static inline double h_meta_float(qkv_safetensors *st, const char *key)
 {
     const char *v = qkv_safetensors_meta(st, key);
     return v ? atof(v) : 0.0;
+}
+/* Runs `/usr/bin/python3 tools/SCRIPT --out DIR --cases N --seed 1` into a
+ * fresh temporary DIR, then fn(path, "case_NNNN") on each file it wrote,
+ * deleting them after. A failing oracle is a failed check, never a skip.
+ * Returns the number of cases handed to fn. */
+typedef void (*h_case_fn)(const char *path, const char *name);
+
+static inline int h_oracle_cases(const char *script, int cases, h_case_fn fn)
+{
+    char dir[] = "/tmp/qkv_oracle_XXXXXX", cmd[512];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp failed");
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/%s --out %s --cases %d --seed 1", script,
+             dir, cases);
+    int rc = system(cmd), n = 0;
+    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s", rc, cmd);
+    for (int i = 0; rc == 0 && i < cases; i++, n++) {
+        char path[600], name[32];
+        snprintf(name, sizeof name, "case_%04d", i);
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+        fn(path, name);
+        unlink(path);
+    }
+    rmdir(dir);
+    return n;
 }
 #endif

@@ -130,24 +130,7 @@ static void run_case(const char *path, const char *file)
 int main(int argc, char **argv)
 {
     int cases = argc > 1 ? atoi(argv[1]) : 240;
-    char dir[] = "/tmp/qkv_mha_parity_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp failed");
-        return h_finish("test_mha_parity");
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/mha_oracle.py --out %s --cases %d --seed 1",
-             dir, cases);
-    int rc = system(cmd);
-    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s", rc, cmd);
-    for (int i = 0; rc == 0 && i < cases; i++) {
-        char path[600], file[32];
-        snprintf(file, sizeof file, "case_%04d", i);
-        snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
-        run_case(path, file);
-        unlink(path);
-    }
-    rmdir(dir);
+    h_oracle_cases("mha_oracle.py", cases, run_case);
     printf("MultiheadAttention parity: %d cases (%d with rows PyTorch makes NaN), fast and "
            "reference kernels: worst forward %.3g, worst gradient %.3g\n",
            n_cases, n_nan_cases, worst_fwd, worst_grad);

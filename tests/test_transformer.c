@@ -221,24 +221,7 @@ static void run_case(const char *path, const char *file)
 static void test_parity(void)
 {
     int cases = 120;
-    char dir[] = "/tmp/qkv_transformer_parity_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp failed");
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/transformer_oracle.py --out %s --cases %d --seed 1",
-             dir, cases);
-    int rc = system(cmd);
-    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s", rc, cmd);
-    for (int i = 0; rc == 0 && i < cases; i++) {
-        char path[600], file[32];
-        snprintf(file, sizeof file, "case_%04d", i);
-        snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
-        run_case(path, file);
-        unlink(path);
-    }
-    rmdir(dir);
+    h_oracle_cases("transformer_oracle.py", cases, run_case);
     printf("Transformer parity with PyTorch 1.13: %d cases, fast and reference kernels\n", n_cases);
     for (int i = 0; i < K_COUNT; i++)
         printf("  %-14s %3d cases: worst forward %.3g, worst gradient %.3g\n", kind_names[i],
