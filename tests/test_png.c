@@ -29,6 +29,46 @@ int main(void)
              "assert all(px[i]==(i*7+i//3)%%251 for i in range(len(px))), 'pixels'\n"
              "\"", path);
     CHECK(system(cmd) == 0, "Python decodes the PNG with the same pixels");
+    /* A drawn picture (flat areas, lines, a heat map) compresses: matches
+     * of the previous pixel and of the row above; Python checks every pixel
+     * against the canvas's own bytes. */
+    qkv_canvas pic;
+    CHECK_OK(qkv_canvas_new(&pic, 400, 300, 0xffffff));
+    float hm[36];
+    for (int i = 0; i < 36; i++) hm[i] = (float)(i % 7) / 6.0f;
+    CHECK_OK(qkv_canvas_heatmap(&pic, 10, 10, 30, 6, 6, hm, 0, 1));
+    for (int i = 0; i < 50; i++) qkv_canvas_line(&pic, 200, 150, 399, (double)(i * 6), 0xd62728);
+    char raw_path[160], pic_path[160];
+    snprintf(raw_path, sizeof raw_path, "%s/pic.rgb", dir);
+    snprintf(pic_path, sizeof pic_path, "%s/pic.png", dir);
+    FILE *rf = fopen(raw_path, "wb");
+    CHECK(rf && fwrite(pic.rgb, 1, 400 * 300 * 3, rf) == 400 * 300 * 3, "raw pixels written");
+    if (rf) fclose(rf);
+    CHECK_OK(qkv_canvas_save(&pic, pic_path));
+    FILE *pf = fopen(pic_path, "rb");
+    long png_size = 0;
+    if (pf) {
+        fseek(pf, 0, SEEK_END);
+        png_size = ftell(pf);
+        fclose(pf);
+    }
+    CHECK(png_size > 0 && png_size < 400 * 300 * 3 / 8, "the picture compresses to %ld bytes (raw %d)",
+          png_size, 400 * 300 * 3);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import zlib,struct\n"
+             "d=open('%s','rb').read(); p=8; idat=b''\n"
+             "while p<len(d):\n"
+             "  n,=struct.unpack('>I',d[p:p+4]); t=d[p+4:p+8]\n"
+             "  if t==b'IDAT': idat+=d[p+8:p+8+n]\n"
+             "  p+=12+n\n"
+             "raw=zlib.decompress(idat); w=400\n"
+             "px=b''.join(raw[y*(3*w+1)+1:(y+1)*(3*w+1)] for y in range(300))\n"
+             "assert px==open('%s','rb').read(), 'pixels'\n"
+             "\"", pic_path, raw_path);
+    CHECK(system(cmd) == 0, "Python decodes the compressed picture with the canvas's pixels");
+    qkv_canvas_free(&pic);
+    unlink(raw_path);
+    unlink(pic_path);
     CHECK_ERR(qkv_png_write(path, 0, 5, rgb), QKV_ERR_ARG, "size 0x5");
     CHECK_ERR(qkv_png_write(NULL, 2, 2, rgb), QKV_ERR_ARG, "path is NULL");
     CHECK_ERR(qkv_png_write("/nonexistent-dir/x.png", 2, 2, rgb), QKV_ERR_IO, "cannot create");
