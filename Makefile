@@ -7,8 +7,14 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 B       ?= build
-BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
-BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+# Dependencies, found through pkg-config: OpenBLAS (Debian's libopenblas-dev).
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(shell pkg-config --exists openblas && echo yes),)
+$(error OpenBLAS not found by pkg-config: run tools/setup.sh (Debian: apt-get install pkg-config libopenblas-dev))
+endif
+endif
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
+BLAS_LIBS   := $(shell pkg-config --libs openblas)
 OPT     ?= -O3 -march=x86-64-v3 -mtune=native
 CFLAGS  ?= -g
 QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
