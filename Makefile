@@ -15,7 +15,17 @@ endif
 endif
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
-OPT     ?= -O3 -march=x86-64-v3 -mtune=native
+# x86-64: the library is built for x86-64-v3 (AVX2, FMA) when the build
+# machine runs it, for baseline x86-64 otherwise; the attention kernels come
+# in AVX-512, AVX2 and portable builds and the widest the CPU runs is picked
+# at run time (src/kernels/attention_flash.c).
+ARCH    := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+HAS_V3  := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null && echo yes)
+OPT     ?= -O3 $(if $(HAS_V3),-march=x86-64-v3) -mtune=native
+else
+OPT     ?= -O3
+endif
 CFLAGS  ?= -g
 QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
 QKV_LIBS   := $(BLAS_LIBS) -fopenmp -lm
@@ -34,6 +44,14 @@ all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv $(TESTS) $(BENCHES)
 $(B)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The SIMD kernels multiply-add in one rounding (ISO C mode turns that off).
+$(B)/src/kernels/attention_avx512.o $(B)/src/kernels/attention_avx2.o $(B)/src/kernels/attention_portable.o: \
+	ALL_CFLAGS += -ffp-contract=fast
+ifeq ($(ARCH),x86_64)
+$(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma
+$(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+endif
 
 $(B)/libqkv.a: $(OBJ)
 	@rm -f $@
@@ -61,7 +79,7 @@ demo: $(B)/qkv
 
 sanitize:
 	$(MAKE) B=build-san CFLAGS="-g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-		LDFLAGS="-fsanitize=address,undefined" OPT="-O1 -march=x86-64-v3" test
+		LDFLAGS="-fsanitize=address,undefined" OPT="-O1" test
 
 qkv.pc: qkv.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' $< > $@

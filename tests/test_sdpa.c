@@ -2,6 +2,19 @@
  * the fast kernel against the reference on every mask combination, finite
  * differences, permutation properties, fully masked rows, bad input. */
 #include "gradcheck.h"
+#include "kernels/attention.h" /* qkv_attn_simd_force: each SIMD build in turn */
+
+/* The fast kernel's builds (src/kernels/attention_simd.h); those this CPU
+ * cannot run are reported and left out, not counted. */
+static const char *ISAS[] = {"avx512", "avx2", "portable"};
+enum { NISA = 3 };
+
+static int isa_use(int i)
+{
+    if (qkv_attn_simd_force(ISAS[i])) return 1;
+    printf("note: the %s build does not run on this CPU; not tested here\n", ISAS[i]);
+    return 0;
+}
 
 static qkv_arena *A; /* persistent inputs */
 static qkv_rng R;
@@ -138,52 +151,64 @@ static void test_fast_vs_reference(void)
     int flag_sets[] = {0,     1,  2,     4,      8,          16,        32,      1 | 4,
                        2 | 8, 4 | 8 | 32, 16 | 32, 64, 64 | 8, 2 | 4 | 16, 128 | 32, 128 | 8,
                        128 | 16 | 32};
-    int64_t sizes[][6] = {{2, 3, 5, 7, 4, 3}, {1, 2, 70, 130, 8, 5}, {2, 1, 129, 65, 16, 16},
-                          {1, 1, 1, 1, 3, 2}, {1, 2, 40, 33, 5, 6}};
+    int64_t sizes[][6] = {{2, 3, 5, 7, 4, 3},       {1, 2, 70, 130, 8, 5}, {2, 1, 129, 65, 16, 16},
+                          {1, 1, 1, 1, 3, 2},       {1, 2, 40, 33, 5, 6},  {1, 2, 150, 200, 64, 64},
+                          {1, 1, 70, 67, 33, 20},   {3, 2, 8, 2, 4, 4},    {1, 4, 8, 1, 3, 3}};
     double worst_f = 0, worst_b = 0;
-    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
-        for (size_t f = 0; f < sizeof flag_sets / sizeof *flag_sets; f++) {
-            int64_t *z = sizes[s];
-            if ((flag_sets[f] & 64) && z[2] < 2) continue;
-            problem p;
-            problem_make(&p, z[0], z[1], z[2], z[3], z[4], z[5], flag_sets[f]);
-            int64_t no = z[0] * z[1] * z[2] * z[5];
-            int64_t ng = qkv_tensor_numel(p.q) + qkv_tensor_numel(p.k) + qkv_tensor_numel(p.v);
-            float *o1 = malloc(no * 4), *o2 = malloc(no * 4), *g1 = malloc(ng * 4), *g2 = malloc(ng * 4);
-            qkv_set_reference(1);
-            run_problem(&p, o1, g1);
-            qkv_set_reference(0);
-            run_problem(&p, o2, g2);
-            double ef = h_rel_err(o2, o1, no), eb = h_rel_err(g2, g1, ng);
-            CHECK(ef <= 1e-5, "size %zu flags %d: forward fast vs reference %g", s, flag_sets[f], ef);
-            CHECK(eb <= 1e-4, "size %zu flags %d: backward fast vs reference %g", s, flag_sets[f], eb);
-            if (ef > worst_f || isnan(ef)) worst_f = ef;
-            if (eb > worst_b || isnan(eb)) worst_b = eb;
-            if (flag_sets[f] & 64) { /* row 1 fully masked: out 0, dq 0 */
-                int zero = 1;
-                for (int64_t nh = 0; nh < z[0] * z[1]; nh++)
-                    for (int64_t x = 0; x < z[5]; x++) zero &= o2[(nh * z[2] + 1) * z[5] + x] == 0.0f;
-                for (int64_t nh = 0; nh < z[0] * z[1]; nh++)
-                    for (int64_t x = 0; x < z[4]; x++) zero &= g2[(nh * z[2] + 1) * z[4] + x] == 0.0f;
-                CHECK(zero, "fully masked row gives output 0 and gradient 0");
+    for (int isa = 0; isa < NISA; isa++) {
+        if (!isa_use(isa)) continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+            for (size_t f = 0; f < sizeof flag_sets / sizeof *flag_sets; f++) {
+                int64_t *z = sizes[s];
+                if ((flag_sets[f] & 64) && z[2] < 2) continue;
+                problem p;
+                problem_make(&p, z[0], z[1], z[2], z[3], z[4], z[5], flag_sets[f]);
+                int64_t no = z[0] * z[1] * z[2] * z[5];
+                int64_t ng = qkv_tensor_numel(p.q) + qkv_tensor_numel(p.k) + qkv_tensor_numel(p.v);
+                float *o1 = malloc(no * 4), *o2 = malloc(no * 4), *g1 = malloc(ng * 4), *g2 = malloc(ng * 4);
+                qkv_set_reference(1);
+                run_problem(&p, o1, g1);
+                qkv_set_reference(0);
+                run_problem(&p, o2, g2);
+                double ef = h_rel_err(o2, o1, no), eb = h_rel_err(g2, g1, ng);
+                CHECK(ef <= 1e-5, "%s size %zu flags %d: forward fast vs reference %g", ISAS[isa], s,
+                      flag_sets[f], ef);
+                CHECK(eb <= 1e-4, "%s size %zu flags %d: backward fast vs reference %g", ISAS[isa], s,
+                      flag_sets[f], eb);
+                if (ef > worst_f || isnan(ef)) worst_f = ef;
+                if (eb > worst_b || isnan(eb)) worst_b = eb;
+                if (flag_sets[f] & 64) { /* row 1 fully masked: out 0, dq 0 */
+                    int zero = 1;
+                    for (int64_t nh = 0; nh < z[0] * z[1]; nh++)
+                        for (int64_t x = 0; x < z[5]; x++) zero &= o2[(nh * z[2] + 1) * z[5] + x] == 0.0f;
+                    for (int64_t nh = 0; nh < z[0] * z[1]; nh++)
+                        for (int64_t x = 0; x < z[4]; x++) zero &= g2[(nh * z[2] + 1) * z[4] + x] == 0.0f;
+                    CHECK(zero, "fully masked row gives output 0 and gradient 0");
+                }
+                free(o1), free(o2), free(g1), free(g2);
             }
-            free(o1), free(o2), free(g1), free(g2);
-        }
-    printf("fast vs reference: worst forward %.3g, backward %.3g\n", worst_f, worst_b);
+    }
+    qkv_attn_simd_force(NULL);
+    printf("fast (every SIMD build) vs reference: worst forward %.3g, backward %.3g\n", worst_f,
+           worst_b);
 }
 
 static void test_gradcheck(void)
 {
     int flag_sets[] = {0, 2, 4 | 8, 32, 64, 16 | 1};
-    for (int ref = 0; ref < 2; ref++)
+    for (int ref = 0; ref < 1 + NISA; ref++) { /* 0: reference, then each fast build */
+        if (ref > 0 && !isa_use(ref - 1)) continue;
+        qkv_set_reference(ref == 0);
         for (size_t f = 0; f < sizeof flag_sets / sizeof *flag_sets; f++) {
-            qkv_set_reference(ref);
             problem p;
             problem_make(&p, 2, 2, 4, 5, 3, 2, flag_sets[f]);
             qkv_tensor *in[3] = {p.q, p.k, p.v};
             double e = h_gradcheck(problem_forward, &p, in, 3, 1e-2f, 1e-2);
-            CHECK(e < 1e-2, "gradcheck %s flags %d: worst rel %g", ref ? "ref" : "fast", flag_sets[f], e);
+            CHECK(e < 1e-2, "gradcheck %s flags %d: worst rel %g", ref ? ISAS[ref - 1] : "ref",
+                  flag_sets[f], e);
         }
+    }
+    qkv_attn_simd_force(NULL);
     /* With dropout in training mode: the mask is a function of the seed and
      * the position, so finite differences see the same mask. */
     problem p;

@@ -65,6 +65,34 @@ static inline float qkv_attn_dropout(const qkv_attn_desc *d, int64_t nh, int64_t
     return u < d->dropout_p ? 0.0f : 1.0f / (1.0f - d->dropout_p);
 }
 
+/* The fused kernels' tile sizes: BQ queries by BK keys. */
+enum { QKV_ATTN_BQ = 64, QKV_ATTN_BK = 64 };
+
+/* One instruction set's build of the fused kernels (attention_simd.h):
+ * forward fills out and lse; backward adds into dk, dv and into one
+ * (N,H,L,D) dq buffer per thread, unscaled (attention_flash.c sums them
+ * times scale), using Di (N,H,L) as scratch for dout . out. Scratch sizes are
+ * per thread, in floats. forward is NULL where the build lacks the set. */
+typedef struct {
+    const char *name;
+    void (*forward)(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
+                    float *out, float *lse, float *scratch, int threads);
+    void (*backward)(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
+                     const float *out, const float *lse, const float *dout, float *Di, float *dqs,
+                     float *dk, float *dv, float *scratch, int threads);
+    size_t (*forward_scratch)(const qkv_attn_desc *d);
+    size_t (*backward_scratch)(const qkv_attn_desc *d);
+} qkv_attn_simd;
+
+extern const qkv_attn_simd qkv_attn_simd_avx512, qkv_attn_simd_avx2, qkv_attn_simd_portable;
+
+/* The build the fast path uses: the widest the CPU runs, or the one named
+ * by the environment variable QKV_ISA (avx512, avx2, portable) when the CPU
+ * runs it. qkv_attn_simd_force(name) switches (NULL: back to the default);
+ * it returns 0, changing nothing, for a name unknown or not runnable here. */
+const qkv_attn_simd *qkv_attn_simd_current(void);
+int qkv_attn_simd_force(const char *name);
+
 /* Scratch: the kernels allocate nothing; the caller passes this many
  * elements (from its arena), for `threads` OpenMP threads. */
 size_t qkv_attn_ref_scratch(const qkv_attn_desc *d);                  /* doubles */

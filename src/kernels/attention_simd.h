@@ -1,0 +1,478 @@
+/* attention_simd.h: the fused attention kernels, written once over a SIMD
+ * vector type and compiled once per instruction set. Each of
+ * attention_avx512.c, attention_avx2.c and attention_portable.c defines
+ *   VW       floats per vector (16, 8, 4)
+ *   NV       vectors per row of a register block (accumulators: R x NV)
+ *   ISA(x)   the name suffix of what it exports, ISA_NAME its name
+ * and includes this file; attention_flash.c picks one at run time.
+ *
+ * Layout. A query block holds BQ rows, a key tile BK keys. Scores are kept
+ * transposed, st (BK,BQ): key j's row holds its score against every query
+ * of the block, so the softmax statistics of the BQ queries (max, sum,
+ * log-sum-exp) are vectors and every pass over a tile runs across vectors.
+ * All five products of forward and backward are one kernel, tile_gemm:
+ *   forward    st  = K_tile Q_blk^T,    O_blk += P V_tile  (P read from st)
+ *   backward   st  = K_tile  Q_blk^T,   dpt = V_tile dO_blk^T
+ *              dV_tile += P^T dO_blk,   dK_tile += dS^T Q_blk,   dQ_blk = dS K_tile
+ * Forward: online softmax over key tiles (running max m and sum l per query,
+ * the output rescaled when m grows), log-sum-exp saved for the backward.
+ * Backward: FlashAttention-2, recomputing p = exp(s - lse) tile by tile,
+ * ds = p (dp - D_i) with D_i = dout_i . out_i. */
+#include <omp.h>
+#include <string.h>
+#include "kernels/attention.h"
+
+#ifndef VW
+#error "define VW, NV and ISA before including attention_simd.h"
+#endif
+
+enum { BQ = QKV_ATTN_BQ, BK = QKV_ATTN_BK, R = 4 };
+
+typedef float vf __attribute__((vector_size(VW * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(VW * sizeof(int32_t))));
+
+static inline vf vload(const float *p)
+{
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+/* a in every lane (a - 0 is exactly a, so this folds to one broadcast;
+ * 0 + a would not, for a = -0). */
+static inline vf vsplat(float a) { return a - (vf){0}; }
+
+static inline vf vselect(vi mask, vf a, vf b) /* mask ? a : b, lane by lane */
+{
+    return (vf)(((vi)a & mask) | ((vi)b & ~mask));
+}
+
+static inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
+
+/* a*b + c, rounded once where the target has a fused multiply-add (the
+ * including file may define VFMA as its intrinsic), rounded twice where it
+ * has none; SFMA the same for one float. Written out rather than left to
+ * the compiler's contraction, which depends on the optimisation level and
+ * on how it vectorises a loop, so that row_dot below and tile_block sum
+ * alike under any flags. */
+#if defined(__FP_FAST_FMAF)
+#define SFMA(a, b, c) fmaf(a, b, c)
+#else
+#define SFMA(a, b, c) ((a) * (b) + (c))
+#endif
+#ifndef VFMA
+static inline vf vfma_lanes(vf a, vf b, vf c)
+{
+    for (int i = 0; i < VW; i++) c[i] = SFMA(a[i], b[i], c[i]);
+    return c;
+}
+#define VFMA vfma_lanes
+#endif
+
+/* exp(x) lane by lane: x = n ln2 + r with |r| <= ln2/2, a degree-6
+ * polynomial for exp(r) (Cephes' expf coefficients, about 1 ulp), 2^n put in
+ * the exponent bits. exp(x) = 0 below -87.3 (and at -inf); x <= 88. */
+static inline vf vexp(vf x)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    vi tiny = x < -87.3f;
+    x = vselect(x > 88.0f, vsplat(88.0f), vselect(tiny, vsplat(0.0f), x));
+    vf t = x * 1.44269504088896341f + magic;
+    vf n = t - magic;
+    vf r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    vf p = vsplat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    vi e = ((vi)t - (vi)vsplat(magic) + 127) << 23;
+    return vselect(tiny, vsplat(0.0f), p * (vf)e);
+}
+
+/* GCC folds each use of b[v] into its FMA as a memory operand, which loads
+ * it R times instead of once; an empty asm that takes the vector in a
+ * register stops that (x86: constraint "v", any SIMD register). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KEEP_IN_REGISTER(x) __asm__("" : "+v"(x))
+#else
+#define KEEP_IN_REGISTER(x) (void)0
+#endif
+
+/* One register block: C[r][c] (+)= sum_k A(r,k) B[k][c] for R rows and nv
+ * vectors of columns, accumulators in registers. A(r,k) = A[r*rs + k*ks]. */
+static inline __attribute__((always_inline)) void
+tile_block(const int nv, int64_t K, const float *A, int64_t rs, int64_t ks, const float *B,
+           int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    vf acc[R][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) acc[r][v] = accumulate ? vload(C + r * ldc + v * VW) : vsplat(0);
+    for (int64_t k = 0; k < K; k++) {
+        vf b[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) {
+            b[v] = vload(B + k * ldb + v * VW);
+            KEEP_IN_REGISTER(b[v]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            vf a = vsplat(A[r * rs + k * ks]);
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) vstore(C + r * ldc + v * VW, acc[r][v]);
+}
+
+/* C (M,N) (+)= A (M,K) B (K,N), A(r,k) = A[r*rs + k*ks], B and C row-major
+ * with leading dimensions ldb, ldc. M is a multiple of R, N of VW. Columns
+ * go in chunks of NV vectors (a chunk of B, K x NV*VW, stays in L1 while
+ * every row block passes over it), the remainder a vector at a time. */
+static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, int64_t ks,
+                      const float *B, int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    int64_t nvec = N / VW, c = 0;
+    for (; c + NV <= nvec; c += NV)
+        for (int64_t r = 0; r < M; r += R)
+            tile_block(NV, K, A + r * rs, rs, ks, B + c * VW, ldb, C + r * ldc + c * VW, ldc,
+                       accumulate);
+    for (; c < nvec; c++)
+        for (int64_t r = 0; r < M; r += R)
+            tile_block(1, K, A + r * rs, rs, ks, B + c * VW, ldb, C + r * ldc + c * VW, ldc,
+                       accumulate);
+}
+
+/* ---- operands ------------------------------------------------------------ */
+
+static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Rows [r0,r1) of x (rows of w floats) as a block of `rows` rows, wp >= w
+ * floats apart: x itself when the block is whole and w == wp, otherwise a
+ * zero-padded copy in buf (rows, wp). */
+static const float *rows_block(const float *x, int64_t w, int64_t r0, int64_t r1, int64_t rows,
+                               int64_t wp, float *buf)
+{
+    if (r1 - r0 == rows && w == wp) return x + r0 * w;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < wp; c++)
+            buf[r * wp + c] = r < r1 - r0 && c < w ? x[(r0 + r) * w + c] : 0.0f;
+    return buf;
+}
+
+/* xt (w, rows) = rows [r0,r1) of x transposed, zero columns past r1 - r0. */
+static void rows_transpose(const float *x, int64_t w, int64_t r0, int64_t r1, int64_t rows,
+                           float *xt)
+{
+    for (int64_t c = 0; c < w; c++)
+        for (int64_t r = 0; r < rows; r++) xt[c * rows + r] = r < r1 - r0 ? x[(r0 + r) * w + c] : 0.0f;
+}
+
+/* ---- which keys a query block visits -------------------------------------- */
+
+/* Keys [*lo, *hi) among the masked keys that rows [i0, i1) can see; keys at
+ * index >= mask_keys are always visible and are walked after them. */
+static void key_range(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = d->mask_keys;
+    int64_t first = i0 + d->diag, last = i1 - 1 + d->diag;
+    if (d->causal != QKV_CAUSAL_NONE && last + 1 < b) b = last + 1;
+    if (d->window >= 0) {
+        if (last + d->window + 1 < b) b = last + d->window + 1;
+        if (first - d->window > a) a = first - d->window;
+    }
+    if (b <= a) a = b = d->mask_keys; /* no masked key visible: straight to the extras */
+    *lo = a;
+    *hi = b;
+}
+
+/* The tiles of key indices rows [i0,i1) visit: [lo,hi) then [mk,S). */
+typedef struct {
+    int64_t lo, hi, mk, S;
+} key_walk;
+
+static key_walk key_walk_make(const qkv_attn_desc *d, int64_t i0, int64_t i1)
+{
+    key_walk w;
+    key_range(d, i0, i1, &w.lo, &w.hi);
+    w.mk = d->mask_keys;
+    w.S = d->S;
+    return w;
+}
+
+/* Next tile start at or after j0 (tiles of BK); -1 when done. */
+static int64_t key_walk_next(const key_walk *w, int64_t j0, int64_t *j1)
+{
+    if (j0 < w->lo) j0 = w->lo;
+    if (j0 >= w->hi && j0 < w->mk) j0 = w->mk;
+    if (j0 >= w->S) return -1;
+    int64_t end = j0 < w->hi ? w->hi : w->S;
+    *j1 = j0 + BK < end ? j0 + BK : end;
+    return j0;
+}
+
+/* Does the (queries [i0,i1), keys [j0,j1)) tile need the per-element mask
+ * term? Not when no mask is set, when its keys are past mask_keys, or when
+ * a causal/local band is the only mask and covers the whole tile. */
+static int tile_masked(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    if (!qkv_attn_has_mask(d) || j0 >= d->mask_keys) return 0;
+    if (d->bmask || d->fmask || d->kpm || d->kpm_f || d->alibi) return 1;
+    int64_t first = i0 + d->diag, last = i1 - 1 + d->diag;
+    if (d->causal != QKV_CAUSAL_NONE && j1 - 1 > first) return 1;
+    if (d->window >= 0 && (j1 - 1 > first + d->window || j0 < last - d->window)) return 1;
+    return 0;
+}
+
+/* st (BK,BQ) *= scale, plus the mask term where the tile needs it; key rows
+ * past nj (padding) get -inf. */
+static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                          int64_t j0, int64_t nj, float *st)
+{
+    for (int64_t j = 0; j < BK; j++)
+        for (int64_t i = 0; i < BQ; i += VW) {
+            vf s = vload(st + j * BQ + i) * d->scale;
+            vstore(st + j * BQ + i, j < nj ? s : vsplat(-INFINITY));
+        }
+    if (tile_masked(d, i0, i1, j0, j0 + nj))
+        for (int64_t j = 0; j < nj; j++)
+            for (int64_t i = 0; i < i1 - i0; i++)
+                st[j * BQ + i] += qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
+}
+
+/* pt (BK,BQ) *= the dropout keep factors z(i,j); only with dropout on. */
+static void tile_dropout(const qkv_attn_desc *d, int64_t nh, int64_t i0, int64_t i1, int64_t j0,
+                         int64_t nj, float *pt)
+{
+    for (int64_t j = 0; j < nj; j++)
+        for (int64_t i = 0; i < i1 - i0; i++) pt[j * BQ + i] *= qkv_attn_dropout(d, nh, i0 + i, j0 + j);
+}
+
+/* ---- forward -------------------------------------------------------------- */
+
+/* Per-thread scratch of the forward, in floats (sizes padded for VW = 16,
+ * the widest, so that attention_flash.c can size it for any variant). */
+static size_t fwd_scratch(const qkv_attn_desc *d)
+{
+    int64_t Dp = round_up(d->D, 16), Dvp = round_up(d->Dv, 16);
+    return (size_t)(Dp * BQ + BK * Dp + BK * Dvp + BK * BQ + BQ * Dvp + 2 * BQ);
+}
+
+/* Query rows [i0,i1) of head (n,h). q (L,D), k (S,D), v (S,Dv) of this
+ * head; out (L,Dv), lse (L). */
+static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                          const float *q, const float *k, const float *v, float *out, float *lse,
+                          float *scratch)
+{
+    int64_t D = d->D, Dv = d->Dv, Dvp = round_up(Dv, VW), nh = n * d->H + h;
+    float *qt = scratch;                  // (D,BQ) the block's queries, transposed
+    float *kbuf = qt + round_up(D, 16) * BQ; // (BK,Dp) a short key tile, padded
+    float *vbuf = kbuf + BK * round_up(D, 16); // (BK,Dvp)
+    float *st = vbuf + BK * round_up(Dv, 16);  // (BK,BQ) scores, then probabilities
+    float *ob = st + BK * BQ;             // (BQ,Dvp) unnormalised output
+    float *m = ob + BQ * round_up(Dv, 16), *l = m + BQ; // (BQ) running max and sum
+    rows_transpose(q, D, i0, i1, BQ, qt);
+    memset(ob, 0, (size_t)(BQ * Dvp) * sizeof(float));
+    for (int64_t i = 0; i < BQ; i += VW) {
+        vstore(m + i, vsplat(-INFINITY));
+        vstore(l + i, vsplat(0));
+    }
+    key_walk w = key_walk_make(d, i0, i1);
+    int64_t j1;
+    for (int64_t j0 = key_walk_next(&w, 0, &j1); j0 >= 0; j0 = key_walk_next(&w, j1, &j1)) {
+        int64_t nj = j1 - j0;
+        const float *kt = rows_block(k, D, j0, j1, BK, D, kbuf);
+        const float *vt = rows_block(v, Dv, j0, j1, BK, Dvp, vbuf);
+        tile_gemm(BK, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0); /* st = K Q^T */
+        scores_finish(d, n, h, i0, i1, j0, nj, st);
+        /* Online softmax, BQ queries at once: new max, correction
+         * exp(m_old - m_new), p = exp(s - m_new), l = l corr + sum p. */
+        for (int64_t i = 0; i < BQ; i += VW) {
+            vf mb = vload(m + i);
+            for (int64_t j = 0; j < nj; j++) mb = vmax(mb, vload(st + j * BQ + i));
+            vi none = mb == -INFINITY; /* every key so far masked */
+            vf mref = vselect(none, vsplat(0), mb);
+            vf corr = vexp(vload(m + i) - mref), sum = vsplat(0);
+            for (int64_t j = 0; j < BK; j++) {
+                vf p = vexp(vload(st + j * BQ + i) - mref);
+                vstore(st + j * BQ + i, p);
+                sum += p;
+            }
+            vstore(l + i, vload(l + i) * corr + sum);
+            vstore(m + i, mb);
+            float cs[VW];
+            vstore(cs, corr);
+            for (int64_t r = 0; r < VW; r++)
+                if (cs[r] != 1.0f)
+                    for (int64_t x = 0; x < Dvp; x += VW)
+                        vstore(ob + (i + r) * Dvp + x, vload(ob + (i + r) * Dvp + x) * cs[r]);
+        }
+        if (d->dropout_p > 0.0f) tile_dropout(d, nh, i0, i1, j0, nj, st);
+        tile_gemm(BQ, Dvp, BK, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        float mi = m[i - i0], li = l[i - i0];
+        if (mi == -INFINITY) { /* every key masked: output 0 */
+            memset(out + i * Dv, 0, (size_t)Dv * sizeof(float));
+            lse[i] = -INFINITY;
+            continue;
+        }
+        float inv = 1.0f / li;
+        for (int64_t x = 0; x < Dv; x++) out[i * Dv + x] = ob[(i - i0) * Dvp + x] * inv;
+        lse[i] = mi + logf(li);
+    }
+}
+
+static void forward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
+                    float *out, float *lse, float *scratch, int threads)
+{
+    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+#pragma omp parallel num_threads(threads)
+    {
+        float *mine = scratch + (size_t)omp_get_thread_num() * fwd_scratch(d);
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < NH * nb; t++) {
+            int64_t nh = t / nb, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
+            forward_block(d, nh / d->H, nh % d->H, i0, i1, q + nh * L * D, k + nh * S * D,
+                          v + nh * S * Dv, out + nh * L * Dv, lse + nh * L, mine);
+        }
+    }
+}
+
+/* ---- backward ------------------------------------------------------------- */
+
+/* D_i = dout_i . out_i, summed exactly as tile_block sums dp_ij =
+ * dout_i . v_j (one multiply-add after another from x = 0, fused alike):
+ * where a row sees one key, out_i = v_j and ds = p (dp - D_i) is then
+ * exactly 0, as PyTorch's is. */
+static float row_dot(const float *a, const float *b, int64_t n)
+{
+    float acc = 0;
+    for (int64_t x = 0; x < n; x++) acc = SFMA(a[x], b[x], acc);
+    return acc;
+}
+
+static size_t bwd_scratch(const qkv_attn_desc *d)
+{
+    int64_t Dp = round_up(d->D, 16), Dvp = round_up(d->Dv, 16);
+    return (size_t)(2 * (Dp + Dvp) * BQ + 2 * (Dp + Dvp) * BK + 2 * BK * BQ + BQ * Dp + 2 * BQ);
+}
+
+/* The backward of key tile [j0,j1) of head (n,h): every query block that
+ * sees it. q (L,D), k (S,D), v (S,Dv), dout (L,Dv), lse and Di (L) of this
+ * head; adds into dk, dv (S,..) (either may be NULL) and dq (L,D), the
+ * calling thread's own buffer (or NULL), dq unscaled (the caller multiplies
+ * by scale). Differentiates out_i = sum_j z_ij p_ij v_j,
+ * p_ij = exp(s_ij - lse_i), s_ij = scale q_i.k_j + mask_ij:
+ *   dv_j += z p dout_i;  dp = z dout_i.v_j;  ds = p (dp - D_i)
+ *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
+static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
+                          const float *q, const float *k, const float *v, const float *lse,
+                          const float *Di, const float *dout, float *dq, float *dk, float *dv,
+                          float *scratch)
+{
+    int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
+    int64_t Dp = round_up(D, VW), Dvp = round_up(Dv, VW);
+    int64_t D16 = round_up(D, 16), Dv16 = round_up(Dv, 16);
+    float *qt = scratch;            // (D,BQ) queries of the block, transposed
+    float *dot = qt + D16 * BQ;     // (Dv,BQ) dout of the block, transposed
+    float *qbuf = dot + Dv16 * BQ;  // (BQ,Dp) queries, padded
+    float *dobuf = qbuf + D16 * BQ; // (BQ,Dvp) dout, padded
+    float *kbuf = dobuf + Dv16 * BQ; // (BK,Dp) keys of the tile, padded
+    float *vbuf = kbuf + D16 * BK;   // (BK,Dv)
+    float *dkt = vbuf + Dv16 * BK;   // (BK,Dp) dk of the tile
+    float *dvt = dkt + D16 * BK;     // (BK,Dvp) dv of the tile
+    float *st = dvt + Dv16 * BK;     // (BK,BQ) scores, then p
+    float *dpt = st + BK * BQ;       // (BK,BQ) dp, then ds
+    float *dqb = dpt + BK * BQ;      // (BQ,Dp) dq of the block
+    float *lb = dqb + D16 * BQ, *db = lb + BQ; // (BQ) lse (+inf where no key), D_i
+    const float *kt = rows_block(k, D, j0, j1, BK, Dp, kbuf);
+    const float *vt = rows_block(v, Dv, j0, j1, BK, Dv, vbuf);
+    memset(dkt, 0, (size_t)(BK * Dp) * sizeof(float));
+    memset(dvt, 0, (size_t)(BK * Dvp) * sizeof(float));
+    for (int64_t i0 = 0; i0 < L; i0 += BQ) {
+        int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
+        key_walk w = key_walk_make(d, i0, i1);
+        /* Does this query block see any key of the tile: [lo,hi) or [mk,S)? */
+        if (!((j0 < w.hi && j1 > w.lo) || j1 > w.mk)) continue;
+        for (int64_t i = 0; i < BQ; i++) {
+            int live = i < i1 - i0 && lse[i0 + i] != -INFINITY;
+            lb[i] = live ? lse[i0 + i] : INFINITY; /* p = exp(s - inf) = 0 */
+            db[i] = live ? Di[i0 + i] : 0.0f;
+        }
+        rows_transpose(q, D, i0, i1, BQ, qt);
+        rows_transpose(dout, Dv, i0, i1, BQ, dot);
+        const float *qb = rows_block(q, D, i0, i1, BQ, Dp, qbuf);
+        const float *dob = rows_block(dout, Dv, i0, i1, BQ, Dvp, dobuf);
+        tile_gemm(BK, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0);   /* st = K Q^T */
+        tile_gemm(BK, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0); /* dpt = V dO^T */
+        scores_finish(d, n, h, i0, i1, j0, nj, st);
+        for (int64_t j = 0; j < BK; j++)
+            for (int64_t i = 0; i < BQ; i += VW)
+                vstore(st + j * BQ + i, vexp(vload(st + j * BQ + i) - vload(lb + i)));
+        if (d->dropout_p > 0.0f) { /* ds = p (z dp - D), dv from z p */
+            for (int64_t j = 0; j < nj; j++)
+                for (int64_t i = 0; i < i1 - i0; i++) {
+                    float z = qkv_attn_dropout(d, nh, i0 + i, j0 + j), p = st[j * BQ + i];
+                    dpt[j * BQ + i] = p * (z * dpt[j * BQ + i] - db[i]);
+                    st[j * BQ + i] = z * p;
+                }
+        } else {
+            for (int64_t j = 0; j < BK; j++)
+                for (int64_t i = 0; i < BQ; i += VW) {
+                    vf p = vload(st + j * BQ + i);
+                    vstore(dpt + j * BQ + i, p * (vload(dpt + j * BQ + i) - vload(db + i)));
+                }
+        }
+        if (dv) tile_gemm(BK, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1);  /* dV += P dO */
+        if (dk) tile_gemm(BK, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1);     /* dK += dS Q */
+        if (dq) {                                                         /* dQ = dS^T K */
+            tile_gemm(BQ, Dp, BK, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
+            for (int64_t i = 0; i < i1 - i0; i++)
+                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dqb[i * Dp + x];
+        }
+    }
+    for (int64_t j = 0; j < nj; j++) {
+        if (dk)
+            for (int64_t x = 0; x < D; x++) dk[(j0 + j) * D + x] += d->scale * dkt[j * Dp + x];
+        if (dv)
+            for (int64_t x = 0; x < Dv; x++) dv[(j0 + j) * Dv + x] += dvt[j * Dvp + x];
+    }
+}
+
+/* Di (N*H*L) and the dq buffers (threads of them, N*H*L*D each) are the
+ * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch. */
+static void backward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
+                     const float *out, const float *lse, const float *dout, float *Di,
+                     float *dqs, float *dk, float *dv, float *tiles, int threads)
+{
+    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
+    int64_t ntiles = (S + BK - 1) / BK;
+    size_t nq = (size_t)(NH * L * D);
+#pragma omp parallel for num_threads(threads)
+    for (int64_t r = 0; r < NH * L; r++) Di[r] = row_dot(dout + r * Dv, out + r * Dv, Dv);
+#pragma omp parallel num_threads(threads)
+    {
+        int th = omp_get_thread_num();
+        float *mine = tiles + (size_t)th * bwd_scratch(d);
+        float *mydq = dqs ? dqs + (size_t)th * nq : NULL;
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < NH * ntiles; t++) {
+            int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
+            backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
+                          v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
+                          mydq ? mydq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
+                          dv ? dv + nh * S * Dv : NULL, mine);
+        }
+    }
+}
+
+const qkv_attn_simd ISA(qkv_attn_simd) = {ISA_NAME, forward, backward, fwd_scratch, bwd_scratch};
