@@ -22,6 +22,13 @@ qkv_status qkv_fail(qkv_status s, const char *fmt, ...)
         if (s_ != QKV_OK) return s_;                                            \
     } while (0)
 
+/* Elementwise and row loops over at least this many elements run on
+ * OpenMP's threads (#pragma omp parallel for if (n >= QKV_PAR_MIN));
+ * below it, waking the team costs more than it saves. Each element (or
+ * row) is computed as it would be on one thread, so results do not depend
+ * on the thread count. */
+#define QKV_PAR_MIN 32768
+
 /* ---- the tape ---------------------------------------------------------- */
 
 /* A recorded op: its backward reads the saved state and adds into the

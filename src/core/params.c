@@ -91,6 +91,10 @@ int64_t qkv_params_numel(const qkv_params *p)
 
 void qkv_params_zero_grad(qkv_params *p)
 {
-    for (int i = 0; p && i < p->n; i++)
-        memset(p->items[i]->grad, 0, (size_t)qkv_tensor_numel(p->items[i]) * sizeof(float));
+    for (int i = 0; p && i < p->n; i++) {
+        float *g = p->items[i]->grad;
+        int64_t n = qkv_tensor_numel(p->items[i]);
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+        for (int64_t j = 0; j < n; j++) g[j] = 0.0f;
+    }
 }

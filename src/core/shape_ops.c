@@ -15,16 +15,18 @@ typedef struct {
 static void permute_walk(const permute_saved *s, const float *from, float *to, int backward)
 {
     const int64_t *n = s->oshape, *st = s->istride;
-    int64_t k = 0;
-    for (int64_t a = 0; a < n[0]; a++)
-        for (int64_t b = 0; b < n[1]; b++)
-            for (int64_t c = 0; c < n[2]; c++) {
-                int64_t base = a * st[0] + b * st[1] + c * st[2];
-                for (int64_t d = 0; d < n[3]; d++, k++) {
-                    if (backward) to[base + d * st[3]] += from[k];
-                    else to[k] = from[base + d * st[3]];
-                }
-            }
+    int64_t outer = n[0] * n[1] * n[2];
+    /* Rows of y (its last dim) are independent: the permutation maps them to
+     * disjoint elements of x. */
+#pragma omp parallel for if (outer * n[3] >= QKV_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t a = o / (n[1] * n[2]), b = o / n[2] % n[1], c = o % n[2];
+        int64_t base = a * st[0] + b * st[1] + c * st[2], k = o * n[3];
+        for (int64_t d = 0; d < n[3]; d++) {
+            if (backward) to[base + d * st[3]] += from[k + d];
+            else to[k + d] = from[base + d * st[3]];
+        }
+    }
 }
 
 /* Differentiates y = x.permute(perm): dx[perm^-1 index] += dy. */

@@ -53,7 +53,10 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
     float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
     if (!dx) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *y = s->y->data; // (n) each
-    for (int64_t i = 0; i < s->n; i++) dx[i] += dy[i] * act_slope(s->kind, x[i], y[i]);
+    int64_t n = s->n;
+    act_kind k = s->kind;
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * act_slope(k, x[i], y[i]);
     return QKV_OK;
 }
 
@@ -70,6 +73,7 @@ static qkv_status activation(qkv_ctx *c, const char *fn, act_kind kind, qkv_tens
     int64_t n = qkv_tensor_numel(x);
     const float *xd = x->data; // (n)
     float *yd = (*y)->data;    // (n)
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t i = 0; i < n; i++) yd[i] = act_value(kind, xd[i]);
     if (!rec) return QKV_OK;
     act_saved *s = qkv_ctx_alloc(c, sizeof *s);

@@ -1,6 +1,7 @@
 /* combine.c: ops of two tensors: add (with broadcasting over leading dims,
  * for residual connections and positional encodings) and cat. */
 #include <string.h>
+#include "kernels/rows.h"
 #include "nn/nn_check.h"
 
 /* ---- add ------------------------------------------------------------------ */
@@ -21,13 +22,12 @@ static qkv_status add_backward(qkv_ctx *c, void *p)
     if (s->a->requires_grad) {
         float *da = qkv_tensor_grad(ar, s->a); // (rows,nb)
         if (!da) return QKV_ERR_NOMEM;
-        for (int64_t i = 0; i < s->rows * nb; i++) da[i] += dy[i];
+        qkv_vec_add_into(da, dy, s->rows * nb);
     }
     if (s->b->requires_grad) {
         float *db = qkv_tensor_grad(ar, s->b); // (nb)
         if (!db) return QKV_ERR_NOMEM;
-        for (int64_t r = 0; r < s->rows; r++)
-            for (int64_t j = 0; j < nb; j++) db[j] += dy[r * nb + j];
+        qkv_rows_sum_into(db, dy, s->rows, nb);
     }
     return QKV_OK;
 }
@@ -67,8 +67,7 @@ qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
     int64_t nb = qkv_tensor_numel(b), rows = nb ? qkv_tensor_numel(a) / nb : 0;
     const float *ad = a->data, *bd = b->data; // (rows,nb), (nb)
     float *yd = (*y)->data;                   // (rows,nb)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < nb; j++) yd[r * nb + j] = ad[r * nb + j] + bd[j];
+    qkv_rows_add(yd, ad, bd, rows, nb);
     if (!rec) return QKV_OK;
     add_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

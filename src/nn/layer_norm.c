@@ -2,6 +2,7 @@
  * variance: y = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps). */
 #include <math.h>
 #include <stdio.h>
+#include "kernels/rows.h"
 #include "nn/nn_check.h"
 
 typedef struct {
@@ -25,16 +26,22 @@ static qkv_status ln_backward(qkv_ctx *c, void *p)
     float *db = gb ? qkv_tensor_grad(a, s->b) : NULL; // (C)
     if ((gx && !dx) || (gw && !dw) || (gb && !db)) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *w = s->w ? s->w->data : NULL; // (rows,C), (C)
-    int64_t C = s->C;
-    for (int64_t r = 0; r < s->rows; r++) {
+    int64_t C = s->C, rows = s->rows;
+    const double *mean = s->mean, *rstd = s->rstd; // (rows) each
+    if (db) qkv_rows_sum_into(db, dy, rows, C);
+    if (dw) { /* by blocks of columns, each summed over the rows in order */
+        int64_t nblk = (C + 63) / 64;
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN && nblk > 1)
+        for (int64_t b = 0; b < nblk; b++)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = b * 64; j < C && j < b * 64 + 64; j++)
+                    dw[j] += (float)(dy[r * C + j] * (x[r * C + j] - mean[r]) * rstd[r]);
+    }
+    if (!dx) return QKV_OK;
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * C, *gr = dy + r * C;
-        double mu = s->mean[r], rs = s->rstd[r];
-        if (dw || db)
-            for (int64_t j = 0; j < C; j++) {
-                if (dw) dw[j] += (float)(gr[j] * (xr[j] - mu) * rs);
-                if (db) db[j] += gr[j];
-            }
-        if (!dx) continue;
+        double mu = mean[r], rs = rstd[r];
         double sg = 0, sgx = 0; /* sum g, sum g * xhat */
         for (int64_t j = 0; j < C; j++) {
             double g = w ? (double)gr[j] * w[j] : gr[j];
@@ -89,6 +96,7 @@ qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_ten
     if (rec && (!mean || !rstd)) return QKV_ERR_NOMEM;
     const float *xd = x->data; // (rows,C)
     float *yd = (*y)->data;    // (rows,C)
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xd + r * C;
         double mu = 0, var = 0;

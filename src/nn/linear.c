@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include "core/internal.h"
 #include "kernels/gemm.h"
+#include "kernels/rows.h"
 
 typedef struct {
     qkv_tensor *x, *w, *b, *y;
@@ -29,8 +30,7 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (s->b && s->b->requires_grad) {
         float *db = qkv_tensor_grad(a, s->b); // (out)
         if (!db) return QKV_ERR_NOMEM;
-        for (int64_t i = 0; i < s->M; i++)
-            for (int64_t j = 0; j < s->out; j++) db[j] += dy[i * s->out + j];
+        qkv_rows_sum_into(db, dy, s->M, s->out);
     }
     return QKV_OK;
 }
@@ -64,9 +64,7 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
     int rec = qkv_ctx_recording(c, in3, 3);
     QKV_TRY(qkv_ctx_tensor(c, x->ndim, shape, rec, y));
     float *yd = (*y)->data; // (M,out)
-    if (b)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < out; j++) yd[i * out + j] = b->data[j];
+    if (b) qkv_rows_broadcast(yd, b->data, M, out);
     qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);

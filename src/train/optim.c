@@ -163,6 +163,7 @@ static void sgd_update(const qkv_optim_opts *o, int64_t step, float *p, const fl
 {
     const float wd = (float)o->weight_decay, mom = (float)o->momentum;
     const float keep = (float)(1.0 - o->dampening), neg_lr = (float)(-o->lr);
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t j = 0; j < n; j++) {
         float d = o->maximize ? -g[j] : g[j];
         if (o->weight_decay != 0) d = fmaf(wd, p[j], d);  /* d_p.add(param, alpha=wd) */
@@ -187,6 +188,7 @@ static void adam_update(const qkv_optim_opts *o, int64_t step, float *p, const f
     const double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
     const float neg_step_size = (float)(-(o->lr / bc1)), bc2_sqrt = (float)sqrt(bc2);
     const float eps = (float)o->eps;
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t j = 0; j < n; j++) {
         float gj = o->maximize ? -g[j] : g[j];
         if (adamw) p[j] = p[j] * decay;                    /* param.mul_(1 - lr*wd) */
@@ -247,7 +249,9 @@ qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_n
     if (coef > 1.0f) coef = 1.0f;
     for (int i = 0; i < qkv_params_count(params); i++) {
         qkv_tensor *t = qkv_params_at(params, i);
-        for (int64_t j = 0; j < qkv_tensor_numel(t); j++) t->grad[j] *= coef;
+        int64_t n = qkv_tensor_numel(t);
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+        for (int64_t j = 0; j < n; j++) t->grad[j] *= coef;
     }
     if (total_norm) *total_norm = total;
     return QKV_OK;

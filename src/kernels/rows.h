@@ -1,0 +1,17 @@
+/* rows.h: loops over the rows of a (rows, n) matrix that several ops share
+ * (bias broadcast, bias and residual gradients), on OpenMP's threads when
+ * the matrix is large (QKV_PAR_MIN elements). Each output is summed in row
+ * order, as one thread would, so results do not depend on the thread count. */
+#ifndef QKV_KERNELS_ROWS_H
+#define QKV_KERNELS_ROWS_H
+#include <stdint.h>
+
+/* acc[j] += sum_r x[r, j]: x (rows,n), acc (n). */
+void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n);
+/* y[r, j] = b[j]: y (rows,n), b (n). */
+void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
+/* y[r, j] = a[r, j] + b[j] (b NULL: y = a): y, a (rows,n), b (n). */
+void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n);
+/* y[i] += x[i] for i < n. */
+void qkv_vec_add_into(float *y, const float *x, int64_t n);
+#endif
