@@ -248,7 +248,7 @@ static void run_encoder(int64_t B, int64_t L, const char *name)
 static const char *DEFAULTS[] = {
     "attn_L1024_D64", "attn_L1024_D64_causal", "attn_L4096_D64", "attn_L4096_D64_causal",
     "mha_B1_L4096",   "mha_B1_L4096_causal",   "mha_B4_L1024",   "mha_B4_L1024_causal",
-    "enc_B8_L128",    "enc_B1_L1024",
+    "mha_B1_L8192",   "mha_B1_L16384",         "enc_B8_L128",    "enc_B1_L1024",
 };
 
 int main(int argc, char **argv)

@@ -4,10 +4,10 @@
 #   bench/suite.sh [-r REPS] [--sweep] [--no-torch] [CONFIG ...]
 #
 #   -r REPS     repetitions of every configuration (default 3)
-#   --sweep     add the forward-only attention sweep: B=1, 8 heads, head_dim
-#               32/64/128, L = 128..16384 (PyTorch only up to L = 4096, where
-#               its (8,L,L) scores stay under 1 GiB); about 2.6 TFLOP for qkv
-#               per repetition: 3 minutes or more each at 17 GFLOP/s (-r 1 advised)
+#   --sweep     add the attention sweep, forward and backward: B=1, 8 heads,
+#               head_dim 32/64/128, L = 128..16384 (PyTorch only up to
+#               L = 4096); about 9 TFLOP for qkv per repetition: about a
+#               minute at 170 GFLOP/s, and PyTorch's part several more
 #   --no-torch  qkv only
 #   CONFIG ...  run only these configurations (names: build/bench/layers_bench --list)
 #
@@ -55,7 +55,7 @@ fi
 if [ "$SWEEP" = 1 ]; then
     for d in 32 64 128; do
         for l in 128 256 512 1024 2048 4096 8192 16384; do
-            CONFIGS="$CONFIGS attnfwd_L${l}_D${d}"
+            CONFIGS="$CONFIGS attn_L${l}_D${d}"
         done
     done
 fi
@@ -83,8 +83,13 @@ while [ "$r" -le "$REPS" ]; do
             echo "suite.sh: qkv failed on $cfg" >&2
         fi
         if [ "$TORCH" = 1 ]; then
-            L=$(echo "$cfg" | sed -n 's/^attnfwd_L\([0-9]*\)_.*/\1/p')
+            # PyTorch builds (8,L,L) scores: not past L = 4096 for attention
+            # (1.5 GiB and more), nor past 8192 for MultiheadAttention
+            # (2.1 GiB there, over 8 GiB at 16384).
+            L=$(echo "$cfg" | sed -n 's/^attn\(fwd\)\{0,1\}_L\([0-9]*\)_.*/\2/p')
             if [ -n "$L" ] && [ "$L" -gt 4096 ]; then continue; fi
+            L=$(echo "$cfg" | sed -n 's/^mha_B[0-9]*_L\([0-9]*\).*/\1/p')
+            if [ -n "$L" ] && [ "$L" -gt 8192 ]; then continue; fi
             for v in $TORCH_VARIANTS; do
                 if torch_run "$v" "$cfg" >"$RAW.one"; then
                     sed "s/^ROW /torch:$v /" "$RAW.one" >>"$RAW"

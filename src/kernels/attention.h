@@ -66,7 +66,7 @@ static inline float qkv_attn_dropout(const qkv_attn_desc *d, int64_t nh, int64_t
 }
 
 /* The fused kernels' tile sizes: BQ queries by BK keys. */
-enum { QKV_ATTN_BQ = 64, QKV_ATTN_BK = 64 };
+enum { QKV_ATTN_BQ = 64, QKV_ATTN_BK = 128 };
 
 /* One instruction set's build of the fused kernels (attention_simd.h):
  * forward fills out and lse; backward adds into dk, dv and into one
