@@ -101,8 +101,43 @@ static int differs(const float *a, const float *b, int64_t n)
     return (int)(k > 0);
 }
 
+/* Attention's backward sums dq over per-thread buffers; with the tiles
+ * dealt the same way on every run, repeated runs give the same bits. */
+static void test_attention_repeats(void)
+{
+    qkv_set_reference(0);
+    omp_set_num_threads(2);
+    qkv_arena *a;
+    qkv_rng r;
+    qkv_rng_seed(&r, 11);
+    CHECK_OK(qkv_arena_new(&a, 0));
+    int64_t shape[4] = {1, 2, 700, 32}, n = 2 * 700 * 32;
+    qkv_tensor *q = h_input(a, &r, 4, shape, 1.0f), *k = h_input(a, &r, 4, shape, 1.0f),
+               *v = h_input(a, &r, 4, shape, 1.0f);
+    float *dout = malloc((size_t)n * sizeof(float)), *first = malloc((size_t)n * sizeof(float));
+    qkv_rng_fill_normal(&r, dout, n, 0.0f, 1.0f);
+    int same = 1;
+    for (int run = 0; run < 4; run++) {
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        qkv_sdpa_opts o = qkv_sdpa_opts_default();
+        o.causal = QKV_CAUSAL_TOP_LEFT;
+        qkv_tensor *out;
+        memset(q->grad, 0, (size_t)n * sizeof(float));
+        CHECK_OK(qkv_sdpa(c, q, k, v, &o, &out, NULL));
+        CHECK_OK(qkv_backward(c, out, dout));
+        if (run == 0) memcpy(first, q->grad, (size_t)n * sizeof(float));
+        else same &= !differs(first, q->grad, n);
+        qkv_ctx_free(c);
+    }
+    CHECK(same, "attention backward on 2 threads: dq repeats bit for bit over 4 runs");
+    free(dout), free(first);
+    qkv_arena_free(a);
+}
+
 int main(void)
 {
+    test_attention_repeats();
     qkv_set_reference(1);
     result one, two;
     run(1, &one);

@@ -464,7 +464,10 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
         float *mydq = dqs ? dqs + (size_t)th * nq : NULL;
-#pragma omp for schedule(dynamic)
+        /* Tiles dealt round-robin, the same way on every run: which tiles
+         * add into which dq buffer, and so dq's rounding, repeat exactly
+         * for a given thread count (a dynamic schedule would not). */
+#pragma omp for schedule(static, 1)
         for (int64_t t = 0; t < NH * ntiles; t++) {
             int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
             backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
