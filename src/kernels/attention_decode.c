@@ -1,0 +1,182 @@
+/* attention_decode.c: the decoding step's attention, split over the cache
+ * length (see attention_decode.h). A step has few queries (usually one per
+ * row) and a long cache: the fused kernel's parallelism over query blocks
+ * leaves one thread per (row, head) there, so here the keys are cut into
+ * chunks that threads take, and the chunks' partial softmaxes are merged. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include "kernels/attention_decode.h"
+
+/* Keys per chunk: desc.chunk or the default, at most S. */
+static int64_t chunk_len(const qkv_decode_desc *d)
+{
+    int64_t c = d->chunk > 0 ? d->chunk : QKV_DECODE_CHUNK;
+    return c < d->S ? c : d->S;
+}
+
+static int64_t chunk_count(const qkv_decode_desc *d)
+{
+    return (d->S + chunk_len(d) - 1) / chunk_len(d);
+}
+
+/* Floats of one work item's partial result: m, l of each query, then o (T,D). */
+static int64_t part_len(const qkv_decode_desc *d)
+{
+    return d->T * (d->D + 2);
+}
+
+size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads)
+{
+    int64_t items = d->N * d->H * chunk_count(d);
+    return (size_t)(items * part_len(d) + (int64_t)threads * chunk_len(d));
+}
+
+/* a.b over D floats, in 8 lanes (one vector register of independent
+ * sums) added pairwise at the end. */
+static float dot(const float *a, const float *b, int64_t D)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= D; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < D; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+/* y += a x, y and x (D) */
+static void axpy(float *y, float a, const float *x, int64_t D)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < D; i++) y[i] += a * x[i];
+}
+
+/* One work item: the queries q (T,D) of one (row, head) over its keys
+ * [j0, j1). k, v (S,D) the block; kpm (S) the row's padding or NULL;
+ * part (T,2) m and l, then (T,D) o; s (j1 - j0) scratch for the scores. */
+static void chunk_attend(const qkv_decode_desc *d, const float *q, const float *k, const float *v,
+                         const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
+{
+    int64_t D = d->D, T = d->T;
+    for (int64_t t = 0; t < T; t++) {
+        const float *qt = q + t * D; // (D)
+        float *ot = part + 2 * T + t * D; // (D)
+        int64_t end = j1;
+        if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
+        float m = -INFINITY, l = 0;
+        for (int64_t j = j0; j < end; j++) {
+            float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, k + j * D, D);
+            s[j - j0] = sj;
+            if (sj > m) m = sj;
+        }
+        memset(ot, 0, (size_t)D * sizeof(float));
+        for (int64_t j = j0; j < end && m > -INFINITY; j++) {
+            if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
+            float p = expf(s[j - j0] - m);
+            l += p;
+            axpy(ot, p, v + j * D, D);
+        }
+        part[2 * t] = m;
+        part[2 * t + 1] = l;
+    }
+}
+
+/* Query t of one (row, head): its nc chunks' parts (nc, part_len), merged
+ * by the log-sum-exp rule into out (D); 0 when every key is masked. */
+static void chunks_merge(const qkv_decode_desc *d, const float *parts, int64_t nc, int64_t t,
+                         float *out)
+{
+    int64_t D = d->D, T = d->T, pl = part_len(d);
+    float M = -INFINITY, L = 0;
+    for (int64_t c = 0; c < nc; c++) M = fmaxf(M, parts[c * pl + 2 * t]);
+    memset(out, 0, (size_t)D * sizeof(float));
+    if (M == -INFINITY) return;
+    for (int64_t c = 0; c < nc; c++) {
+        const float *p = parts + c * pl; // one chunk's part
+        if (p[2 * t] == -INFINITY) continue; /* no live key in this chunk */
+        float w = expf(p[2 * t] - M);
+        L += w * p[2 * t + 1];
+        axpy(out, w, p + 2 * T + t * D, D);
+    }
+    float inv = 1.0f / L;
+    for (int64_t i = 0; i < D; i++) out[i] *= inv;
+}
+
+static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const float *k,
+                               const float *v, const float *out)
+{
+    const char *fn = "decode_attend";
+    QKV_NEED(d, fn, "desc");
+    QKV_NEED(q, fn, "q");
+    QKV_NEED(k, fn, "k");
+    QKV_NEED(v, fn, "v");
+    QKV_NEED(out, fn, "out");
+    if (d->N < 1 || d->H < 1 || d->T < 1 || d->S < 1 || d->D < 1)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: N %lld, H %lld, T %lld, S %lld and D %lld must all be "
+                        ">= 1", fn, (long long)d->N, (long long)d->H, (long long)d->T,
+                        (long long)d->S, (long long)d->D);
+    if (d->chunk < 0)
+        return qkv_fail(QKV_ERR_ARG, "%s: chunk %lld < 0", fn, (long long)d->chunk);
+    /* Sizes in double first: the products below must not overflow. */
+    double keys = (double)d->N * d->H * d->S * d->D;
+    double span = (double)d->N * d->H * d->kv_stride + (double)d->N * d->kpm_stride;
+    double parts = (double)d->N * d->H * ((double)d->S / chunk_len(d) + 1) * d->T * (d->D + 2);
+    if (keys > 1e15 || span > 1e18 || parts > 1e15 ||
+        parts * sizeof(float) > 0.25 * (double)SIZE_MAX)
+        return qkv_fail(QKV_ERR_ARG, "%s: N %lld, H %lld, S %lld, D %lld, T %lld, kv_stride %lld, "
+                        "kpm_stride %lld is too large (%g keys' floats, %g floats of scratch)",
+                        fn, (long long)d->N, (long long)d->H, (long long)d->S, (long long)d->D,
+                        (long long)d->T, (long long)d->kv_stride, (long long)d->kpm_stride, keys,
+                        parts);
+    if (d->causal && d->T > d->S)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: causal with T %lld queries > S %lld keys (the "
+                        "queries' own keys are the last T)", fn, (long long)d->T, (long long)d->S);
+    if (d->kv_stride < d->S * d->D)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: kv_stride %lld < S*D = %lld (blocks overlap)", fn,
+                        (long long)d->kv_stride, (long long)(d->S * d->D));
+    if (d->kpm && d->kpm_stride < d->S)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: kpm_stride %lld < S %lld", fn,
+                        (long long)d->kpm_stride, (long long)d->S);
+    if (!isfinite(d->scale))
+        return qkv_fail(QKV_ERR_ARG, "%s: scale %g is not finite", fn, d->scale);
+    return QKV_OK;
+}
+
+qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                             const float *k, const float *v, float *out)
+{
+    QKV_NEED(a, "decode_attend", "arena");
+    QKV_TRY(decode_check(d, q, k, v, out));
+    int64_t N = d->N, H = d->H, T = d->T, D = d->D, C = chunk_len(d), nc = chunk_count(d);
+    int64_t items = N * H * nc, pl = part_len(d);
+    /* A step over a short cache is a few microseconds of work: waking the
+     * team would cost more. */
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (N * H * T * d->S * D < QKV_PAR_MIN) threads = 1;
+    if (threads > items) threads = (int)items;
+    qkv_arena_mark mark = qkv_arena_get_mark(a);
+    size_t n = qkv_decode_scratch(d, threads);
+    float *parts = qkv_arena_alloc(a, n * sizeof(float)); // (items, pl)
+    if (!parts)
+        return qkv_fail(QKV_ERR_NOMEM, "decode_attend: cannot allocate %zu floats of scratch", n);
+    float *scores = parts + items * pl; // (threads, C)
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        float *s = scores + omp_get_thread_num() * C; // (C)
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < items; it++) {
+            int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
+            const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
+            chunk_attend(d, q + nh * T * D, k + nh * d->kv_stride, v + nh * d->kv_stride, kpm, j0,
+                         j1, parts + it * pl, s);
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < N * H * T; i++) {
+            int64_t nh = i / T, t = i % T;
+            chunks_merge(d, parts + nh * nc * pl, nc, t, out + i * D);
+        }
+    }
+    qkv_arena_release(a, mark);
+    return QKV_OK;
+}

@@ -1,0 +1,48 @@
+/* attention_decode.h: attention of a few new queries over a long KV cache
+ * (the cached decoding step), split over the cache length across threads.
+ *
+ * For each (row n, head h): T queries q (T,D) over S keys and values, each
+ * stored as (S,D) rows of one block; block (n,h) starts at
+ * (n*H + h) * kv_stride floats. The key range is cut into chunks of `chunk`
+ * keys; every (row, head, chunk) is one work item on OpenMP's threads and
+ * leaves, per query, its running max m, its sum of exp(s - m) l and its
+ * unnormalised output o = sum exp(s - m) v. The chunks of a query are then
+ * merged with the log-sum-exp rule:
+ *   M = max_c m_c,  out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
+ * A query whose every key is masked gives output 0 (as every attention
+ * path of the library). Forward only: no lse, no weights, no gradients. */
+#ifndef QKV_ATTENTION_DECODE_H
+#define QKV_ATTENTION_DECODE_H
+#include <stddef.h>
+#include "core/internal.h"
+
+/* Keys per work item when desc.chunk is 0. On 2 cores, bench/decode.c's
+ * model (8 heads, batch 1) stepped at the same speed with 128, 256, 512 or
+ * 1024 (within the machine's noise): 8 (row, head) pairs already keep 2
+ * threads busy. 256 leaves 16 items per (row, head) at 4096 keys for
+ * machines with more cores than heads, at 16 x (D + 2) floats of scratch. */
+enum { QKV_DECODE_CHUNK = 256 };
+
+typedef struct {
+    int64_t N, H;       /* rows, heads */
+    int64_t T, S, D;    /* queries, keys (and values), head dim; T <= S when causal */
+    int64_t kv_stride;  /* floats between consecutive (n,h) blocks of k (and v), >= S*D */
+    float scale;        /* scores are scale * q.k */
+    int causal;         /* bottom-right: query t sees keys j <= S - T + t */
+    const uint8_t *kpm; /* key padding (N, kpm_stride) bool, true = masked; NULL for none */
+    int64_t kpm_stride; /* bytes between rows of kpm, >= S */
+    int64_t chunk;      /* keys per work item (at most S are used); 0 for QKV_DECODE_CHUNK */
+} qkv_decode_desc;
+
+/* Scratch floats the kernel needs with `threads` threads. */
+size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads);
+
+/* q (N,H,T,D); k, v: N*H blocks of (S,D) rows, kv_stride apart;
+ * out (N,H,T,D). Checks d and the pointers (qkv_fail on bad input), takes
+ * its scratch from the arena a (released before it returns) and runs on
+ * omp_get_max_threads() threads; on one inside a parallel region or when
+ * the work (N*H*T*S*D multiply-adds of scores) is under QKV_PAR_MIN. The
+ * result does not depend on the thread count. */
+qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                             const float *k, const float *v, float *out);
+#endif
