@@ -113,28 +113,35 @@ int main(void)
     }
     xs = malloc((size_t)MAX_LEN * E * sizeof *xs);
     qkv_rng_fill_normal(&rng, xs, (int64_t)MAX_LEN * E, 0, 1);
-    qkv_kv_cache kc;
+    qkv_kv_cache kc, kh; /* fp32, and fp16 (qkv_kv_cache_init_half) */
     TRY(qkv_kv_cache_init(&kc, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
+    TRY(qkv_kv_cache_init_half(&kh, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
 
     int64_t pos[NPOS] = {10, 64, 100, 1000, MAX_LEN - 1};
     int reps_c[NPOS] = {41, 41, 41, 41, 21}, reps_r[NPOS] = {5, 5, 5, 3, 1};
-    double tc[NPOS], tr[NPOS];
+    double tc[NPOS], th[NPOS], tr[NPOS];
     printf("decoder-only stack: %d layers, d_model %d, %d heads, dim_feedforward %d, batch 1, "
            "cache max_len %d, %d OpenMP threads\n", LAYERS, E, HEADS, FF, MAX_LEN,
            omp_get_max_threads());
-    printf("%9s %18s %18s %10s\n", "position", "cached step ms", "recompute ms", "speedup");
+    printf("%9s %18s %18s %18s %10s\n", "position", "cached step ms", "fp16 cache ms",
+           "recompute ms", "speedup");
     cached_step(c, &m, &kc, 5, 5); /* warm-up */
+    cached_step(c, &m, &kh, 5, 5);
     for (int i = 0; i < NPOS; i++) {
         tc[i] = cached_step(c, &m, &kc, pos[i], reps_c[i]);
+        th[i] = cached_step(c, &m, &kh, pos[i], reps_c[i]);
         tr[i] = recompute(c, &m, pos[i], reps_r[i]);
-        printf("%9lld %18.3f %18.2f %9.1fx\n", (long long)pos[i], 1e3 * tc[i], 1e3 * tr[i],
-               tr[i] / tc[i]);
+        printf("%9lld %18.3f %18.3f %18.2f %9.1fx\n", (long long)pos[i], 1e3 * tc[i], 1e3 * th[i],
+               1e3 * tr[i], tr[i] / tc[i]);
         fflush(stdout);
     }
     printf("cached step time(%d) / time(64) = %.2f (target <= 2); time(1000) / time(10) = %.2f; "
            "time(%d) / time(10) = %.2f\n", MAX_LEN - 1, tc[4] / tc[1], tc[3] / tc[0],
            MAX_LEN - 1, tc[4] / tc[0]);
+    printf("fp16 cache: time(%d) / time(64) = %.2f (target <= 2); time(%d) / time(10) = %.2f\n",
+           MAX_LEN - 1, th[4] / th[1], MAX_LEN - 1, th[4] / th[0]);
     qkv_kv_cache_free(&kc);
+    qkv_kv_cache_free(&kh);
     qkv_transformer_decoder_only_free(&m);
     free(xs);
     qkv_ctx_free(c);

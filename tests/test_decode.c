@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
+#include "kernels/half.h"
 
 static qkv_arena *A; /* inputs and the kernels' scratch */
 static qkv_rng R;
@@ -181,6 +182,27 @@ static void test_threads_same_bits(void)
           "1, 2 and 3 threads give the same bits");
 }
 
+/* Over fp16 keys and values the kernel gives what it gives over the same
+ * values as floats (up to the order of its sums: fused multiply-adds on
+ * the fp16 path). */
+static void test_half_same_as_rounded(void)
+{
+    qkv_arena_reset(A);
+    problem p = problem_make(2, 2, 3, 700, 64, 1, PAD_RANDOM, 0);
+    int64_t nkv = p.d.N * p.d.H * p.d.kv_stride, n = 2 * 2 * 3 * 64;
+    uint16_t *k16 = malloc((size_t)nkv * sizeof *k16), *v16 = malloc((size_t)nkv * sizeof *v16);
+    float *kr = alloc_floats(nkv), *vr = alloc_floats(nkv), *o1 = alloc_floats(n), *o2 = alloc_floats(n);
+    qkv_half_from_floats(p.k, k16, nkv);
+    qkv_half_from_floats(p.v, v16, nkv);
+    qkv_half_to_floats(k16, kr, nkv);
+    qkv_half_to_floats(v16, vr, nkv);
+    CHECK_OK(qkv_decode_attend_half(A, &p.d, p.q, k16, v16, o1));
+    CHECK_OK(qkv_decode_attend(A, &p.d, p.q, kr, vr, o2));
+    double e = h_rel_err(o1, o2, n);
+    CHECK(e <= 1e-6, "fp16 keys/values: as their floats up to rounding (rel err %.3g)", e);
+    free(k16), free(v16);
+}
+
 /* ---- the cached forwards through the kernel --------------------------------------- */
 
 enum { CL = 600, CN = 2, CE = 8, CH = 2, CS = 300 }; /* positions, batch, d_model, heads, memory */
@@ -270,6 +292,30 @@ static void test_cached_stacks(void)
           CS, e2);
     printf("cached vs full over %d positions: decoder-only %.3g, TransformerDecoder %.3g\n", CL, e1,
            e2);
+    /* fp16 caches: keys and values rounded to half precision (relative
+     * 2^-11), so close to the full forward but not equal to it. */
+    qkv_kv_cache h1, h2;
+    CHECK_OK(qkv_kv_cache_init_half(&h1, 2, CN, CH, CE / CH, CL));
+    CHECK_OK(qkv_kv_cache_init_half(&h2, 2, CN, CH, CE / CH, CL));
+    CHECK(h1.k16 && !h1.k, "a half cache keeps k16, not k");
+    double e3 = cached_vs_full(c, run_dec_only, &dec_only, &h1, x, pad, full);
+    CHECK(e3 <= 5e-3 && e3 > 1e-6, "decoder-only stack, fp16 cache vs full: %.3g", e3);
+    CHECK_OK(qkv_transformer_decoder_set_memory(c, &dec, &h2, mt, mpt));
+    double e4 = cached_vs_full(c, run_dec, &dec, &h2, x, pad, full_dec);
+    CHECK(e4 <= 5e-3 && e4 > 1e-6, "TransformerDecoder, fp16 cache vs full: %.3g", e4);
+    printf("fp16 cache vs full: decoder-only %.3g, TransformerDecoder %.3g\n", e3, e4);
+    /* Reordering rows (beam search) moves the fp16 blocks. */
+    int64_t blk = CL * (CE / CH); // one (layer, row, head) block
+    uint16_t *row0 = malloc((size_t)blk * sizeof *row0);
+    memcpy(row0, h1.k16 + CH * blk, (size_t)blk * sizeof *row0); // layer 0, row 1, head 0
+    int differed = memcmp(h1.k16, row0, (size_t)blk * sizeof *row0) != 0;
+    CHECK_OK(qkv_kv_cache_reorder(c, &h1, (int64_t[]){1, 1}));
+    CHECK(differed && !memcmp(h1.k16, row0, (size_t)blk * sizeof *row0) &&
+              !memcmp(h1.k16 + CH * blk, row0, (size_t)blk * sizeof *row0),
+          "fp16 cache reorder: rows {1,1} copies row 1 over row 0");
+    free(row0);
+    qkv_kv_cache_free(&h1);
+    qkv_kv_cache_free(&h2);
     qkv_kv_cache_free(&k1);
     qkv_kv_cache_free(&k2);
     qkv_transformer_decoder_only_free(&dec_only);
@@ -320,6 +366,7 @@ int main(void)
     qkv_rng_seed(&R, 7);
     test_against_reference();
     test_threads_same_bits();
+    test_half_same_as_rounded();
     test_cached_stacks();
     test_bad_input();
     qkv_arena_free(A);

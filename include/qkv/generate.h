@@ -24,11 +24,16 @@ extern "C" {
  * so positions [0,S) of one (layer, row, head) are contiguous and the
  * attention of a new token reads them in place (a view), in time linear in
  * S. pad marks the positions that are padding (masked as keys). A cache
- * row is one sequence; rows advance together (one len for all). */
+ * row is one sequence; rows advance together (one len for all).
+ * qkv_kv_cache_init_half keeps k and v in IEEE half precision instead (k16,
+ * v16; k and v NULL): half the memory, and a decoding step over a long
+ * cache reads half the bytes; attention then sees keys and values rounded
+ * to fp16 (relative error up to 2^-11), as a model run in half precision. */
 typedef struct {
     int64_t num_layers, batch, nhead, head_dim, max_len;
     int64_t len;     /* positions filled: [0, len) */
-    float *k, *v;    /* (num_layers, batch, nhead, max_len, head_dim) */
+    float *k, *v;    /* (num_layers, batch, nhead, max_len, head_dim); NULL in half precision */
+    uint16_t *k16, *v16; /* the same in fp16 (qkv_kv_cache_init_half), else NULL */
     uint8_t *pad;    /* (batch, max_len): 1 = padding (never attended to) */
     int64_t *npad;   /* (batch): padding positions among [0, len) */
     /* Cross-attention (encoder-decoder), set by qkv_transformer_decoder_set_memory. */
@@ -42,6 +47,9 @@ typedef struct {
 /* Allocates an empty cache (len 0). All sizes >= 1. Free with _free. */
 qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch, int64_t nhead,
                              int64_t head_dim, int64_t max_len);
+/* The same with keys and values stored in fp16 (k16, v16). */
+qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                  int64_t nhead, int64_t head_dim, int64_t max_len);
 void qkv_kv_cache_free(qkv_kv_cache *kc);
 /* Empties the cache (len 0, no padding, no memory); keeps the allocation. */
 void qkv_kv_cache_reset(qkv_kv_cache *kc);

@@ -7,6 +7,10 @@
 #include <omp.h>
 #include <string.h>
 #include "kernels/attention_decode.h"
+#include "kernels/half.h"
+#if defined(__F16C__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 /* Keys per chunk: desc.chunk or the default, at most S. */
 static int64_t chunk_len(const qkv_decode_desc *d)
@@ -26,6 +30,7 @@ static int64_t part_len(const qkv_decode_desc *d)
     return d->T * (d->D + 2);
 }
 
+/* Parts of every item, then per thread the chunk's scores. */
 size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads)
 {
     int64_t items = d->N * d->H * chunk_count(d);
@@ -52,11 +57,45 @@ static void axpy(float *y, float a, const float *x, int64_t D)
     for (int64_t i = 0; i < D; i++) y[i] += a * x[i];
 }
 
+/* The same two over fp16 rows b and x, converted as they are loaded (F16C
+ * where the build has it). */
+static float dot_half(const float *a, const uint16_t *b, int64_t D)
+{
+    float sum = 0;
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= D; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), acc);
+    float l[8];
+    _mm256_storeu_ps(l, acc);
+    sum = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+#endif
+    for (; i < D; i++) sum += a[i] * qkv_half_to_float(b[i]);
+    return sum;
+}
+
+static void axpy_half(float *y, float a, const uint16_t *x, int64_t D)
+{
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__FMA__)
+    __m256 av = _mm256_set1_ps(a);
+    for (; i + 8 <= D; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                                                _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < D; i++) y[i] += a * qkv_half_to_float(x[i]);
+}
+
 /* One work item: the queries q (T,D) of one (row, head) over its keys
- * [j0, j1). k, v (S,D) the block; kpm (S) the row's padding or NULL;
- * part (T,2) m and l, then (T,D) o; s (j1 - j0) scratch for the scores. */
-static void chunk_attend(const qkv_decode_desc *d, const float *q, const float *k, const float *v,
-                         const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
+ * [j0, j1). k, v (j1 - j0, D) those keys' rows, floats or (half) fp16;
+ * kpm (S) the row's padding or NULL; part (T,2) m and l, then (T,D) o;
+ * s (j1 - j0) scratch for the scores. Inlined with half constant, so each
+ * build of the loops is for one type. */
+static inline __attribute__((always_inline)) void
+chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void *v, int half,
+             const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
 {
     int64_t D = d->D, T = d->T;
     for (int64_t t = 0; t < T; t++) {
@@ -66,7 +105,10 @@ static void chunk_attend(const qkv_decode_desc *d, const float *q, const float *
         if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
         float m = -INFINITY, l = 0;
         for (int64_t j = j0; j < end; j++) {
-            float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, k + j * D, D);
+            int64_t r = (j - j0) * D;
+            float sj = kpm && kpm[j] ? -INFINITY
+                                     : d->scale * (half ? dot_half(qt, (const uint16_t *)k + r, D)
+                                                        : dot(qt, (const float *)k + r, D));
             s[j - j0] = sj;
             if (sj > m) m = sj;
         }
@@ -75,7 +117,9 @@ static void chunk_attend(const qkv_decode_desc *d, const float *q, const float *
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
             l += p;
-            axpy(ot, p, v + j * D, D);
+            int64_t r = (j - j0) * D;
+            if (half) axpy_half(ot, p, (const uint16_t *)v + r, D);
+            else axpy(ot, p, (const float *)v + r, D);
         }
         part[2 * t] = m;
         part[2 * t + 1] = l;
@@ -103,8 +147,8 @@ static void chunks_merge(const qkv_decode_desc *d, const float *parts, int64_t n
     for (int64_t i = 0; i < D; i++) out[i] *= inv;
 }
 
-static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const float *k,
-                               const float *v, const float *out)
+static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const void *k,
+                               const void *v, const float *out)
 {
     const char *fn = "decode_attend";
     QKV_NEED(d, fn, "desc");
@@ -143,8 +187,9 @@ static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const f
     return QKV_OK;
 }
 
-qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
-                             const float *k, const float *v, float *out)
+/* k, v are floats, or fp16 when half. */
+static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float *q, const void *k,
+                             const void *v, int half, float *out)
 {
     QKV_NEED(a, "decode_attend", "arena");
     QKV_TRY(decode_check(d, q, k, v, out));
@@ -168,8 +213,13 @@ qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float
         for (int64_t it = 0; it < items; it++) {
             int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
             const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
-            chunk_attend(d, q + nh * T * D, k + nh * d->kv_stride, v + nh * d->kv_stride, kpm, j0,
-                         j1, parts + it * pl, s);
+            int64_t row0 = nh * d->kv_stride + j0 * D;                   // key j0 of block nh
+            if (half)
+                chunk_attend(d, q + nh * T * D, (const uint16_t *)k + row0,
+                             (const uint16_t *)v + row0, 1, kpm, j0, j1, parts + it * pl, s);
+            else
+                chunk_attend(d, q + nh * T * D, (const float *)k + row0, (const float *)v + row0, 0,
+                             kpm, j0, j1, parts + it * pl, s);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < N * H * T; i++) {
@@ -179,4 +229,16 @@ qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float
     }
     qkv_arena_release(a, mark);
     return QKV_OK;
+}
+
+qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                             const float *k, const float *v, float *out)
+{
+    return decode_run(a, d, q, k, v, 0, out);
+}
+
+qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                                  const uint16_t *k, const uint16_t *v, float *out)
+{
+    return decode_run(a, d, q, k, v, 1, out);
 }

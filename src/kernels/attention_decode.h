@@ -45,4 +45,8 @@ size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads);
  * result does not depend on the thread count. */
 qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
                              const float *k, const float *v, float *out);
+/* The same over keys and values stored in fp16 (an fp16 KV cache),
+ * converted to floats as they are loaded. */
+qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                                  const uint16_t *k, const uint16_t *v, float *out);
 #endif

@@ -251,7 +251,7 @@ static qkv_status lm_cached_hidden(const char *fn, qkv_ctx *c, const qkv_lm *m, 
     QKV_TRY(check_ids(fn, "ids", ids));
     QKV_TRY(check_pad(fn, "key_padding_mask", pad, ids));
     QKV_NEED(kc, fn, "cache");
-    if (!kc->k || ids->shape[0] != kc->batch)
+    if (!tfm_cache_ready(kc) || ids->shape[0] != kc->batch)
         return qkv_fail(QKV_ERR_SHAPE, "%s: ids have batch %lld, the cache %lld (or it is not "
                         "initialised)", fn, (long long)ids->shape[0], (long long)kc->batch);
     int64_t *start = cache_starts(c, kc);
@@ -478,7 +478,7 @@ static qkv_status s2s_cached_hidden(const char *fn, qkv_ctx *c, const qkv_seq2se
     QKV_TRY(check_ids(fn, "tgt", tgt));
     QKV_TRY(check_pad(fn, "tgt_padding_mask", pad, tgt));
     QKV_NEED(kc, fn, "cache");
-    if (!kc->k || tgt->shape[0] != kc->batch)
+    if (!tfm_cache_ready(kc) || tgt->shape[0] != kc->batch)
         return qkv_fail(QKV_ERR_SHAPE, "%s: tgt has batch %lld, the cache %lld (or it is not "
                         "initialised)", fn, (long long)tgt->shape[0], (long long)kc->batch);
     int64_t *start = cache_starts(c, kc);
@@ -1027,7 +1027,7 @@ static qkv_status check_gen_cache(const char *fn, const qkv_kv_cache *kc,
                                   const qkv_generate_opts *o, int64_t N, int64_t need)
 {
     int64_t rows = o->kind == QKV_DECODE_BEAM ? N * o->num_beams : N;
-    if (!kc->k)
+    if (!tfm_cache_ready(kc))
         return qkv_fail(QKV_ERR_STATE, "%s: cache is not initialised", fn);
     if (kc->batch != rows)
         return qkv_fail(QKV_ERR_SHAPE, "%s: cache has batch %lld, needs %lld (%lld inputs%s)", fn,

@@ -16,14 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/attention_decode.h"
+#include "kernels/half.h"
 #include "models/transformer_internal.h"
 
 /* ---- the cache ---------------------------------------------------------- */
 
-qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch, int64_t nhead,
-                             int64_t head_dim, int64_t max_len)
+static qkv_status cache_init(const char *fn, qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                             int64_t nhead, int64_t head_dim, int64_t max_len, int half)
 {
-    const char *fn = "kv_cache_init";
     QKV_NEED(kc, fn, "cache");
     *kc = (qkv_kv_cache){0};
     if (num_layers < 1 || batch < 1 || nhead < 1 || head_dim < 1 || max_len < 1)
@@ -34,12 +34,17 @@ qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch
     double n = (double)num_layers * batch * nhead * max_len * head_dim;
     if (n * sizeof(float) > 0.5 * (double)SIZE_MAX || n > 9e15)
         return qkv_fail(QKV_ERR_ARG, "%s: %g elements per tensor is too many", fn, n);
-    size_t bytes = (size_t)n * sizeof(float);
-    kc->k = malloc(bytes);
-    kc->v = malloc(bytes);
+    size_t bytes = (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
+    if (half) {
+        kc->k16 = malloc(bytes);
+        kc->v16 = malloc(bytes);
+    } else {
+        kc->k = malloc(bytes);
+        kc->v = malloc(bytes);
+    }
     kc->pad = calloc((size_t)(batch * max_len), 1);
     kc->npad = calloc((size_t)batch, sizeof *kc->npad);
-    if (!kc->k || !kc->v || !kc->pad || !kc->npad) {
+    if (!(half ? kc->k16 && kc->v16 : kc->k && kc->v) || !kc->pad || !kc->npad) {
         qkv_kv_cache_free(kc);
         return qkv_fail(QKV_ERR_NOMEM, "%s: cannot allocate 2 x %zu bytes", fn, bytes);
     }
@@ -51,11 +56,25 @@ qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch
     return QKV_OK;
 }
 
+qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch, int64_t nhead,
+                             int64_t head_dim, int64_t max_len)
+{
+    return cache_init("kv_cache_init", kc, num_layers, batch, nhead, head_dim, max_len, 0);
+}
+
+qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                  int64_t nhead, int64_t head_dim, int64_t max_len)
+{
+    return cache_init("kv_cache_init_half", kc, num_layers, batch, nhead, head_dim, max_len, 1);
+}
+
 void qkv_kv_cache_free(qkv_kv_cache *kc)
 {
     if (!kc) return;
     free(kc->k);
     free(kc->v);
+    free(kc->k16);
+    free(kc->v16);
     free(kc->pad);
     free(kc->npad);
     free(kc->ck);
@@ -66,7 +85,7 @@ void qkv_kv_cache_free(qkv_kv_cache *kc)
 
 void qkv_kv_cache_reset(qkv_kv_cache *kc)
 {
-    if (!kc || !kc->k) return;
+    if (!kc || !tfm_cache_ready(kc)) return;
     kc->len = 0;
     memset(kc->pad, 0, (size_t)(kc->batch * kc->max_len));
     memset(kc->npad, 0, (size_t)kc->batch * sizeof *kc->npad);
@@ -77,7 +96,7 @@ void qkv_kv_cache_reset(qkv_kv_cache *kc)
 static qkv_status check_cache(const char *fn, const qkv_kv_cache *kc)
 {
     QKV_NEED(kc, fn, "cache");
-    if (!kc->k || kc->batch < 1)
+    if (!tfm_cache_ready(kc) || kc->batch < 1)
         return qkv_fail(QKV_ERR_STATE, "%s: cache is not initialised (call qkv_kv_cache_init)", fn);
     return QKV_OK;
 }
@@ -99,26 +118,26 @@ qkv_status qkv_kv_cache_truncate(qkv_kv_cache *kc, int64_t len)
     return QKV_OK;
 }
 
-/* blocks (B, blk) floats: block n becomes old block rows[n]; scratch (B*blk). */
-static void gather_blocks(float *blocks, int64_t B, int64_t stride, int64_t blk,
-                          const int64_t *rows, float *scratch)
+/* blocks (B, blk) bytes, stride apart: block n becomes old block rows[n];
+ * scratch (B*blk). */
+static void gather_blocks(unsigned char *blocks, int64_t B, int64_t stride, int64_t blk,
+                          const int64_t *rows, unsigned char *scratch)
 {
+    for (int64_t n = 0; n < B; n++) memcpy(scratch + n * blk, blocks + n * stride, (size_t)blk);
     for (int64_t n = 0; n < B; n++)
-        memcpy(scratch + n * blk, blocks + n * stride, (size_t)blk * sizeof(float));
-    for (int64_t n = 0; n < B; n++)
-        if (rows[n] != n)
-            memcpy(blocks + n * stride, scratch + rows[n] * blk, (size_t)blk * sizeof(float));
+        if (rows[n] != n) memcpy(blocks + n * stride, scratch + rows[n] * blk, (size_t)blk);
 }
 
-/* k or v (num_layers, batch, H, len_cap, hd): rows reordered over [0,len). */
-static void reorder_kv(float *kv, const qkv_kv_cache *kc, int64_t len_cap, int64_t len,
-                       const int64_t *rows, float *scratch)
+/* k or v (num_layers, batch, H, len_cap, hd) of elem-byte elements (floats
+ * or fp16): rows reordered over [0,len). */
+static void reorder_kv(void *kv, size_t elem, const qkv_kv_cache *kc, int64_t len_cap,
+                       int64_t len, const int64_t *rows, void *scratch)
 {
-    int64_t H = kc->nhead, hd = kc->head_dim, B = kc->batch;
+    int64_t H = kc->nhead, hd = kc->head_dim, B = kc->batch, e = (int64_t)elem;
     for (int64_t l = 0; l < kc->num_layers; l++)
         for (int64_t h = 0; h < H; h++) {
-            float *base = kv + ((l * B) * H + h) * len_cap * hd; // row 0, head h
-            gather_blocks(base, B, H * len_cap * hd, len * hd, rows, scratch);
+            unsigned char *base = (unsigned char *)kv + ((l * B) * H + h) * len_cap * hd * e;
+            gather_blocks(base, B, H * len_cap * hd * e, len * hd * e, rows, scratch);
         }
 }
 
@@ -147,11 +166,16 @@ qkv_status tfm_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows, 
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     float *scratch = qkv_arena_alloc(a, (size_t)bytes); // (B, len, hd), or bytes for the masks
     if (!scratch) return QKV_ERR_NOMEM;
-    reorder_kv(kc->k, kc, kc->max_len, kc->len, rows, scratch);
-    reorder_kv(kc->v, kc, kc->max_len, kc->len, rows, scratch);
+    if (kc->k16) {
+        reorder_kv(kc->k16, sizeof(uint16_t), kc, kc->max_len, kc->len, rows, scratch);
+        reorder_kv(kc->v16, sizeof(uint16_t), kc, kc->max_len, kc->len, rows, scratch);
+    } else {
+        reorder_kv(kc->k, sizeof(float), kc, kc->max_len, kc->len, rows, scratch);
+        reorder_kv(kc->v, sizeof(float), kc, kc->max_len, kc->len, rows, scratch);
+    }
     if (cross) {
-        reorder_kv(kc->ck, kc, kc->mem_len, kc->mem_len, rows, scratch);
-        reorder_kv(kc->cv, kc, kc->mem_len, kc->mem_len, rows, scratch);
+        reorder_kv(kc->ck, sizeof(float), kc, kc->mem_len, kc->mem_len, rows, scratch);
+        reorder_kv(kc->cv, sizeof(float), kc, kc->mem_len, kc->mem_len, rows, scratch);
         reorder_bytes(kc->mem_pad, B, kc->mem_len, rows, (uint8_t *)scratch);
     }
     reorder_bytes(kc->pad, B, kc->max_len, rows, (uint8_t *)scratch);
@@ -226,14 +250,20 @@ static qkv_status heads_merge(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int b
     return qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, y);
 }
 
-/* Copies t (N,H,T,hd) into positions [pos, pos+T) of one layer's blocks
- * dst (N,H,max_len,hd). */
-static void cache_append(float *dst, const qkv_tensor *t, int64_t max_len, int64_t pos)
+/* Copies t (N,H,T,hd) into positions [len, len+T) of one layer's blocks
+ * (N,H,max_len,hd) of the keys (or the values), which start `lay`
+ * elements in; rounded to fp16 in a half-precision cache. */
+static void cache_append(qkv_kv_cache *kc, int values, int64_t lay, const qkv_tensor *t)
 {
     int64_t NH = t->shape[0] * t->shape[1], T = t->shape[2], hd = t->shape[3];
-    for (int64_t nh = 0; nh < NH; nh++)
-        memcpy(dst + (nh * max_len + pos) * hd, t->data + nh * T * hd,
-               (size_t)(T * hd) * sizeof(float));
+    for (int64_t nh = 0; nh < NH; nh++) {
+        int64_t at = lay + (nh * kc->max_len + kc->len) * hd;
+        const float *src = t->data + nh * T * hd; // (T,hd)
+        if (kc->k16)
+            qkv_half_from_floats(src, (values ? kc->v16 : kc->k16) + at, T * hd);
+        else
+            memcpy((values ? kc->v : kc->k) + at, src, (size_t)(T * hd) * sizeof(float));
+    }
 }
 
 /* Up to this many new queries per row, attention over the cache runs on
@@ -262,8 +292,15 @@ static qkv_status attend_row_head(qkv_ctx *c, qkv_kv_cache *kc, int64_t l, int64
     int64_t blk = ((l * kc->batch + n) * kc->nhead + h) * kc->max_len * hd;
     qkv_tensor *qt, *kt, *vt, *pm = NULL, *o;
     QKV_TRY(qkv_tensor_wrap(a, q, 3, (int64_t[]){1, T, hd}, &qt));
-    QKV_TRY(qkv_tensor_wrap(a, kc->k + blk, 3, (int64_t[]){1, S, hd}, &kt)); // view (1,S,hd)
-    QKV_TRY(qkv_tensor_wrap(a, kc->v + blk, 3, (int64_t[]){1, S, hd}, &vt));
+    if (kc->k16) { /* fp16 cache: the block's keys and values as floats */
+        QKV_TRY(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, S, hd}, &kt));
+        QKV_TRY(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, S, hd}, &vt));
+        qkv_half_to_floats(kc->k16 + blk, kt->data, S * hd);
+        qkv_half_to_floats(kc->v16 + blk, vt->data, S * hd);
+    } else {
+        QKV_TRY(qkv_tensor_wrap(a, kc->k + blk, 3, (int64_t[]){1, S, hd}, &kt)); // view (1,S,hd)
+        QKV_TRY(qkv_tensor_wrap(a, kc->v + blk, 3, (int64_t[]){1, S, hd}, &vt));
+    }
     qkv_sdpa_opts so = qkv_sdpa_opts_default();
     so.causal = QKV_CAUSAL_BOTTOM_RIGHT;
     if (kc->npad[n]) {
@@ -304,8 +341,8 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
     QKV_TRY(heads_project(c, m, 2, x, bf, &v));
     int64_t N = q->shape[0], H = q->shape[1], T = q->shape[2], hd = q->shape[3];
     int64_t lay = ca->layer * N * H * kc->max_len * hd;
-    cache_append(kc->k + lay, k, kc->max_len, kc->len);
-    cache_append(kc->v + lay, v, kc->max_len, kc->len);
+    cache_append(kc, 0, lay, k);
+    cache_append(kc, 1, lay, v);
     qkv_tensor *o; // (N,H,T,hd)
     QKV_TRY(qkv_tensor_new(a, QKV_F32, 4, q->shape, &o));
     if (use_decode_kernel(T)) {
@@ -314,7 +351,10 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
         for (int64_t n = 0; n < N; n++)
             if (kc->npad[n]) d.kpm = kc->pad; // (N,max_len)
         d.kpm_stride = kc->max_len;
-        QKV_TRY(qkv_decode_attend(a, &d, q->data, kc->k + lay, kc->v + lay, o->data));
+        if (kc->k16)
+            QKV_TRY(qkv_decode_attend_half(a, &d, q->data, kc->k16 + lay, kc->v16 + lay, o->data));
+        else
+            QKV_TRY(qkv_decode_attend(a, &d, q->data, kc->k + lay, kc->v + lay, o->data));
         return heads_merge(c, m, o, bf, y);
     }
     for (int64_t n = 0; n < N; n++)

@@ -88,6 +88,8 @@ qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qk
 /* ---- generation (kvcache.c, generate.c) ---- */
 /* qkv_kv_cache_reorder, with the memory's keys and values left in place
  * when cross is 0 (beam search: the beams of one source share them). */
+/* True when the cache was initialised (in fp32 or fp16). */
+static inline int tfm_cache_ready(const qkv_kv_cache *kc) { return kc->k || kc->k16; }
 qkv_status tfm_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows, int cross);
 /* Inference mode for fn: fails in training mode; turns grad off and gives
  * the caller's grad mode in *was (restore it with qkv_ctx_set_grad). */
