@@ -247,6 +247,28 @@ static void test_gradcheck(void)
 
 /* Self-attention without positions: permuting the queries permutes the
  * output; permuting keys and values together changes nothing. */
+/* A window wider than any distance is no window, even INT64_MAX (which
+ * must not overflow i + window in the kernels). */
+static void test_wide_window(void)
+{
+    for (int ref = 0; ref < 2; ref++) {
+        qkv_set_reference(ref);
+        problem p;
+        problem_make(&p, 1, 2, 3, 10, 4, 4, 0);
+        int64_t no = 2 * 3 * 4;
+        float *o1 = malloc(no * 4), *o2 = malloc(no * 4);
+        int64_t ng = qkv_tensor_numel(p.q) + qkv_tensor_numel(p.k) + qkv_tensor_numel(p.v);
+        float *g1 = malloc(ng * 4), *g2 = malloc(ng * 4);
+        run_problem(&p, o1, g1);
+        p.o.window = INT64_MAX;
+        run_problem(&p, o2, g2);
+        CHECK(!memcmp(o1, o2, no * 4) && !memcmp(g1, g2, ng * 4),
+              "%s: window INT64_MAX gives what no window gives", ref ? "reference" : "fast");
+        free(o1), free(o2), free(g1), free(g2);
+    }
+    qkv_set_reference(0);
+}
+
 static void test_permutation(void)
 {
     int64_t L = 9, S = 11, D = 8;
@@ -388,6 +410,7 @@ int main(void)
     test_fast_vs_reference();
     test_gradcheck();
     test_permutation();
+    test_wide_window();
     test_alibi();
     test_bad_input();
     qkv_arena_free(A);

@@ -98,8 +98,11 @@ static qkv_status sdpa_masks(const qkv_sdpa_opts *o, qkv_attn_desc *d)
         o->causal != QKV_CAUSAL_BOTTOM_RIGHT)
         return qkv_fail(QKV_ERR_ARG, "sdpa: causal is %d, not a qkv_causal value", (int)o->causal);
     d->causal = o->causal;
-    d->window = o->window < 0 ? -1 : o->window;
     d->diag = o->causal == QKV_CAUSAL_BOTTOM_RIGHT ? mk - d->L : 0;
+    /* A window at least as wide as every |i + diag - j| is no window (and
+     * i + diag + window must not overflow in the kernels). */
+    int64_t widest = d->L + mk + (d->diag < 0 ? -d->diag : d->diag);
+    d->window = o->window < 0 || o->window >= widest ? -1 : o->window;
     const qkv_tensor *m = o->attn_mask;
     if (m) {
         if (m->dtype != QKV_BOOL && m->dtype != QKV_F32)

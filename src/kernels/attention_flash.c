@@ -11,7 +11,9 @@ static int simd_runs(const qkv_attn_simd *s)
 {
     if (!s->forward) return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    if (s == &qkv_attn_simd_avx512) return __builtin_cpu_supports("avx512f");
+    if (s == &qkv_attn_simd_avx512) /* the file is built with these four */
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
     if (s == &qkv_attn_simd_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
     return 1;

@@ -291,6 +291,10 @@ static qkv_status attend_row_head(qkv_ctx *c, qkv_kv_cache *kc, int64_t l, int64
     int64_t hd = kc->head_dim, S = kc->len + T;
     int64_t blk = ((l * kc->batch + n) * kc->nhead + h) * kc->max_len * hd;
     qkv_tensor *qt, *kt, *vt, *pm = NULL, *o;
+    /* Everything below is scratch (inference: nothing is recorded), given
+     * back once the result is copied out; an fp16 cache's float copies of
+     * the block are S x hd each. */
+    qkv_arena_mark mark = qkv_arena_get_mark(a);
     QKV_TRY(qkv_tensor_wrap(a, q, 3, (int64_t[]){1, T, hd}, &qt));
     if (kc->k16) { /* fp16 cache: the block's keys and values as floats */
         QKV_TRY(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, S, hd}, &kt));
@@ -309,6 +313,7 @@ static qkv_status attend_row_head(qkv_ctx *c, qkv_kv_cache *kc, int64_t l, int64
     }
     QKV_TRY(qkv_sdpa(c, qt, kt, vt, &so, &o, NULL)); // (1,T,hd)
     memcpy(out, o->data, (size_t)(T * hd) * sizeof(float));
+    qkv_arena_release(a, mark);
     return QKV_OK;
 }
 
