@@ -14,7 +14,9 @@
 # Environment: TORCH_PY (default /usr/bin/python3, a Python that imports torch),
 # TORCH_VARIANTS (default "default t2"): "default" is PyTorch in the caller's
 # environment with its own thread count; "t2" is torch.set_num_threads(2)
-# with OMP_WAIT_POLICY=PASSIVE. Each configuration's table row takes the best
+# with OMP_WAIT_POLICY=PASSIVE; "bf16" (not a default: another precision) is
+# t2 with the encoder step's forward under torch.autocast bf16 (other
+# configurations ignore it). Each configuration's table row takes the best
 # (lowest median) variant. qkv runs in the caller's environment.
 #
 # Builds build/bench/layers_bench if needed, measures the 2-thread FP32 FMA
@@ -69,6 +71,7 @@ torch_run() { # variant config
     case "$1" in
     default) "$TORCH_PY" bench/torch_peer.py --one "$2" ;;
     t2) OMP_WAIT_POLICY=PASSIVE "$TORCH_PY" bench/torch_peer.py --one "$2" --threads 2 ;;
+    bf16) OMP_WAIT_POLICY=PASSIVE "$TORCH_PY" bench/torch_peer.py --one "$2" --threads 2 --bf16 ;;
     *) echo "suite.sh: unknown torch variant $1" >&2; return 2 ;;
     esac
 }

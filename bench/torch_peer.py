@@ -1,6 +1,6 @@
 """torch_peer.py: PyTorch's side of the benchmark suite (bench/suite.sh).
 
-    python3 bench/torch_peer.py --one CONFIG [--threads N]
+    python3 bench/torch_peer.py --one CONFIG [--threads N] [--bf16]
 
 Takes the configuration names of build/bench/layers_bench (see there) and
 prints the same lines, one per row:
@@ -17,7 +17,10 @@ explicit q @ k^T * scale, masked_fill(causal, -inf), softmax, @ v.
 MultiheadAttention runs in eval() under torch.no_grad() with
 need_weights=False (and a bool (L,L) causal attn_mask). The encoder layer is
 nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0) in train() with
-torch.optim.AdamW. --threads N calls torch.set_num_threads(N); without it
+torch.optim.AdamW; with --bf16 its forward runs under
+torch.autocast("cpu", dtype=torch.bfloat16) (mixed precision: bf16 matrix
+products, which qkv does not have; not one of suite.sh's default variants).
+--threads N calls torch.set_num_threads(N); without it
 PyTorch keeps its own default. Peak RSS growth is VmHWM minus VmRSS after
 import (and after the threads are set), before the configuration's first
 allocation; the attention forward row reads VmHWM after the first forward.
@@ -116,7 +119,7 @@ def run_mha(name, B, L, causal, base):
     print(f"ROW {name} {statistics.median(ts):.4f} {fl:.6g} {status_mib('VmHWM') - base:.1f}")
 
 
-def run_encoder(name, B, L, base):
+def run_encoder(name, B, L, base, bf16=False):
     E, H, F = 512, 8, 2048
     torch.manual_seed(1)
     layer = torch.nn.TransformerEncoderLayer(E, H, F, dropout=0.0).train()
@@ -125,7 +128,9 @@ def run_encoder(name, B, L, base):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        layer(x).backward(dout)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            y = layer(x)
+        y.float().backward(dout)
         opt.step()
 
     step()
@@ -153,7 +158,7 @@ def main(argv):
         return 0
     m = re.match(r"enc_B(\d+)_L(\d+)", cfg)
     if m:
-        run_encoder(cfg, int(m[1]), int(m[2]), base)
+        run_encoder(cfg, int(m[1]), int(m[2]), base, "--bf16" in argv)
         return 0
     print(f"torch_peer.py: unknown configuration '{cfg}'", file=sys.stderr)
     return 2
