@@ -5,23 +5,22 @@
 #                        sanitizers and run the suite there
 #   make install PREFIX=/usr/local
 CC      ?= cc
-comma   := ,
 PREFIX  ?= /usr/local
 B       ?= build
 # Dependencies, found through pkg-config: OpenBLAS (Debian's libopenblas-dev).
-# qkv runs its own threads (OpenMP) and calls BLAS from them, so it links
-# Debian's single-threaded build (libopenblas-serial-dev) where installed:
-# the threaded build's idle threads spin at start-up and took one of the
-# two cores from OpenMP's (an 0.26 ms attention call measured 8 ms).
-SERIAL_PC := $(firstword $(wildcard /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-serial/pkgconfig))
-BLAS_PC   := $(if $(SERIAL_PC),PKG_CONFIG_PATH=$(SERIAL_PC) )pkg-config
+# qkv calls BLAS from several OpenMP threads at once (qkv_gemm splits large
+# products), so it needs a thread-safe OpenBLAS: Debian's default (pthread)
+# build, which qkv sets to one thread of its own. Not the single-threaded
+# build (libopenblas-serial-dev): its packing buffers are shared between
+# callers, and concurrent products came out wrong (tests/test_threads.c).
+BLAS_PC   := pkg-config
 ifneq ($(MAKECMDGOALS),clean)
 ifeq ($(shell $(BLAS_PC) --exists openblas && echo yes),)
 $(error OpenBLAS not found by pkg-config: run tools/setup.sh (Debian: apt-get install pkg-config libopenblas-dev))
 endif
 endif
 BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas)
-BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas)$(if $(SERIAL_PC), -Wl$(comma)-rpath$(comma)$(shell $(BLAS_PC) --variable=libdir openblas))
+BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas)
 # x86-64: the library is built for x86-64-v3 (AVX2, FMA) when the build
 # machine runs it, for baseline x86-64 otherwise; the attention kernels come
 # in AVX-512, AVX2 and portable builds and the widest the CPU runs is picked

@@ -5,6 +5,7 @@
  * the threshold; this one runs them large. GEMM takes the reference loop
  * here (qkv_set_reference), whose result does not depend on the threads,
  * so any difference comes from the loops under test. */
+#include <math.h>
 #include <omp.h>
 #include "gradcheck.h"
 
@@ -135,8 +136,42 @@ static void test_attention_repeats(void)
     qkv_arena_free(a);
 }
 
+/* qkv_gemm splits a large product into blocks that OpenMP threads hand to
+ * BLAS at once: BLAS must be safe to call from several threads (Debian's
+ * single-threaded OpenBLAS is not: its packing buffers are shared, and a
+ * linear layer came out wrong). Fast, split, against the reference loop. */
+static void test_gemm_split(void)
+{
+    omp_set_num_threads(2);
+    qkv_arena *a;
+    qkv_rng r;
+    qkv_rng_seed(&r, 12);
+    CHECK_OK(qkv_arena_new(&a, 0));
+    enum { M = 600, K = 300, N = 700 }; /* 252 MFLOP: split over both threads */
+    qkv_tensor *x = h_input(a, &r, 2, (int64_t[]){M, K}, 1.0f),
+               *w = h_input(a, &r, 2, (int64_t[]){N, K}, 1.0f);
+    double worst = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        qkv_tensor *y1, *y2;
+        qkv_set_reference(0);
+        CHECK_OK(qkv_linear(c, x, w, NULL, &y1));
+        qkv_set_reference(1);
+        CHECK_OK(qkv_linear(c, x, w, NULL, &y2));
+        qkv_set_reference(0);
+        double e = h_rel_err(y1->data, y2->data, (int64_t)M * N);
+        worst = isnan(e) || e > worst ? e : worst;
+        qkv_ctx_free(c);
+    }
+    CHECK(worst <= 1e-5, "linear (%d,%d)x(%d,%d)^T split over 2 threads vs reference: %.3g", M, K,
+          N, K, worst);
+    qkv_arena_free(a);
+}
+
 int main(void)
 {
+    test_gemm_split();
     test_attention_repeats();
     qkv_set_reference(1);
     result one, two;

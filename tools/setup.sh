@@ -1,10 +1,9 @@
 #!/bin/sh
 # Installs what qkv needs from Debian's archive (as root, or through sudo).
 #   tools/setup.sh          build dependencies: compiler, make, pkg-config, OpenBLAS
-#                           (and its single-threaded build, which qkv links: see Makefile)
 #   tools/setup.sh --test   also the test oracle: Debian's PyTorch (python3-torch)
 set -e
-pkgs="build-essential pkg-config libopenblas-dev libopenblas-serial-dev"
+pkgs="build-essential pkg-config libopenblas-dev"
 [ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy"
 missing=""
 for p in $pkgs; do
