@@ -37,55 +37,51 @@ size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads)
     return (size_t)(items * part_len(d) + (int64_t)threads * chunk_len(d));
 }
 
-/* a.b over D floats, in 8 lanes (one vector register of independent
- * sums) added pairwise at the end. */
-static float dot(const float *a, const float *b, int64_t D)
+/* Element i of a key or value row: floats, or fp16 when half. */
+static inline float row_at(const void *x, int half, int64_t i)
 {
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= D; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < D; i++) sum += a[i] * b[i];
-    return sum;
+    return half ? qkv_half_to_float(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
-/* y += a x, y and x (D) */
-static void axpy(float *y, float a, const float *x, int64_t D)
+#if defined(__F16C__) && defined(__FMA__)
+/* Elements [i, i+8) of a row as floats (fp16 converted as loaded). */
+static inline __m256 row_load8(const void *x, int half, int64_t i)
 {
-#pragma omp simd
-    for (int64_t i = 0; i < D; i++) y[i] += a * x[i];
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)))
+                : _mm256_loadu_ps((const float *)x + i);
 }
+#endif
 
-/* The same two over fp16 rows b and x, converted as they are loaded (F16C
- * where the build has it). */
-static float dot_half(const float *a, const uint16_t *b, int64_t D)
+/* a.b over D, b a row of floats or (half) fp16: 8 lanes of fused
+ * multiply-adds (where the build has FMA) added pairwise at the end.
+ * Inlined with half constant. */
+static inline __attribute__((always_inline)) float dot(const float *a, const void *b, int half,
+                                                       int64_t D)
 {
     float sum = 0;
     int64_t i = 0;
 #if defined(__F16C__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= D; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), acc);
+    for (; i + 8 <= D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row_load8(b, half, i), acc);
     float l[8];
     _mm256_storeu_ps(l, acc);
     sum = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 #endif
-    for (; i < D; i++) sum += a[i] * qkv_half_to_float(b[i]);
+    for (; i < D; i++) sum += a[i] * row_at(b, half, i);
     return sum;
 }
 
-static void axpy_half(float *y, float a, const uint16_t *x, int64_t D)
+/* y += a x over D, x a row of floats or (half) fp16. */
+static inline __attribute__((always_inline)) void axpy(float *y, float a, const void *x, int half,
+                                                       int64_t D)
 {
     int64_t i = 0;
 #if defined(__F16C__) && defined(__FMA__)
     __m256 av = _mm256_set1_ps(a);
     for (; i + 8 <= D; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
-                                                _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, row_load8(x, half, i), _mm256_loadu_ps(y + i)));
 #endif
-    for (; i < D; i++) y[i] += a * qkv_half_to_float(x[i]);
+    for (; i < D; i++) y[i] += a * row_at(x, half, i);
 }
 
 /* One work item: the queries q (T,D) of one (row, head) over its keys
@@ -105,10 +101,9 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
         if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
         float m = -INFINITY, l = 0;
         for (int64_t j = j0; j < end; j++) {
-            int64_t r = (j - j0) * D;
-            float sj = kpm && kpm[j] ? -INFINITY
-                                     : d->scale * (half ? dot_half(qt, (const uint16_t *)k + r, D)
-                                                        : dot(qt, (const float *)k + r, D));
+            int64_t r = (j - j0) * D; // element offset of key j's row
+            const void *kj = half ? (const void *)((const uint16_t *)k + r) : (const float *)k + r;
+            float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, kj, half, D);
             s[j - j0] = sj;
             if (sj > m) m = sj;
         }
@@ -118,8 +113,8 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
             float p = expf(s[j - j0] - m);
             l += p;
             int64_t r = (j - j0) * D;
-            if (half) axpy_half(ot, p, (const uint16_t *)v + r, D);
-            else axpy(ot, p, (const float *)v + r, D);
+            const void *vj = half ? (const void *)((const uint16_t *)v + r) : (const float *)v + r;
+            axpy(ot, p, vj, half, D);
         }
         part[2 * t] = m;
         part[2 * t + 1] = l;
@@ -141,7 +136,7 @@ static void chunks_merge(const qkv_decode_desc *d, const float *parts, int64_t n
         if (p[2 * t] == -INFINITY) continue; /* no live key in this chunk */
         float w = expf(p[2 * t] - M);
         L += w * p[2 * t + 1];
-        axpy(out, w, p + 2 * T + t * D, D);
+        axpy(out, w, p + 2 * T + t * D, 0, D);
     }
     float inv = 1.0f / L;
     for (int64_t i = 0; i < D; i++) out[i] *= inv;
