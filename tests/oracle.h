@@ -29,6 +29,20 @@ static inline qkv_tensor *h_load(qkv_safetensors *st, qkv_arena *a, const char *
 }
 
 /* A __metadata__ value as a number (0 when absent). */
+/* Checks got against the oracle's tensor want (norm-wise relative error
+ * <= tol) and keeps the worst error seen in *worst (inf for NaN). */
+static inline void h_compare(const char *file, const char *what, const float *got,
+                             qkv_tensor *want, double tol, double *worst)
+{
+    if (!want) {
+        CHECK(0, "%s: reference tensor %s missing", file, what);
+        return;
+    }
+    double e = h_rel_err(got, want->data, qkv_tensor_numel(want));
+    CHECK(e <= tol, "%s: %s relative error %.3g > %.0e", file, what, e, tol);
+    if (isnan(e) || e > *worst) *worst = isnan(e) ? INFINITY : e;
+}
+
 static inline int64_t h_meta_int(qkv_safetensors *st, const char *key)
 {
     const char *v = qkv_safetensors_meta(st, key);

@@ -12,18 +12,6 @@
 static double worst_fwd, worst_grad;
 static int n_cases, n_nan_cases;
 
-static void compare(const char *file, const char *what, const float *got, qkv_tensor *want,
-                    double tol, double *worst)
-{
-    if (!want) {
-        CHECK(0, "%s: reference tensor %s missing", file, what);
-        return;
-    }
-    double e = h_rel_err(got, want->data, qkv_tensor_numel(want));
-    CHECK(e <= tol, "%s: %s relative error %.3g > %.0e", file, what, e, tol);
-    if (isnan(e) || e > *worst) *worst = isnan(e) ? INFINITY : e;
-}
-
 static void run_case(const char *path, const char *file)
 {
     qkv_safetensors *st = NULL;
@@ -97,25 +85,25 @@ static void run_case(const char *path, const char *file)
             char b1[64], b2[64];
             CHECK(out->ndim == want_out->ndim && !memcmp(out->shape, want_out->shape, sizeof(int64_t) * out->ndim),
                   "%s: out %s, PyTorch %s", file, qkv_shape_str(out, b1, 64), qkv_shape_str(want_out, b2, 64));
-            compare(file, "out", out->data, want_out, 1e-5, &worst_fwd);
+            h_compare(file, "out", out->data, want_out, 1e-5, &worst_fwd);
             if (args.need_weights) {
                 CHECK(w && want_w && w->ndim == want_w->ndim &&
                           !memcmp(w->shape, want_w->shape, sizeof(int64_t) * w->ndim),
                       "%s: weights %s, PyTorch %s", file, qkv_shape_str(w, b1, 64),
                       qkv_shape_str(want_w, b2, 64));
-                if (w) compare(file, "weights", w->data, want_w, 1e-5, &worst_fwd);
+                if (w) h_compare(file, "weights", w->data, want_w, 1e-5, &worst_fwd);
             }
             CHECK_OK(qkv_backward(c, out, dout->data));
             char gname[128];
             const char *in[3] = {"query", "key", "value"};
             for (int i = 0; i < (self ? 1 : 3); i++) {
                 snprintf(gname, sizeof gname, "grad.%s", in[i]);
-                compare(file, gname, (i == 0 ? q : i == 1 ? k : v)->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
+                h_compare(file, gname, (i == 0 ? q : i == 1 ? k : v)->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
             }
             for (int i = 0; i < qkv_params_count(p); i++) {
                 qkv_tensor *t = qkv_params_at(p, i);
                 snprintf(gname, sizeof gname, "grad.%s", t->name);
-                compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
+                h_compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad);
             }
         }
         qkv_ctx_free(c);

@@ -109,18 +109,6 @@ static qkv_status pcase_forward(qkv_ctx *c, pcase *k, qkv_tensor **out)
     }
 }
 
-static void compare(const char *file, const char *what, const float *got, qkv_tensor *want,
-                    double tol, double *worst)
-{
-    if (!want) {
-        CHECK(0, "%s: reference tensor %s missing", file, what);
-        return;
-    }
-    double e = h_rel_err(got, want->data, qkv_tensor_numel(want));
-    CHECK(e <= tol, "%s: %s relative error %.3g > %.0e", file, what, e, tol);
-    if (isnan(e) || e > *worst) *worst = isnan(e) ? INFINITY : e;
-}
-
 /* Parameters by state_dict name (the names with a dot, not "grad."): every
  * one of the file must exist in qkv with its shape, and the other way round. */
 static void load_params(qkv_safetensors *st, qkv_params *p, const char *file)
@@ -156,15 +144,15 @@ static void run_pass(pcase *k, qkv_safetensors *st, qkv_params *p, qkv_arena *a,
         char b1[64], b2[64];
         CHECK(out->ndim == want->ndim && !memcmp(out->shape, want->shape, sizeof(int64_t) * out->ndim),
               "%s: out %s, PyTorch %s", file, qkv_shape_str(out, b1, 64), qkv_shape_str(want, b2, 64));
-        compare(file, "out", out->data, want, 1e-5, &worst_fwd[k->kind]);
+        h_compare(file, "out", out->data, want, 1e-5, &worst_fwd[k->kind]);
         CHECK_OK(qkv_backward(c, out, dout->data));
         for (int i = 0; i < 3; i++)
-            if (in[i]) compare(file, in_names[i], in[i]->grad, h_load(st, a, in_names[i], 0), 1e-4, &worst_grad[k->kind]);
+            if (in[i]) h_compare(file, in_names[i], in[i]->grad, h_load(st, a, in_names[i], 0), 1e-4, &worst_grad[k->kind]);
         char gname[160];
         for (int i = 0; i < qkv_params_count(p); i++) {
             qkv_tensor *t = qkv_params_at(p, i);
             snprintf(gname, sizeof gname, "grad.%s", t->name);
-            compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad[k->kind]);
+            h_compare(file, gname, t->grad, h_load(st, a, gname, 0), 1e-4, &worst_grad[k->kind]);
         }
     }
     qkv_ctx_free(c);

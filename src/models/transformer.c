@@ -61,6 +61,16 @@ qkv_status tfm_check_prefix(const char *fn, const char *prefix)
     return QKV_OK;
 }
 
+qkv_status tfm_check_init(const char *fn, const qkv_transformer_layer_opts *o, const qkv_params *p,
+                          const char *prefix, const qkv_rng *rng)
+{
+    QKV_NEED(o, fn, "opts");
+    QKV_NEED(p, fn, "params");
+    QKV_NEED(rng, fn, "rng");
+    QKV_TRY(tfm_check_opts(fn, o));
+    return tfm_check_prefix(fn, prefix);
+}
+
 qkv_status tfm_join(const char *fn, char *buf, size_t n, const char *prefix, const char *name)
 {
     int len = snprintf(buf, n, "%s%s", prefix ? prefix : "", name);
@@ -307,11 +317,7 @@ qkv_status qkv_transformer_encoder_layer_init(qkv_transformer_encoder_layer *m,
     const char *fn = "transformer_encoder_layer_init";
     QKV_NEED(m, fn, "module");
     *m = (qkv_transformer_encoder_layer){0};
-    QKV_NEED(o, fn, "opts");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
-    QKV_TRY(tfm_check_opts(fn, o));
-    QKV_TRY(tfm_check_prefix(fn, prefix));
+    QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     /* PyTorch's registration order: self_attn, linear1, linear2, norm1, norm2. */
     QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", rng));
     QKV_TRY(ff_init(&m->linear1, &m->linear2, o, p, prefix, rng));
@@ -375,11 +381,7 @@ qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
     const char *fn = "transformer_decoder_layer_init";
     QKV_NEED(m, fn, "module");
     *m = (qkv_transformer_decoder_layer){0};
-    QKV_NEED(o, fn, "opts");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
-    QKV_TRY(tfm_check_opts(fn, o));
-    QKV_TRY(tfm_check_prefix(fn, prefix));
+    QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     /* self_attn, multihead_attn, linear1, linear2, norm1, norm2, norm3. */
     QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", rng));
     QKV_TRY(attn_init(&m->multihead_attn, o, p, prefix, "multihead_attn.", rng));

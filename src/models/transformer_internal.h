@@ -22,6 +22,10 @@ qkv_status tfm_check_opts(const char *fn, const qkv_transformer_layer_opts *o);
 #define TFM_MAX_PREFIX 256
 #define TFM_NAME_BUF 512
 qkv_status tfm_check_prefix(const char *fn, const char *prefix);
+/* What every layer and stack _init checks after zeroing its module: opts,
+ * params and rng present, tfm_check_opts, tfm_check_prefix. */
+qkv_status tfm_check_init(const char *fn, const qkv_transformer_layer_opts *o, const qkv_params *p,
+                          const char *prefix, const qkv_rng *rng);
 /* prefix + name into buf (n bytes); fails naming fn if it does not fit. */
 qkv_status tfm_join(const char *fn, char *buf, size_t n, const char *prefix, const char *name);
 

@@ -30,14 +30,11 @@ static qkv_status check_stack_init(const char *fn, const void *m,
                                    qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_NEED(m, fn, "module");
-    QKV_NEED(o, fn, "opts");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
-    QKV_TRY(tfm_check_opts(fn, o));
+    QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     if (num_layers < 0 || num_layers > 1000000)
         return qkv_fail(QKV_ERR_ARG, "%s: num_layers %lld outside [0,1000000]", fn,
                         (long long)num_layers);
-    return tfm_check_prefix(fn, prefix);
+    return QKV_OK;
 }
 
 /* Layer i's prefix "<prefix>layers.<i>." into buf. */
