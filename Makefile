@@ -37,7 +37,9 @@ QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp
 QKV_LIBS   := $(BLAS_LIBS) -fopenmp -lm
 ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
-SRC  := $(sort $(wildcard src/core/*.c src/kernels/*.c src/nn/*.c src/attention/*.c src/io/*.c src/train/*.c src/models/*.c))
+# The library: every folder of src/ but the command (src/cli/), floor by floor.
+LIB_DIRS := core kernels io nn train attention models decode data dist
+SRC  := $(sort $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)))
 OBJ  := $(SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -87,8 +89,10 @@ sanitize:
 	$(MAKE) B=build-san CFLAGS="-g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" OPT="-O1" test
 
-qkv.pc: qkv.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' $< > $@
+VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
+
+qkv.pc: qkv.pc.in include/qkv.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin

@@ -21,6 +21,11 @@
 extern "C" {
 #endif
 
+/* The library's version (qkv.pc says the same); qkv_version() gives the
+ * version of the library actually linked. */
+#define QKV_VERSION "0.2.0"
+const char *qkv_version(void);
+
 /* ---- status and errors ------------------------------------------------ */
 
 typedef enum {
@@ -178,202 +183,13 @@ qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape
  * zeros -> y (N,H,S+1,D). MultiheadAttention's bias_k/bias_v and add_zero_attn. */
 qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor **y);
 
-/* ---- scaled dot-product attention ------------------------------------- */
-
-typedef enum {
-    QKV_CAUSAL_NONE = 0,
-    QKV_CAUSAL_TOP_LEFT,     /* key j masked when j > i (PyTorch's is_causal) */
-    QKV_CAUSAL_BOTTOM_RIGHT  /* key j masked when j > i + (S - L): decoding with a cache */
-} qkv_causal;
-
-typedef struct {
-    float scale;        /* NAN (the default) means 1/sqrt(head_dim) */
-    /* attn_mask: BOOL (true = masked out) or F32 (added to the scores);
-     * shape (L,S), (N*H,L,S) or (N,H,L,S). NULL for none. */
-    const qkv_tensor *attn_mask;
-    /* key_padding_mask: BOOL (true = padding, masked) or F32 (added); (N,S). */
-    const qkv_tensor *key_padding_mask;
-    qkv_causal causal;
-    /* Local attention: key j masked when |i' - j| > window, where i' is i
-     * aligned as causal says (bottom-right when causal is BOTTOM_RIGHT).
-     * Negative (the default) means no window. */
-    int64_t window;
-    float dropout_p;    /* on the weights, only in training mode */
-    int need_weights;   /* also return the (N,H,L,S) weights (O(L*S) memory) */
-    /* Keys at index >= mask_keys are never masked: MultiheadAttention's
-     * bias_k and zero-attention keys. 0 (the default) means all S keys are
-     * covered by the masks. */
-    int64_t mask_keys;
-    /* ALiBi: H slopes; score (h,i,j) gets -slopes[h] * |i' - j| added (i'
-     * aligned as causal says), computed on the fly in O(L) memory. NULL for
-     * none. */
-    const float *alibi_slopes;
-} qkv_sdpa_opts;
-
-qkv_sdpa_opts qkv_sdpa_opts_default(void);
-
-/* out = softmax(q k^T * scale + mask) v, rows with every key masked give 0.
- * q (N,H,L,D), k (N,H,S,D), v (N,H,S,Dv) -> out (N,H,L,Dv),
- * weights (N,H,L,S) when opts->need_weights (else *weights = NULL; weights may
- * be NULL when not needed). 3-D inputs (B,L,D) are taken as H = 1. */
-qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
-                    const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights);
-
-/* ---- multi-head attention (torch.nn.MultiheadAttention) --------------- */
-
-typedef struct {
-    int64_t embed_dim, num_heads;
-    float dropout;      /* default 0 */
-    int bias;           /* default 1 */
-    int add_bias_kv;    /* default 0 */
-    int add_zero_attn;  /* default 0 */
-    int64_t kdim, vdim; /* 0 (default) means embed_dim */
-    int batch_first;    /* default 0: (L,N,E) */
-} qkv_mha_opts;
-
-qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads);
-
-typedef struct {
-    qkv_mha_opts o;
-    int64_t head_dim;
-    int packed;  /* kdim == vdim == embed_dim: one in_proj_weight */
-    /* Parameters (state_dict names); NULL where the options leave them out. */
-    qkv_tensor *in_proj_weight;  /* (3E,E) when packed */
-    qkv_tensor *q_proj_weight;   /* (E,E) when not packed */
-    qkv_tensor *k_proj_weight;   /* (E,kdim) */
-    qkv_tensor *v_proj_weight;   /* (E,vdim) */
-    qkv_tensor *in_proj_bias;    /* (3E) when bias */
-    qkv_tensor *bias_k, *bias_v; /* (1,1,E) when add_bias_kv */
-    qkv_tensor *out_proj_weight; /* "out_proj.weight" (E,E) */
-    qkv_tensor *out_proj_bias;   /* "out_proj.bias" (E) when bias */
-} qkv_mha;
-
-/* Creates the parameters in p under prefix (e.g. "layers.0.self_attn.", or
- * "" ) and initialises them as PyTorch does, drawing from rng. */
-qkv_status qkv_mha_init(qkv_mha *m, const qkv_mha_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
-
-typedef struct {
-    const qkv_tensor *key_padding_mask; /* BOOL or F32, (N,S) or (S) unbatched */
-    int need_weights;                   /* default 1 */
-    const qkv_tensor *attn_mask;        /* BOOL or F32, (L,S) or (N*H,L,S) */
-    int average_attn_weights;           /* default 1 */
-    qkv_causal causal;                  /* qkv's addition: a causal mask without a tensor */
-    int64_t window;                     /* qkv's addition: local attention; -1 = none */
-    const float *alibi_slopes;          /* qkv's addition: ALiBi, num_heads slopes, or NULL */
-} qkv_mha_args;
-
-qkv_mha_args qkv_mha_args_default(void);
-
-/* query (L,N,E) ((N,L,E) with batch_first, (L,E) unbatched), key (S,N,kdim),
- * value (S,N,vdim) -> out like query; weights (N,L,S') averaged or
- * (N,H,L,S') per head (S' = S plus the bias_k and zero-attention keys),
- * unbatched without N; *weights is NULL when need_weights is 0. */
-qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
-                           qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
-                           qkv_tensor **weights);
-
-
-/* ---- score functions (the lecture's seq2seq attention) ----------------- */
-
-typedef enum {
-    QKV_SCORE_DOT = 0,      /* s . h */
-    QKV_SCORE_SCALED_DOT,   /* s . h / sqrt(dim) */
-    QKV_SCORE_COSINE,       /* s . h / (|s| |h|) */
-    QKV_SCORE_GENERAL,      /* s^T W_a h,             W_a (Dq,Dk) */
-    QKV_SCORE_REDUCED_RANK, /* (U_a s)^T (V_a h),     U_a (r,Dq), V_a (r,Dk) */
-    QKV_SCORE_ADDITIVE      /* v_a^T tanh(W_a h + V_a s), W_a (r,Dk), V_a (r,Dq), v_a (r) */
-} qkv_score_kind;
-
-typedef struct {
-    qkv_score_kind kind;
-    int64_t query_dim, key_dim, rank; /* rank: r for reduced-rank and additive */
-    qkv_tensor *W_a, *U_a, *V_a, *v_a; /* parameters "W_a" "U_a" "V_a" "v_a"; NULL if unused */
-} qkv_score;
-
-/* dot, scaled dot and cosine need query_dim == key_dim and have no
- * parameters; rank is ignored except by reduced-rank and additive.
- * Weights are initialised like nn.Linear's (U(-1/sqrt(fan_in), ..)). */
-qkv_status qkv_score_init(qkv_score *sc, qkv_score_kind kind, int64_t query_dim,
-                          int64_t key_dim, int64_t rank, qkv_params *p, const char *prefix,
-                          qkv_rng *rng);
-/* query (N,T,Dq) (or (N,Dq)), keys (N,S,Dk) -> scores (N,T,S) (or (N,S)). */
-qkv_status qkv_score_forward(qkv_ctx *c, const qkv_score *sc, qkv_tensor *query,
-                             qkv_tensor *keys, qkv_tensor **scores);
-/* Softmax over the last dim. key_padding_mask: NULL or BOOL (N,S) with
- * true = masked, for x (N,S) or (N,T,S). A row with every entry masked
- * gives zeros. */
-qkv_status qkv_softmax(qkv_ctx *c, qkv_tensor *x, const qkv_tensor *key_padding_mask,
-                       qkv_tensor **y);
-/* Batched matrix product: a (B,M,K), b (B,K,P) -> y (B,M,P); 2-D a (B,K)
- * with 3-D b gives (B,P) (weights times values). */
-qkv_status qkv_bmm(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
-
-/* ---- safetensors ------------------------------------------------------ */
-
-typedef enum {
-    QKV_ST_F32 = 0, QKV_ST_F16, QKV_ST_BF16, QKV_ST_F64, QKV_ST_I64, QKV_ST_I32,
-    QKV_ST_I16, QKV_ST_I8, QKV_ST_U8, QKV_ST_BOOL
-} qkv_st_dtype;
-
-typedef struct qkv_safetensors qkv_safetensors;
-/* Reads and strictly validates a whole file (header and offsets). */
-qkv_status qkv_safetensors_open(const char *path, qkv_safetensors **out);
-void qkv_safetensors_close(qkv_safetensors *st);
-int qkv_safetensors_count(const qkv_safetensors *st);
-const char *qkv_safetensors_name(const qkv_safetensors *st, int i);
-/* Looks a tensor up; any out pointer may be NULL. shape gets ndim entries
- * (at most 8). */
-qkv_status qkv_safetensors_info(const qkv_safetensors *st, const char *name,
-                                qkv_st_dtype *dtype, int *ndim, int64_t *shape,
-                                const void **data, size_t *nbytes);
-/* Copies a tensor into dst as float32 (converting F16/BF16/F64/ints);
- * n must equal its element count. */
-qkv_status qkv_safetensors_read_f32(const qkv_safetensors *st, const char *name, float *dst,
-                                    int64_t n);
-/* The __metadata__ value for key, or NULL. */
-const char *qkv_safetensors_meta(const qkv_safetensors *st, const char *key);
-/* The __metadata__ entries, sorted by key: count, and key i (NULL if out of range). */
-int qkv_safetensors_meta_count(const qkv_safetensors *st);
-const char *qkv_safetensors_meta_key(const qkv_safetensors *st, int i);
-
-/* Writes F32 tensors (BOOL tensors are written as BOOL) and string
- * metadata (meta_keys/meta_vals, n_meta pairs) atomically: a temporary file,
- * flushed, then renamed over path. */
-qkv_status qkv_safetensors_save(const char *path, int n, const char *const *names,
-                                const qkv_tensor *const *tensors, int n_meta,
-                                const char *const *meta_keys, const char *const *meta_vals);
-
-
-/* ---- images: PNG and a canvas for plots and attention maps ------------ */
-
-/* Writes 8-bit RGB pixels (h rows of w pixels, 3 bytes each) as a PNG,
- * atomically (a temporary file renamed over path). */
-qkv_status qkv_png_write(const char *path, int64_t w, int64_t h, const uint8_t *rgb);
-
-typedef struct {
-    int64_t w, h;
-    uint8_t *rgb; /* (h, w, 3) */
-} qkv_canvas;
-
-/* Colours are 0xRRGGBB. Drawing clips to the canvas. */
-qkv_status qkv_canvas_new(qkv_canvas *cv, int64_t w, int64_t h, uint32_t bg);
-void qkv_canvas_free(qkv_canvas *cv);
-void qkv_canvas_rect(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
-void qkv_canvas_line(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
-/* v in [0,1] -> a viridis-like colour. */
-uint32_t qkv_colormap(double v);
-/* A (rows, cols) matrix as cells of cell pixels from (x0, y0), values
- * mapped from [lo, hi]: attention maps. */
-qkv_status qkv_canvas_heatmap(qkv_canvas *cv, double x0, double y0, double cell, int64_t rows,
-                              int64_t cols, const float *m, float lo, float hi);
-qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
-
 #ifdef __cplusplus
 }
 #endif
 
-/* Layers, training, models (include/qkv/). */
+/* The rest of the public API, one header per area (include/qkv/). */
+#include "qkv/attention.h"
+#include "qkv/io.h"
 #include "qkv/nn.h"
 #include "qkv/posenc.h"
 #include "qkv/train.h"

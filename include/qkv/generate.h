@@ -8,9 +8,9 @@
  * Inference only: the cached forwards run as under torch.no_grad() (they
  * record nothing, whatever qkv_ctx_set_grad says) and fail in training
  * mode. */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_GENERATE_H
 #define QKV_GENERATE_H
-#include "qkv.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -1,5 +1,6 @@
 /* qkv/models.h: models and data sets built from the library's layers
  * (included by qkv.h). */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_MODELS_H
 #define QKV_MODELS_H
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
 /* qkv/nn.h: layers, as torch.nn has them (included by qkv.h). */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_NN_H
 #define QKV_NN_H
 #ifdef __cplusplus

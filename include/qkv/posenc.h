@@ -3,9 +3,9 @@
  * docs/positional.md has the formulas, the shapes and the PyTorch / paper
  * equivalents. Ops follow qkv.h's conventions: context first, output last,
  * recorded on the tape when an input needs a gradient. */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_POSENC_H
 #define QKV_POSENC_H
-#include "qkv.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

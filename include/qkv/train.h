@@ -1,5 +1,6 @@
 /* qkv/train.h: losses, optimizers, schedules, checkpoints (included by qkv.h).
  * docs/training.md gives the exact formulas and the PyTorch equivalents. */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
 #include <stdio.h>

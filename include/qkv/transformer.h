@@ -8,6 +8,7 @@
  * dropout, add, multi-head attention), so the tape gives the backward.
  * Shapes are PyTorch's: a sequence is (L,N,E), (N,L,E) with batch_first, or
  * (L,E) unbatched. docs/transformer.md has the details and an example. */
+#include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_TRANSFORMER_H
 #define QKV_TRANSFORMER_H
 #ifdef __cplusplus

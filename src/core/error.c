@@ -31,3 +31,8 @@ const char *qkv_status_name(qkv_status s)
     }
     return "QKV_ERR_UNKNOWN";
 }
+
+const char *qkv_version(void)
+{
+    return QKV_VERSION;
+}
