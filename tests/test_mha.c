@@ -163,7 +163,19 @@ static void test_bad_input(void)
     qkv_tensor *x3;
     qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){5, 3, 8}, &x3);
     CHECK_ERR(qkv_mha_forward(c, &m, x, x3, x3, &a, &y, &w), QKV_ERR_SHAPE, "batch sizes");
-    CHECK_ERR(qkv_mha_forward(c, &m, x, x, x, &a, &y, NULL), QKV_ERR_ARG, "weights is NULL");
+    /* need_weights keeps PyTorch's default (True), but a NULL weights
+     * pointer means "don't compute them": the output is the same. */
+    CHECK(a.need_weights == 1, "need_weights defaults to 1 as PyTorch's");
+    {
+        qkv_tensor *xr, *y1, *y2;
+        qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){5, 2, 8}, &xr);
+        qkv_rng_fill_normal(&R, xr->data, 80, 0, 1);
+        CHECK_OK(qkv_mha_forward(c, &m, xr, xr, xr, &a, &y1, &w));
+        CHECK(w != NULL, "weights returned when asked for");
+        CHECK_OK(qkv_mha_forward(c, &m, xr, xr, xr, &a, &y2, NULL));
+        CHECK(y2 && y1 && memcmp(y1->data, y2->data, 80 * sizeof(float)) == 0,
+              "weights=NULL gives the same output");
+    }
     CHECK_ERR(qkv_mha_forward(c, &m, NULL, x, x, &a, &y, &w), QKV_ERR_ARG, "query is NULL");
     CHECK_ERR(qkv_mha_forward(c, NULL, x, x, x, &a, &y, &w), QKV_ERR_ARG, "module is NULL");
     qkv_mha blank = {0};

@@ -44,8 +44,9 @@ qkv_sdpa_opts qkv_sdpa_opts_default(void);
 
 /* out = softmax(q k^T * scale + mask) v, rows with every key masked give 0.
  * q (N,H,L,D), k (N,H,S,D), v (N,H,S,Dv) -> out (N,H,L,Dv),
- * weights (N,H,L,S) when opts->need_weights (else *weights = NULL; weights may
- * be NULL when not needed). 3-D inputs (B,L,D) are taken as H = 1. */
+ * weights (N,H,L,S) when opts->need_weights and weights is not NULL (a NULL
+ * weights means "don't compute them"; else *weights = NULL; weights may
+ * be NULL). 3-D inputs (B,L,D) are taken as H = 1. */
 qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                     const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights);
 
@@ -86,7 +87,9 @@ qkv_status qkv_mha_init(qkv_mha *m, const qkv_mha_opts *o, qkv_params *p, const 
 typedef struct {
     const qkv_tensor *key_padding_mask; /* BOOL or F32, (N,S) or (S) unbatched */
     int need_weights;                   /* default 1 */
-    const qkv_tensor *attn_mask;        /* BOOL or F32, (L,S) or (N*H,L,S) */
+    /* BOOL or F32: (L,S), or (N*H,L,S) batched, or (H,L,S) when the inputs
+     * are unbatched (PyTorch's unbatched 3-D mask, one (L,S) per head). */
+    const qkv_tensor *attn_mask;
     int average_attn_weights;           /* default 1 */
     qkv_causal causal;                  /* qkv's addition: a causal mask without a tensor */
     int64_t window;                     /* qkv's addition: local attention; -1 = none */
@@ -98,7 +101,9 @@ qkv_mha_args qkv_mha_args_default(void);
 /* query (L,N,E) ((N,L,E) with batch_first, (L,E) unbatched), key (S,N,kdim),
  * value (S,N,vdim) -> out like query; weights (N,L,S') averaged or
  * (N,H,L,S') per head (S' = S plus the bias_k and zero-attention keys),
- * unbatched without N; *weights is NULL when need_weights is 0. */
+ * unbatched without N; *weights is NULL when need_weights is 0.
+ * weights may be NULL: the weights are then not computed, whatever
+ * need_weights says (its default is PyTorch's True). */
 qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
                            qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
                            qkv_tensor **weights);

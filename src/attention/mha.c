@@ -212,11 +212,12 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     if (!m->out_proj_weight || m->head_dim <= 0)
         return qkv_fail(QKV_ERR_STATE, "mha_forward: module is not initialised (call qkv_mha_init)");
     qkv_mha_args a = args ? *args : qkv_mha_args_default();
-    if (a.need_weights && !weights)
-        return qkv_fail(QKV_ERR_ARG, "mha_forward: need_weights is set but weights is NULL");
+    /* A NULL weights pointer means "don't compute them", whatever
+     * need_weights says (its default stays PyTorch's True). */
+    if (!weights) a.need_weights = 0;
     mha_dims dm;
     QKV_TRY(mha_check_inputs(m, query, key, value, &a, &dm));
-    int64_t E = m->o.embed_dim, H = m->o.num_heads, hd = m->head_dim;
+    int64_t E = m->o.embed_dim;
     qkv_arena *ar = qkv_ctx_arena(c);
 
     /* Unbatched inputs become batched with N = 1 ((L,E) -> (L,1,E)). */
@@ -272,7 +273,5 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     QKV_TRY(qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, out));
     if (!dm.batched) QKV_TRY(qkv_reshape(c, *out, 2, (int64_t[]){dm.L, E}, out));
     if (w) QKV_TRY(mha_weights(c, m, &a, &dm, w, weights));
-    (void)H;
-    (void)hd;
     return QKV_OK;
 }

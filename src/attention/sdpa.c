@@ -156,8 +156,7 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     QKV_NEED(k, "sdpa", "key");
     QKV_NEED(v, "sdpa", "value");
     qkv_sdpa_opts o = opts ? *opts : qkv_sdpa_opts_default();
-    if (o.need_weights && !weights)
-        return qkv_fail(QKV_ERR_ARG, "sdpa: need_weights is set but weights is NULL");
+    if (!weights) o.need_weights = 0; /* NULL: don't compute them */
     qkv_attn_desc d = {0};
     QKV_TRY(sdpa_shapes(q, k, v, &d));
     QKV_TRY(sdpa_masks(&o, &d));
