@@ -26,6 +26,11 @@ int main(void)
     /* The notes' table for len = 20 (its first three rows). */
     float pe[5 * 20];
     CHECK(qkv_pos_binary_channels(20) == 5 && qkv_pos_binary_channels(64) == 6, "binary channels");
+    /* Ends for any T (a shift loop once ran forever above 2^62). */
+    CHECK(qkv_pos_binary_channels(INT64_MAX) == 63 && qkv_pos_binary_channels((int64_t)1 << 62) == 62,
+          "binary channels near 2^63: %lld", (long long)qkv_pos_binary_channels(INT64_MAX));
+    CHECK(qkv_pos_binary_channels(1) == 0 && qkv_pos_binary_channels(0) == 0 &&
+          qkv_pos_binary_channels(-5) == 0, "binary channels for T <= 1");
     CHECK_OK(qkv_pos_binary(20, pe));
     const char *rows[3] = {"01010101010101010101", "00110011001100110011", "00001111000011110000"};
     int ok = 1;

@@ -39,6 +39,18 @@ qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t
 /* y = alpha * x (any shape): dx += alpha dy. alpha finite. */
 qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y);
 
+/* ---- binary (the lecture's positional channels) ----------------------- */
+
+/* The lecture's binary positional encoding: channel k of position t is bit k
+ * of t, for k < ceil(log2(T)). pe is (channels, T), as Conv1d channels.
+ * qkv_pos_binary_channels(T) gives channels (0 for T <= 1). */
+int64_t qkv_pos_binary_channels(int64_t T);
+qkv_status qkv_pos_binary(int64_t T, float *pe);
+/* qkv_sinusoidal_fill's table (offset 0) transposed to channels, for
+ * Conv1d-layout inputs: pe[2i][t] = sin(t / 10000^(2i/d)),
+ * pe[2i+1][t] = cos(t / 10000^(2i/d)); pe is (d, T), d even, T >= 1. */
+qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe);
+
 /* ---- index concatenation (the lecture's positional channel) ----------- */
 
 typedef enum {

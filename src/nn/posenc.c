@@ -1,9 +1,12 @@
-/* posenc.c: positional encodings: the sinusoidal table, adding a position
+/* posenc.c: positional encodings: the sinusoidal table, the lecture's
+ * binary channels, adding a position
  * table in either batch layout, learned positions, scaling, an index
  * channel, rotary embeddings (RoPE) and ALiBi's slopes and bias; and the
  * modules over them. docs/positional.md has the formulas. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "nn/nn_check.h"
 #include "qkv/posenc.h"
@@ -44,6 +47,45 @@ qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_
     int64_t shape[2] = {T, d};
     QKV_TRY(qkv_ctx_tensor(c, 2, shape, 0, pe));
     return qkv_sinusoidal_fill(offset, T, d, (*pe)->data);
+}
+
+/* The same table transposed, (d,T): channels for Conv1d-layout inputs. */
+qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
+{
+    QKV_NEED(pe, "pos_sinusoidal", "pe");
+    if (T <= 0) return qkv_fail(QKV_ERR_ARG, "pos_sinusoidal: T %lld must be positive", (long long)T);
+    QKV_TRY(sinusoidal_check(0, T, d));
+    if ((uint64_t)T > SIZE_MAX / sizeof(float) / (uint64_t)d)
+        return qkv_fail(QKV_ERR_ARG, "pos_sinusoidal: T %lld x d %lld is too large", (long long)T,
+                        (long long)d);
+    float *td = malloc((size_t)T * (size_t)d * sizeof(float)); // (T,d)
+    if (!td) return qkv_fail(QKV_ERR_NOMEM, "pos_sinusoidal: no memory for a (%lld,%lld) table",
+                             (long long)T, (long long)d);
+    qkv_sinusoidal_fill(0, T, d, td);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < d; k++) pe[k * T + t] = td[t * d + k];
+    free(td);
+    return QKV_OK;
+}
+
+/* ---- binary (the lecture's positional channels) ----------------------------- */
+
+int64_t qkv_pos_binary_channels(int64_t T)
+{
+    int64_t c = 0; /* ceil(log2(T)), in unsigned arithmetic so T near 2^63 ends */
+    while (c < 63 && ((uint64_t)1 << c) < (uint64_t)(T > 0 ? T : 0)) c++;
+    return c;
+}
+
+qkv_status qkv_pos_binary(int64_t T, float *pe)
+{
+    QKV_NEED(pe, "pos_binary", "pe");
+    if (T <= 0 || T > ((int64_t)1 << 40))
+        return qkv_fail(QKV_ERR_ARG, "pos_binary: T %lld outside 1..2^40", (long long)T);
+    int64_t c = qkv_pos_binary_channels(T);
+    for (int64_t k = 0; k < c; k++)
+        for (int64_t t = 0; t < T; t++) pe[k * T + t] = (float)((t >> k) & 1); // pe is (c,T)
+    return QKV_OK;
 }
 
 /* ---- adding a position table -------------------------------------------- */

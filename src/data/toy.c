@@ -1,4 +1,5 @@
-/* toy_data.c: the lecture's toy sequences and its positional encodings. */
+/* toy.c: the lecture's toy sequences (Fleuret, "13.2 Attention mechanisms"):
+ * two triangles and two boxes, and the targets of its two tasks. */
 #include <math.h>
 #include "core/internal.h"
 
@@ -87,40 +88,6 @@ qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
         for (int k = 0; k < 4; k++) t[k] = s[k];
         for (int k = 0; k < 4; k++) t[k].h = in_first_pair(task, s, k) ? a0 : a1;
         render(t, T, target + i * T);
-    }
-    return QKV_OK;
-}
-
-int64_t qkv_pos_binary_channels(int64_t T)
-{
-    int64_t c = 0;
-    while (((int64_t)1 << c) < T) c++;
-    return c;
-}
-
-qkv_status qkv_pos_binary(int64_t T, float *pe)
-{
-    QKV_NEED(pe, "pos_binary", "pe");
-    if (T <= 0 || T > ((int64_t)1 << 40))
-        return qkv_fail(QKV_ERR_ARG, "pos_binary: T %lld outside 1..2^40", (long long)T);
-    int64_t c = qkv_pos_binary_channels(T);
-    for (int64_t k = 0; k < c; k++)
-        for (int64_t t = 0; t < T; t++) pe[k * T + t] = (float)((t >> k) & 1);
-    return QKV_OK;
-}
-
-qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
-{
-    QKV_NEED(pe, "pos_sinusoidal", "pe");
-    if (T <= 0 || d <= 0 || d % 2)
-        return qkv_fail(QKV_ERR_ARG, "pos_sinusoidal: T %lld must be positive and d %lld positive "
-                        "and even", (long long)T, (long long)d);
-    for (int64_t i = 0; i < d / 2; i++) {
-        double freq = pow(10000.0, -2.0 * (double)i / (double)d);
-        for (int64_t t = 0; t < T; t++) {
-            pe[2 * i * T + t] = (float)sin((double)t * freq);
-            pe[(2 * i + 1) * T + t] = (float)cos((double)t * freq);
-        }
     }
     return QKV_OK;
 }
