@@ -22,7 +22,7 @@ typedef enum { OP_RELU, OP_TANH, OP_GELU, OP_ADD, OP_CAT, OP_LN, OP_EMB, OP_DROP
 typedef struct {
     op_id op;
     qkv_tensor *x, *a, *b, *w, *bias, *ids;
-    qkv_gelu_approx approx;
+    const char *approx; /* F.gelu's approximate */
     int dim;
     float eps, p;
     int64_t padding_idx, stride, padding, dilation;
@@ -71,9 +71,9 @@ static void test_grad_elementwise(qkv_arena *a, qkv_rng *r)
     k.op = OP_TANH;
     gradcheck(&k, &k.x, 1, "tanh (2,3,4)");
     k.op = OP_GELU;
-    k.approx = QKV_GELU_NONE;
+    k.approx = "none";
     gradcheck(&k, &k.x, 1, "gelu none (2,3,4)");
-    k.approx = QKV_GELU_TANH;
+    k.approx = "tanh";
     gradcheck(&k, &k.x, 1, "gelu tanh (2,3,4)");
 
     /* add: same shape, (N,T,C) + (T,C), (C) + (N,T,C) */
@@ -241,7 +241,7 @@ static void test_grad_modules(qkv_arena *a, qkv_rng *r)
     CHECK_OK(qkv_nn_conv1d_init(&conv0, &o0, p, "seq.0.", r));
     CHECK_OK(qkv_nn_tanh_init(&tanh_m));
     CHECK_OK(qkv_nn_conv1d_init(&conv2, &o2, p, "seq.2.", r));
-    CHECK_OK(qkv_nn_gelu_init(&gelu, QKV_GELU_TANH));
+    CHECK_OK(qkv_nn_gelu_init(&gelu, "tanh"));
     CHECK_OK(qkv_nn_conv1d_init(&conv4, &o4, p, "seq.4.", r));
     CHECK_OK(qkv_nn_relu_init(&relu));
     CHECK_OK(qkv_nn_dropout_init(&drop, 0.25f));
@@ -438,7 +438,7 @@ static void test_values(qkv_arena *a, qkv_rng *r)
     for (int op = 0; op < 4; op++) {
         if (op == 0) CHECK_OK(qkv_relu(c, x, &y));
         if (op == 1) CHECK_OK(qkv_tanh(c, x, &y));
-        if (op >= 2) CHECK_OK(qkv_gelu(c, x, op == 2 ? QKV_GELU_NONE : QKV_GELU_TANH, &y));
+        if (op >= 2) CHECK_OK(qkv_gelu(c, x, op == 2 ? "none" : "tanh", &y));
         for (int i = 0; y && i < 6; i++) {
             double v = xv[i], want = op == 0 ? fmax(v, 0) : op == 1 ? tanh(v)
                 : op == 2 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
@@ -606,11 +606,35 @@ static void test_bad_ops(qkv_arena *a)
     CHECK_ERR(qkv_tanh(c, NULL, &y), QKV_ERR_ARG, "tanh: x is NULL");
     CHECK_ERR(qkv_tanh(c, xi, &y), QKV_ERR_DTYPE, "tanh: x is I64, expected F32");
     CHECK_ERR(qkv_tanh(NULL, x, &y), QKV_ERR_ARG, "tanh: ctx is NULL");
-    CHECK_ERR(qkv_gelu(c, x, QKV_GELU_NONE, NULL), QKV_ERR_ARG, "gelu: y is NULL");
-    CHECK_ERR(qkv_gelu(c, NULL, QKV_GELU_TANH, &y), QKV_ERR_ARG, "gelu: x is NULL");
-    CHECK_ERR(qkv_gelu(c, xb, QKV_GELU_NONE, &y), QKV_ERR_DTYPE, "gelu: x is BOOL");
-    CHECK_ERR(qkv_gelu(c, x, (qkv_gelu_approx)2, &y), QKV_ERR_ARG,
-              "gelu: approximate 2 is not QKV_GELU_NONE (0) or QKV_GELU_TANH (1)");
+    CHECK_ERR(qkv_gelu(c, x, "none", NULL), QKV_ERR_ARG, "gelu: y is NULL");
+    CHECK_ERR(qkv_gelu(c, NULL, "tanh", &y), QKV_ERR_ARG, "gelu: x is NULL");
+    CHECK_ERR(qkv_gelu(c, xb, NULL, &y), QKV_ERR_DTYPE, "gelu: x is BOOL");
+    CHECK_ERR(qkv_gelu(c, x, "erf", &y), QKV_ERR_ARG, "gelu: approximate 'erf' is not 'none' or 'tanh'");
+    CHECK_ERR(qkv_activation_apply(c, (qkv_activation)9, x, &y), QKV_ERR_ARG,
+              "activation: 9 is not a qkv_activation value");
+    CHECK(y == NULL, "a failed activation leaves y NULL");
+    {
+        /* The one enum names every activation, and the names parse back. */
+        for (int a = 0; a < 4; a++) {
+            qkv_activation back = (qkv_activation)-1;
+            const char *nm = qkv_activation_name((qkv_activation)a);
+            CHECK(nm && qkv_activation_parse(nm, &back) == QKV_OK && back == (qkv_activation)a,
+                  "activation %d round-trips through its name", a);
+        }
+        qkv_activation back;
+        CHECK_ERR(qkv_activation_parse("swish", &back), QKV_ERR_ARG, "'swish' is not");
+        CHECK(qkv_activation_name((qkv_activation)4) == NULL, "no name past the last kind");
+        /* apply(kind) is the functional op of that kind, bit for bit. */
+        qkv_tensor *y1, *y2;
+        CHECK_OK(qkv_activation_apply(c, QKV_ACTIVATION_GELU_TANH, x, &y1));
+        CHECK_OK(qkv_gelu(c, x, "tanh", &y2));
+        CHECK(y1 && y2 && !memcmp(y1->data, y2->data, qkv_tensor_numel(x) * sizeof(float)),
+              "apply(GELU_TANH) == gelu(tanh)");
+        CHECK_OK(qkv_activation_apply(c, QKV_ACTIVATION_TANH, x, &y1));
+        CHECK_OK(qkv_tanh(c, x, &y2));
+        CHECK(y1 && y2 && !memcmp(y1->data, y2->data, qkv_tensor_numel(x) * sizeof(float)),
+              "apply(TANH) == tanh");
+    }
     CHECK(y == NULL, "gelu: *y not cleared on failure");
     CHECK_OK(qkv_relu(c, x0, &y)); /* 0-dim is a tensor too */
 
@@ -838,13 +862,15 @@ static void test_bad_modules(qkv_rng *r)
     qkv_nn_dropout drop;
     CHECK_ERR(qkv_nn_relu_init(NULL), QKV_ERR_ARG, "nn_relu_init: module is NULL");
     CHECK_ERR(qkv_nn_tanh_init(NULL), QKV_ERR_ARG, "nn_tanh_init: module is NULL");
-    CHECK_ERR(qkv_nn_gelu_init(NULL, QKV_GELU_NONE), QKV_ERR_ARG, "nn_gelu_init: module is NULL");
-    CHECK_ERR(qkv_nn_gelu_init(&gelu, (qkv_gelu_approx)-1), QKV_ERR_ARG,
-              "nn_gelu_init: approximate -1 is not QKV_GELU_NONE (0) or QKV_GELU_TANH (1)");
+    CHECK_ERR(qkv_nn_gelu_init(NULL, "none"), QKV_ERR_ARG, "nn_gelu_init: module is NULL");
+    CHECK_ERR(qkv_nn_gelu_init(&gelu, "Tanh"), QKV_ERR_ARG,
+              "nn_gelu_init: approximate 'Tanh' is not 'none' or 'tanh'");
+    CHECK_ERR(qkv_nn_activation_init(&gelu, (qkv_activation)-1), QKV_ERR_ARG,
+              "nn_activation_init: kind -1 is not a qkv_activation value");
     CHECK_ERR(qkv_nn_dropout_init(NULL, 0.1f), QKV_ERR_ARG, "nn_dropout_init: module is NULL");
     CHECK_ERR(qkv_nn_dropout_init(&drop, 1.01f), QKV_ERR_ARG, "nn_dropout_init: p 1.01 must be in [0,1]");
     CHECK_ERR(qkv_nn_dropout_init(&drop, NAN), QKV_ERR_ARG, "nn_dropout_init: p nan must be in [0,1]");
-    CHECK_OK(qkv_nn_gelu_init(&gelu, QKV_GELU_TANH));
+    CHECK_OK(qkv_nn_gelu_init(&gelu, "tanh"));
     CHECK_OK(qkv_nn_dropout_init(&drop, 0.0f));
     CHECK(!strcmp(gelu.base.type, "GELU") && !strcmp(drop.base.type, "Dropout"), "GELU/Dropout type names");
 
@@ -932,7 +958,7 @@ static qkv_status call_functional(qkv_ctx *c, pcase *k, qkv_tensor **y)
     const char *op = k->op;
     if (!strcmp(op, "relu")) return qkv_relu(c, k->x, y);
     if (!strcmp(op, "tanh")) return qkv_tanh(c, k->x, y);
-    if (!strcmp(op, "gelu")) return qkv_gelu(c, k->x, (qkv_gelu_approx)h_meta_int(st, "approximate"), y);
+    if (!strcmp(op, "gelu")) return qkv_gelu(c, k->x, h_meta_int(st, "approximate") ? "tanh" : "none", y);
     if (!strcmp(op, "add")) return qkv_add(c, k->ta, k->tb, y);
     if (!strcmp(op, "cat")) return qkv_cat(c, k->ta, k->tb, (int)h_meta_int(st, "dim"), y);
     if (!strcmp(op, "layer_norm"))
@@ -980,7 +1006,7 @@ static qkv_module *build_module(pcase *k, qkv_rng *r)
         const char *prefix[3] = {"0.", "2.", "4."};
         CHECK_OK(qkv_sequential_init(&k->seq));
         CHECK_OK(qkv_nn_relu_init(&k->relu));
-        CHECK_OK(qkv_nn_gelu_init(&k->gelu, (qkv_gelu_approx)h_meta_int(st, "approximate")));
+        CHECK_OK(qkv_nn_gelu_init(&k->gelu, h_meta_int(st, "approximate") ? "tanh" : "none"));
         CHECK_OK(qkv_nn_tanh_init(&k->tanh_m));
         qkv_module *act[3] = {&k->relu.base, &k->gelu.base, &k->tanh_m.base};
         for (int i = 0; i < 3; i++) {

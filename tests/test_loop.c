@@ -18,7 +18,7 @@ static void model_init(model *m, qkv_params *p)
     qkv_rng r;
     qkv_rng_seed(&r, 5);
     qkv_nn_linear_init(&m->l1, 4, 16, 1, p, "0.", &r);
-    qkv_nn_gelu_init(&m->act, QKV_GELU_NONE);
+    qkv_nn_gelu_init(&m->act, "none");
     qkv_nn_linear_init(&m->l2, 16, 1, 1, p, "2.", &r);
     qkv_sequential_init(&m->seq);
     qkv_sequential_add(&m->seq, &m->l1.base);

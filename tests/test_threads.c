@@ -46,7 +46,7 @@ static void run(int threads, result *res)
     qkv_ctx_set_seed(c, 3);
     qkv_tensor *h, *y;
     CHECK_OK(qkv_linear(c, x, w1, b1, &h));
-    CHECK_OK(qkv_gelu(c, h, QKV_GELU_NONE, &h));
+    CHECK_OK(qkv_gelu(c, h, "none", &h));
     CHECK_OK(qkv_dropout(c, h, 0.2f, &h));
     CHECK_OK(qkv_linear(c, h, w2, b2, &h));
     CHECK_OK(qkv_add(c, x, h, &h));

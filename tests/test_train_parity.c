@@ -32,7 +32,7 @@ static void model_init(model *m, int toy, qkv_params *p)
     }
     CHECK_OK(qkv_nn_linear_init(&m->l0, 6, 16, 1, p, "0.", &r));
     CHECK_OK(qkv_nn_layernorm_init(&m->ln, 16, 1e-5f, 1, p, "1."));
-    CHECK_OK(qkv_nn_gelu_init(&m->gelu, QKV_GELU_NONE));
+    CHECK_OK(qkv_nn_gelu_init(&m->gelu, "none"));
     CHECK_OK(qkv_nn_linear_init(&m->l3, 16, 16, 1, p, "3.", &r));
     CHECK_OK(qkv_nn_tanh_init(&m->tanh_));
     CHECK_OK(qkv_nn_linear_init(&m->l5, 16, 5, 1, p, "5.", &r));

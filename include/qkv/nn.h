@@ -23,17 +23,30 @@ qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tens
  * Inputs are F32 unless said otherwise; outputs come from the ctx's arena.
  * docs/layers.md has the shapes, the PyTorch equivalents and the backward. */
 
-/* y = max(x, 0), F.relu; the gradient at x = 0 is 0, as PyTorch's. Any shape. */
-qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
-/* y = tanh(x), torch.tanh. Any shape. */
-qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
-
+/* ---- activations: one enum for the functional ops, the modules
+ * (nn.ReLU, nn.GELU, nn.Tanh) and the transformer's feed-forward. A new
+ * activation is one enum value, one name and its two formulas in
+ * src/nn/activation.c. */
 typedef enum {
-    QKV_GELU_NONE = 0, /* x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): approximate='none' */
-    QKV_GELU_TANH      /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): approximate='tanh' */
-} qkv_gelu_approx;
-/* F.gelu(x, approximate=...). Any shape. */
-qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, qkv_gelu_approx approximate, qkv_tensor **y);
+    QKV_ACTIVATION_RELU = 0, /* max(x, 0): F.relu (gradient 0 at x = 0, as PyTorch's) */
+    QKV_ACTIVATION_GELU,     /* x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): F.gelu */
+    QKV_ACTIVATION_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
+                               * F.gelu(approximate='tanh') */
+    QKV_ACTIVATION_TANH      /* tanh(x): torch.tanh */
+} qkv_activation;
+
+/* y = act(x), elementwise, any shape. */
+qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y);
+/* "relu", "gelu", "gelu_tanh", "tanh" (NULL for a value out of range), and back. */
+const char *qkv_activation_name(qkv_activation act);
+qkv_status qkv_activation_parse(const char *name, qkv_activation *act);
+
+/* The functional forms, as torch.nn.functional names them: F.relu,
+ * torch.tanh, and F.gelu(x, approximate) with PyTorch's string: "none"
+ * (or NULL) for the exact erf form, "tanh" for the approximation. */
+qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y);
 
 /* y = a + b. Same shapes, or one broadcast over the other's leading dims:
  * b's shape equal to a's trailing dims (a (N,T,C) + b (T,C) or (C)), or the
@@ -138,15 +151,20 @@ qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
                                  int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
                                  const char *prefix, qkv_rng *rng);
 
-/* Parameterless modules: nn.ReLU(), nn.Tanh(), nn.GELU(approximate),
- * nn.Dropout(p) (p in [0,1]; active only in training mode). */
-typedef struct { qkv_module base; } qkv_nn_relu;
-typedef struct { qkv_module base; } qkv_nn_tanh;
-typedef struct { qkv_module base; qkv_gelu_approx approximate; } qkv_nn_gelu;
+/* Activation modules: nn.ReLU(), nn.Tanh(), nn.GELU(approximate) are one
+ * struct with the activation's kind (base.type is PyTorch's class name);
+ * qkv_nn_activation_init takes any kind. nn.Dropout(p) (p in [0,1]; active
+ * only in training mode). */
+typedef struct { qkv_module base; qkv_activation kind; } qkv_nn_activation;
+typedef qkv_nn_activation qkv_nn_relu;
+typedef qkv_nn_activation qkv_nn_tanh;
+typedef qkv_nn_activation qkv_nn_gelu;
 typedef struct { qkv_module base; float p; } qkv_nn_dropout;
+qkv_status qkv_nn_activation_init(qkv_nn_activation *m, qkv_activation kind);
 qkv_status qkv_nn_relu_init(qkv_nn_relu *m);
 qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m);
-qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, qkv_gelu_approx approximate);
+/* approximate: "none" (or NULL) or "tanh", as nn.GELU's. */
+qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, const char *approximate);
 qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p);
 
 /* nn.Sequential: runs its layers in order, each one's output the next one's

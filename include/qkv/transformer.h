@@ -15,14 +15,6 @@
 extern "C" {
 #endif
 
-/* The feed-forward activation: "relu" (the default), "gelu" (F.gelu, the
- * exact erf form), or F.gelu(approximate='tanh') given as a callable. */
-typedef enum {
-    QKV_ACTIVATION_RELU = 0,
-    QKV_ACTIVATION_GELU,
-    QKV_ACTIVATION_GELU_TANH
-} qkv_activation;
-
 /* The options of TransformerEncoderLayer and TransformerDecoderLayer.
  * qkv_transformer_layer_opts_default(d_model, nhead) gives PyTorch's
  * defaults: dim_feedforward 2048, dropout 0.1, relu, layer_norm_eps 1e-5,
@@ -32,7 +24,7 @@ typedef struct {
     int64_t d_model, nhead;
     int64_t dim_feedforward;
     float dropout;
-    qkv_activation activation;
+    qkv_activation activation; /* nn.h's: relu (default), gelu, gelu_tanh, tanh */
     float layer_norm_eps;
     int batch_first;
     int norm_first;

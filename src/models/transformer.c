@@ -42,8 +42,7 @@ qkv_status tfm_check_opts(const char *fn, const qkv_transformer_layer_opts *o)
                         (long long)o->dim_feedforward);
     if (!(o->dropout >= 0.0f && o->dropout <= 1.0f))
         return qkv_fail(QKV_ERR_ARG, "%s: dropout %g outside [0,1]", fn, (double)o->dropout);
-    if (o->activation != QKV_ACTIVATION_RELU && o->activation != QKV_ACTIVATION_GELU &&
-        o->activation != QKV_ACTIVATION_GELU_TANH)
+    if (!qkv_activation_name(o->activation))
         return qkv_fail(QKV_ERR_ARG, "%s: activation %d is not a qkv_activation value", fn,
                         (int)o->activation);
     if (!(o->layer_norm_eps > 0.0f) || isinf(o->layer_norm_eps))
@@ -280,22 +279,13 @@ static qkv_status attn_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, co
     return qkv_dropout(c, h, o->dropout, y);
 }
 
-static qkv_status activation(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)
-{
-    switch (act) {
-    case QKV_ACTIVATION_GELU: return qkv_gelu(c, x, QKV_GELU_NONE, y);
-    case QKV_ACTIVATION_GELU_TANH: return qkv_gelu(c, x, QKV_GELU_TANH, y);
-    default: return qkv_relu(c, x, y);
-    }
-}
-
 /* _ff_block: dropout(linear2(dropout(act(linear1(x))))). */
 static qkv_status ff_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_nn_linear *l1,
                            const qkv_nn_linear *l2, qkv_tensor *x, qkv_tensor **y)
 {
     qkv_tensor *h; // (...,dim_feedforward)
     QKV_TRY(qkv_linear(c, x, l1->weight, l1->bias, &h));
-    QKV_TRY(activation(c, o->activation, h, &h));
+    QKV_TRY(qkv_activation_apply(c, o->activation, h, &h));
     QKV_TRY(qkv_dropout(c, h, o->dropout, &h));
     qkv_tensor *f; // (...,d_model)
     QKV_TRY(qkv_linear(c, h, l2->weight, l2->bias, &f));

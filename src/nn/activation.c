@@ -1,9 +1,11 @@
 /* activation.c: elementwise activations: relu, tanh, gelu (exact and tanh
- * approximation), as torch.nn.functional computes them. */
+ * approximation), as torch.nn.functional computes them; one enum
+ * (qkv_activation) names them for the functional ops, the modules and the
+ * transformer's feed-forward. */
 #include <math.h>
+#include <string.h>
 #include "nn/nn_check.h"
 
-typedef enum { ACT_RELU, ACT_TANH, ACT_GELU, ACT_GELU_TANH } act_kind;
 
 #define GELU_BETA 0.7978845608028654f  /* sqrt(2/pi) */
 #define GELU_KAPPA 0.044715f
@@ -12,30 +14,30 @@ typedef enum { ACT_RELU, ACT_TANH, ACT_GELU, ACT_GELU_TANH } act_kind;
 
 typedef struct {
     qkv_tensor *x, *y;
-    act_kind kind;
+    qkv_activation kind;
     int64_t n;
 } act_saved;
 
-static float act_value(act_kind k, float x)
+static float act_value(qkv_activation k, float x)
 {
     switch (k) {
-    case ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case ACT_TANH: return tanhf(x);
-    case ACT_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
-    case ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+    case QKV_ACTIVATION_RELU: return x > 0.0f ? x : 0.0f;
+    case QKV_ACTIVATION_TANH: return tanhf(x);
+    case QKV_ACTIVATION_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
+    case QKV_ACTIVATION_GELU_TANH: return 0.5f * x * (1.0f + tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x)));
     }
     return 0.0f;
 }
 
 /* dy/dx at x (y is the forward's output there). */
-static float act_slope(act_kind k, float x, float y)
+static float act_slope(qkv_activation k, float x, float y)
 {
     switch (k) {
-    case ACT_RELU: return y > 0.0f ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
-    case ACT_TANH: return 1.0f - y * y;
-    case ACT_GELU: /* Phi(x) + x phi(x) */
+    case QKV_ACTIVATION_RELU: return y > 0.0f ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
+    case QKV_ACTIVATION_TANH: return 1.0f - y * y;
+    case QKV_ACTIVATION_GELU: /* Phi(x) + x phi(x) */
         return 0.5f * (1.0f + erff(x * INV_SQRT2)) + x * INV_SQRT2PI * expf(-0.5f * x * x);
-    case ACT_GELU_TANH: { /* 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2) */
+    case QKV_ACTIVATION_GELU_TANH: { /* 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2) */
         float t = tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x));
         return 0.5f * (1.0f + t) +
                0.5f * x * (1.0f - t * t) * GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x * x);
@@ -50,14 +52,14 @@ static float act_slope(act_kind k, float x, float y)
  * longer vectorised them). */
 #define ACT_CASES(k, LOOP)                        \
     switch (k) {                                  \
-    case ACT_RELU: LOOP(ACT_RELU); break;         \
-    case ACT_TANH: LOOP(ACT_TANH); break;         \
-    case ACT_GELU: LOOP(ACT_GELU); break;         \
-    case ACT_GELU_TANH: LOOP(ACT_GELU_TANH); break; \
+    case QKV_ACTIVATION_RELU: LOOP(QKV_ACTIVATION_RELU); break;         \
+    case QKV_ACTIVATION_TANH: LOOP(QKV_ACTIVATION_TANH); break;         \
+    case QKV_ACTIVATION_GELU: LOOP(QKV_ACTIVATION_GELU); break;         \
+    case QKV_ACTIVATION_GELU_TANH: LOOP(QKV_ACTIVATION_GELU_TANH); break; \
     }
 
 static __attribute__((noinline)) void
-act_forward_range(act_kind k, const float *restrict x, float *restrict y, int64_t i0, int64_t i1)
+act_forward_range(qkv_activation k, const float *restrict x, float *restrict y, int64_t i0, int64_t i1)
 {
 #define FORWARD(K) for (int64_t i = i0; i < i1; i++) y[i] = act_value(K, x[i])
     ACT_CASES(k, FORWARD)
@@ -65,7 +67,7 @@ act_forward_range(act_kind k, const float *restrict x, float *restrict y, int64_
 }
 
 static __attribute__((noinline)) void
-act_backward_range(act_kind k, const float *restrict x, const float *restrict y,
+act_backward_range(qkv_activation k, const float *restrict x, const float *restrict y,
                    const float *restrict dy, float *restrict dx, int64_t i0, int64_t i1)
 {
 #define BACKWARD(K) for (int64_t i = i0; i < i1; i++) dx[i] += dy[i] * act_slope(K, x[i], y[i])
@@ -93,7 +95,7 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
     return QKV_OK;
 }
 
-static qkv_status activation(qkv_ctx *c, const char *fn, act_kind kind, qkv_tensor *x,
+static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qkv_tensor *x,
                              qkv_tensor **y)
 {
     QKV_NEED(y, fn, "y");
@@ -118,23 +120,63 @@ static qkv_status activation(qkv_ctx *c, const char *fn, act_kind kind, qkv_tens
     return qkv_ctx_record(c, act_backward, s);
 }
 
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "tanh"};
+
+const char *qkv_activation_name(qkv_activation act)
+{
+    return (unsigned)act < sizeof act_names / sizeof *act_names ? act_names[act] : NULL;
+}
+
+qkv_status qkv_activation_parse(const char *name, qkv_activation *act)
+{
+    QKV_NEED(act, "activation_parse", "act");
+    QKV_NEED(name, "activation_parse", "name");
+    for (unsigned i = 0; i < sizeof act_names / sizeof *act_names; i++)
+        if (!strcmp(name, act_names[i])) {
+            *act = (qkv_activation)i;
+            return QKV_OK;
+        }
+    return qkv_fail(QKV_ERR_ARG, "activation_parse: '%s' is not relu, gelu, gelu_tanh or tanh",
+                    name);
+}
+
+qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)
+{
+    const char *name = qkv_activation_name(act);
+    if (!name) {
+        if (y) *y = NULL;
+        return qkv_fail(QKV_ERR_ARG, "activation: %d is not a qkv_activation value", (int)act);
+    }
+    return activation(c, name, act, x, y);
+}
+
 qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
 {
-    return activation(c, "relu", ACT_RELU, x, y);
+    return activation(c, "relu", QKV_ACTIVATION_RELU, x, y);
 }
 
 qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
 {
-    return activation(c, "tanh", ACT_TANH, x, y);
+    return activation(c, "tanh", QKV_ACTIVATION_TANH, x, y);
 }
 
-qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, qkv_gelu_approx approximate, qkv_tensor **y)
+qkv_status qkv_gelu_parse(const char *fn, const char *approximate, qkv_activation *act)
 {
-    if (approximate != QKV_GELU_NONE && approximate != QKV_GELU_TANH) {
-        if (y) *y = NULL;
-        return qkv_fail(QKV_ERR_ARG,
-                        "gelu: approximate %d is not QKV_GELU_NONE (0) or QKV_GELU_TANH (1)",
-                        (int)approximate);
+    if (!approximate || !strcmp(approximate, "none")) {
+        *act = QKV_ACTIVATION_GELU;
+        return QKV_OK;
     }
-    return activation(c, "gelu", approximate == QKV_GELU_TANH ? ACT_GELU_TANH : ACT_GELU, x, y);
+    if (!strcmp(approximate, "tanh")) {
+        *act = QKV_ACTIVATION_GELU_TANH;
+        return QKV_OK;
+    }
+    return qkv_fail(QKV_ERR_ARG, "%s: approximate '%s' is not 'none' or 'tanh'", fn, approximate);
+}
+
+qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y)
+{
+    qkv_activation act;
+    if (y) *y = NULL;
+    QKV_TRY(qkv_gelu_parse("gelu", approximate, &act));
+    return activation(c, "gelu", act, x, y);
 }

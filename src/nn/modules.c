@@ -169,19 +169,9 @@ qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
 
 /* ---- parameterless ---------------------------------------------------------- */
 
-static qkv_status relu_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+static qkv_status activation_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
 {
-    return qkv_relu(c, x, y);
-}
-
-static qkv_status tanh_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
-{
-    return qkv_tanh(c, x, y);
-}
-
-static qkv_status gelu_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
-{
-    return qkv_gelu(c, x, ((qkv_nn_gelu *)base)->approximate, y);
+    return qkv_activation_apply(c, ((qkv_nn_activation *)base)->kind, x, y);
 }
 
 static qkv_status dropout_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
@@ -189,29 +179,38 @@ static qkv_status dropout_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, q
     return qkv_dropout(c, x, ((qkv_nn_dropout *)base)->p, y);
 }
 
+/* PyTorch's class name for each kind. */
+static const char *const activation_types[] = {"ReLU", "GELU", "GELU", "Tanh"};
+
+qkv_status qkv_nn_activation_init(qkv_nn_activation *m, qkv_activation kind)
+{
+    QKV_NEED(m, "nn_activation_init", "module");
+    if (!qkv_activation_name(kind))
+        return qkv_fail(QKV_ERR_ARG, "nn_activation_init: kind %d is not a qkv_activation value",
+                        (int)kind);
+    m->base = (qkv_module){activation_types[kind], activation_forward};
+    m->kind = kind;
+    return QKV_OK;
+}
+
 qkv_status qkv_nn_relu_init(qkv_nn_relu *m)
 {
     QKV_NEED(m, "nn_relu_init", "module");
-    m->base = (qkv_module){"ReLU", relu_forward};
-    return QKV_OK;
+    return qkv_nn_activation_init(m, QKV_ACTIVATION_RELU);
 }
 
 qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m)
 {
     QKV_NEED(m, "nn_tanh_init", "module");
-    m->base = (qkv_module){"Tanh", tanh_forward};
-    return QKV_OK;
+    return qkv_nn_activation_init(m, QKV_ACTIVATION_TANH);
 }
 
-qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, qkv_gelu_approx approximate)
+qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, const char *approximate)
 {
+    qkv_activation kind;
     QKV_NEED(m, "nn_gelu_init", "module");
-    if (approximate != QKV_GELU_NONE && approximate != QKV_GELU_TANH)
-        return qkv_fail(QKV_ERR_ARG, "nn_gelu_init: approximate %d is not QKV_GELU_NONE (0) or "
-                        "QKV_GELU_TANH (1)", (int)approximate);
-    m->base = (qkv_module){"GELU", gelu_forward};
-    m->approximate = approximate;
-    return QKV_OK;
+    QKV_TRY(qkv_gelu_parse("nn_gelu_init", approximate, &kind));
+    return qkv_nn_activation_init(m, kind);
 }
 
 qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p)

@@ -22,4 +22,8 @@ static inline qkv_status qkv_need_dtype(const qkv_tensor *t, qkv_dtype want, con
 }
 
 #define QKV_NEED_F32(t, fn, arg) QKV_TRY(qkv_need_dtype((t), QKV_F32, (fn), (arg)))
+
+/* F.gelu's approximate ("none" or NULL, "tanh") as a qkv_activation;
+ * anything else is QKV_ERR_ARG naming fn (activation.c). */
+qkv_status qkv_gelu_parse(const char *fn, const char *approximate, qkv_activation *act);
 #endif
