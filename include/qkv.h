@@ -110,6 +110,16 @@ qkv_status qkv_tensor_narrow(qkv_arena *a, qkv_tensor *t, int64_t start, int64_t
 /* The tensor's gradient buffer, allocated zeroed from the arena if absent
  * (views resolve to their base's gradient). */
 float *qkv_tensor_grad(qkv_arena *a, qkv_tensor *t);
+/* x.requires_grad_(requires_grad): whether ops record a gradient path back
+ * to this tensor (an input you want d(loss)/d(input) for; parameters have
+ * it set by qkv_params_add). F32 tensors only, not views (set it on the
+ * tensor viewed). Set it before the forward: ops see it when they run. */
+qkv_status qkv_tensor_set_requires_grad(qkv_tensor *t, int requires_grad);
+/* After qkv_backward: copies t's gradient into dst (n = t's element
+ * count). A gradient never produced (t did not require one, or no path led
+ * from it to the output, PyTorch's None) reads as zeros. t->grad is the
+ * same buffer, or NULL when none was produced. */
+qkv_status qkv_tensor_read_grad(const qkv_tensor *t, float *dst, int64_t n);
 
 /* ---- random numbers --------------------------------------------------- */
 

@@ -142,7 +142,8 @@ static void test_bad_input(void)
     CHECK_ERR(qkv_permute(c, x, (int[]){0, 0}, &y), QKV_ERR_ARG, "not a permutation");
     CHECK_ERR(qkv_append_row(c, x, NULL, &y), QKV_ERR_SHAPE, "expected 4 (N,H,S,D)");
     CHECK_ERR(qkv_tensor_view(A, x, 2, (int64_t[]){4, 4}, &y), QKV_ERR_SHAPE, "cannot view (3,5)");
-    CHECK_ERR(qkv_tensor_narrow(A, x, 2, 2, &y), QKV_ERR_SHAPE, "rows [2,4) outside t (3,5)");
+    CHECK_ERR(qkv_tensor_narrow(A, x, 2, 2, &y), QKV_ERR_SHAPE, "2 rows from row 2 do not fit t (3,5)");
+    CHECK_ERR(qkv_tensor_narrow(A, x, INT64_MAX, 2, &y), QKV_ERR_SHAPE, "from row 9223372036854775807");
     CHECK_ERR(qkv_tensor_new(A, QKV_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, &y), QKV_ERR_SHAPE, "ndim 5");
     CHECK_ERR(qkv_tensor_new(A, QKV_F32, 1, (int64_t[]){-3}, &y), QKV_ERR_SHAPE, "bad size -3");
     CHECK_ERR(qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){INT64_MAX / 2, 4}, &y), QKV_ERR_SHAPE, "bad size");
@@ -179,6 +180,52 @@ static void test_bad_input(void)
     qkv_ctx_free(c);
 }
 
+/* An input's gradient, the way a user asks for it: requires_grad on the
+ * input, backward, then read it (zeros where none was produced). */
+static void test_input_grad(void)
+{
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    float xd[6] = {1, -2, 3, 0.5f, 4, -1}, wd[6] = {0.5f, 1, -1, 2, 0, 3}; // x (2,3), w (2,3)
+    float dout[4] = {1, 2, -1, 0.5f};                                          // (2,2)
+    qkv_tensor *x, *w, *y, *z;
+    qkv_tensor_wrap(A, xd, 2, (int64_t[]){2, 3}, &x);
+    qkv_tensor_wrap(A, wd, 2, (int64_t[]){2, 3}, &w);
+    CHECK(!x->requires_grad, "a wrapped input does not require grad by default");
+    CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+    CHECK_OK(qkv_linear(c, x, w, NULL, &y));
+    CHECK_OK(qkv_backward(c, y, dout));
+    /* y = x w^T, so dx[i][k] = sum_j dout[i][j] w[j][k], by hand here. */
+    float dx[6], want[6];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) want[i * 3 + k] = dout[i * 2] * wd[k] + dout[i * 2 + 1] * wd[3 + k];
+    CHECK_OK(qkv_tensor_read_grad(x, dx, 6));
+    CHECK(h_rel_err(dx, want, 6) < 1e-6, "input gradient read back: rel err %g", h_rel_err(dx, want, 6));
+    /* w did not require a gradient: reads as zeros, not garbage. */
+    float dw[6] = {9, 9, 9, 9, 9, 9};
+    CHECK_OK(qkv_tensor_read_grad(w, dw, 6));
+    CHECK(dw[0] == 0 && dw[5] == 0 && w->grad == NULL, "a never-produced gradient reads as zeros");
+    /* A view's gradient is the rows of its base's. */
+    CHECK_OK(qkv_tensor_narrow(A, x, 1, 1, &z));
+    float d1[3];
+    CHECK_OK(qkv_tensor_read_grad(z, d1, 3));
+    CHECK(d1[0] == dx[3] && d1[2] == dx[5], "a view reads its base's gradient rows");
+    CHECK_ERR(qkv_tensor_read_grad(x, dx, 5), QKV_ERR_SHAPE, "n 5 is not t's 6 elements");
+    CHECK_ERR(qkv_tensor_set_requires_grad(z, 1), QKV_ERR_STATE, "t is a view");
+    qkv_tensor *ids;
+    qkv_tensor_new(A, QKV_I64, 1, (int64_t[]){3}, &ids);
+    CHECK_ERR(qkv_tensor_set_requires_grad(ids, 1), QKV_ERR_DTYPE, "only F32 tensors");
+    CHECK_ERR(qkv_tensor_set_requires_grad(NULL, 1), QKV_ERR_ARG, "t is NULL");
+    /* Switched off again, the input no longer gets one. */
+    qkv_ctx_reset(c);
+    qkv_tensor_wrap(A, xd, 2, (int64_t[]){2, 3}, &x);
+    CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+    CHECK_OK(qkv_tensor_set_requires_grad(x, 0));
+    CHECK_OK(qkv_linear(c, x, w, NULL, &y));
+    CHECK(!y->requires_grad, "nothing recorded when no input requires grad");
+    qkv_ctx_free(c);
+}
+
 int main(void)
 {
     qkv_arena_new(&A, 0);
@@ -187,6 +234,7 @@ int main(void)
     test_permute_values();
     test_init();
     test_bad_input();
+    test_input_grad();
     qkv_arena_free(A);
     return h_finish("test_ops");
 }

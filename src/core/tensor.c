@@ -154,8 +154,8 @@ qkv_status qkv_tensor_narrow(qkv_arena *a, qkv_tensor *t, int64_t start, int64_t
     if (t->ndim < 1) return qkv_fail(QKV_ERR_SHAPE, "tensor_narrow: t has 0 dims");
     if (start < 0 || len < 0 || start > t->shape[0] - len) {
         char b[64];
-        return qkv_fail(QKV_ERR_SHAPE, "tensor_narrow: rows [%lld,%lld) outside t %s",
-                        (long long)start, (long long)(start + len), qkv_shape_str(t, b, sizeof b));
+        return qkv_fail(QKV_ERR_SHAPE, "tensor_narrow: %lld rows from row %lld do not fit t %s",
+                        (long long)len, (long long)start, qkv_shape_str(t, b, sizeof b));
     }
     int64_t row = t->shape[0] ? qkv_tensor_numel(t) / t->shape[0] : 0;
     int64_t shape[QKV_MAX_DIMS];
@@ -176,4 +176,36 @@ float *qkv_tensor_grad(qkv_arena *a, qkv_tensor *t)
     }
     t->grad = qkv_arena_alloc(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
     return t->grad;
+}
+
+qkv_status qkv_tensor_set_requires_grad(qkv_tensor *t, int requires_grad)
+{
+    QKV_NEED(t, "tensor_set_requires_grad", "t");
+    if (t->dtype != QKV_F32)
+        return qkv_fail(QKV_ERR_DTYPE, "tensor_set_requires_grad: t is %s; only F32 tensors can "
+                        "require gradients", t->dtype == QKV_BOOL ? "BOOL" : "I64");
+    if (t->base)
+        return qkv_fail(QKV_ERR_STATE, "tensor_set_requires_grad: t is a view; set it on the "
+                        "tensor it views (its gradient is that tensor's)");
+    t->requires_grad = requires_grad != 0;
+    return QKV_OK;
+}
+
+qkv_status qkv_tensor_read_grad(const qkv_tensor *t, float *dst, int64_t n)
+{
+    QKV_NEED(t, "tensor_read_grad", "t");
+    QKV_NEED(dst, "tensor_read_grad", "dst");
+    if (t->dtype != QKV_F32)
+        return qkv_fail(QKV_ERR_DTYPE, "tensor_read_grad: t is not F32 (it has no gradient)");
+    int64_t numel = qkv_tensor_numel(t);
+    if (n != numel)
+        return qkv_fail(QKV_ERR_SHAPE, "tensor_read_grad: n %lld is not t's %lld elements",
+                        (long long)n, (long long)numel);
+    /* A view's gradient is its base's, from its offset, even when the base's
+     * gradient was allocated after the view was made. */
+    const float *g = t->grad;
+    if (!g && t->base && t->base->grad) g = t->base->grad + t->offset;
+    if (g) memcpy(dst, g, (size_t)n * sizeof(float));
+    else memset(dst, 0, (size_t)n * sizeof(float));
+    return QKV_OK;
 }
