@@ -75,6 +75,9 @@ $(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h tests/oracle.h $(B)/li
 	@mkdir -p $(B)/tests
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
+# test_nomem makes the library's allocations fail one by one (tests/test_nomem.c).
+$(B)/tests/test_nomem: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
+
 $(B)/bench/%: bench/%.c $(wildcard bench/*.h) $(B)/libqkv.a
 	@mkdir -p $(B)/bench
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
@@ -105,7 +108,7 @@ install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
 # libFuzzer target for the safetensors reader; needs clang, and is not part
 # of `all` or `test`. Run: build/fuzz/fuzz_safetensors -max_total_time=60 DIR
 FUZZ_CC ?= clang
-FUZZ_SRC := tests/fuzz/fuzz_safetensors.c src/io/json.c src/io/safetensors.c src/core/error.c
+FUZZ_SRC := tests/fuzz/fuzz_safetensors.c src/io/json.c $(wildcard src/io/safetensors*.c) src/core/error.c src/core/tensor.c src/core/arena.c
 
 fuzz: build/fuzz/fuzz_safetensors
 
