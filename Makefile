@@ -47,7 +47,7 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
 
-all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv $(TESTS) $(BENCHES)
+all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv.pc $(B)/qkv $(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -94,8 +94,19 @@ sanitize:
 
 VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 
+# qkv.pc for `make install`; $(B)/qkv.pc points at this tree, so a program
+# builds against the build without installing:
+#   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
+PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
+
 qkv.pc: qkv.pc.in include/qkv.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(PC_SED) -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \
+		-e 's|@INCLUDEDIR@|$${prefix}/include|' $< > $@
+
+$(B)/qkv.pc: qkv.pc.in include/qkv.h
+	@mkdir -p $(B)
+	$(PC_SED) -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(B))|' \
+		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
 
 install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
