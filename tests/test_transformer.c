@@ -510,6 +510,20 @@ static void test_defaults_and_names(void)
         qkv_transformer_decoder_layer dl;
         if (i == 1) CHECK_OK(qkv_transformer_decoder_layer_init(&dl, &o, p, "", &R));
         else CHECK_OK(qkv_transformer_encoder_layer_init(&el, &o, p, "", &R));
+        if (i == 1) {
+            /* The decoder layer has a module base like the encoder layer's:
+             * its type, and a one-input forward that says what it needs. */
+            CHECK(dl.base.type && !strcmp(dl.base.type, "TransformerDecoderLayer"),
+                  "decoder layer's base.type");
+            qkv_ctx *c;
+            qkv_ctx_new(&c);
+            qkv_tensor *x, *y = (qkv_tensor *)1;
+            qkv_tensor_new(qkv_ctx_arena(c), QKV_F32, 2, (int64_t[]){3, 8}, &x);
+            CHECK_ERR(qkv_module_forward(c, &dl.base, x, &y), QKV_ERR_STATE,
+                      "TransformerDecoderLayer: a decoder's forward needs memory");
+            CHECK(y == NULL, "no output from the failed module forward");
+            qkv_ctx_free(c);
+        }
         char got[1024] = "";
         for (int j = 0; j < qkv_params_count(p); j++) {
             strcat(got, qkv_params_at(p, j)->name);

@@ -98,6 +98,9 @@ qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
  *          pre-norm   x = x + sa(norm1(x)); x = x + mha(norm2(x), memory); x = x + ff(norm3(x))
  * each block followed by its dropout (dropout1, dropout2, dropout3). */
 typedef struct {
+    /* As a module: its type name; the one-input forward fails with a
+     * message (a decoder needs memory: call the _forward below). */
+    qkv_module base;
     qkv_transformer_layer_opts o;
     qkv_mha self_attn, multihead_attn;
     qkv_nn_linear linear1, linear2;
@@ -142,6 +145,7 @@ qkv_status qkv_transformer_encoder_forward(qkv_ctx *c, const qkv_transformer_enc
                                            qkv_tensor **out);
 
 typedef struct {
+    qkv_module base; /* as the decoder layer's: the type, no one-input forward */
     qkv_transformer_layer_opts o;
     int64_t num_layers;
     qkv_transformer_decoder_layer *layers; /* (num_layers) */

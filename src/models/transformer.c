@@ -364,6 +364,14 @@ qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
 
 /* ---- TransformerDecoderLayer ------------------------------------------- */
 
+qkv_status tfm_module_needs_memory(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    if (y) *y = NULL;
+    return qkv_fail(QKV_ERR_STATE, "%s: a decoder's forward needs memory (the encoder's output); "
+                    "call qkv_transformer_decoder_layer_forward or qkv_transformer_decoder_forward",
+                    base->type);
+}
+
 qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
                                               const qkv_transformer_layer_opts *o, qkv_params *p,
                                               const char *prefix, qkv_rng *rng)
@@ -380,6 +388,7 @@ qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
     QKV_TRY(tfm_norm_init(&m->norm2, o, p, prefix, "norm2."));
     QKV_TRY(tfm_norm_init(&m->norm3, o, p, prefix, "norm3."));
     m->o = *o;
+    m->base = (qkv_module){"TransformerDecoderLayer", tfm_module_needs_memory};
     return QKV_OK;
 }
 

@@ -88,6 +88,9 @@ qkv_status tfm_decoder_layer_run(qkv_ctx *c, const qkv_transformer_decoder_layer
 qkv_status tfm_norm_init(qkv_nn_layernorm *n, const qkv_transformer_layer_opts *o, qkv_params *p,
                          const char *prefix, const char *name);
 qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qkv_tensor **y);
+/* The one-input module forward of the decoders: fails, naming the calls
+ * that take memory. */
+qkv_status tfm_module_needs_memory(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y);
 
 /* ---- generation (kvcache.c, generate.c) ---- */
 /* qkv_kv_cache_reorder, with the memory's keys and values left in place

@@ -192,6 +192,7 @@ qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
         return s;
     }
     m->o = *o;
+    m->base = (qkv_module){"TransformerDecoder", tfm_module_needs_memory};
     return QKV_OK;
 }
 
