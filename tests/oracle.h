@@ -4,24 +4,14 @@
 #include <unistd.h> /* the including test defines _POSIX_C_SOURCE first */
 #include "harness.h"
 
-/* A tensor of the file as a new tensor in a: BOOL and I64 as stored, every
- * other dtype as F32 (with a gradient buffer and requires_grad when grad).
- * NULL when absent. */
+/* A tensor of the file as a new tensor in a: BOOL as stored, integers as
+ * I64, floating-point dtypes as F32 (with a gradient buffer and
+ * requires_grad when grad). NULL when absent. */
 static inline qkv_tensor *h_load(qkv_safetensors *st, qkv_arena *a, const char *name, int grad)
 {
-    qkv_st_dtype dt;
-    int nd;
-    int64_t shape[8];
-    const void *data;
-    size_t nbytes;
-    if (qkv_safetensors_info(st, name, &dt, &nd, shape, &data, &nbytes) != QKV_OK) return NULL;
-    qkv_dtype kind = dt == QKV_ST_BOOL ? QKV_BOOL : dt == QKV_ST_I64 ? QKV_I64 : QKV_F32;
     qkv_tensor *t = NULL;
-    if (nd > QKV_MAX_DIMS || qkv_tensor_new(a, kind, nd, shape, &t) != QKV_OK) return NULL;
-    if (kind == QKV_BOOL) memcpy(t->mask, data, nbytes);
-    else if (kind == QKV_I64) memcpy(t->idx, data, nbytes);
-    else if (qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)) != QKV_OK) return NULL;
-    if (grad && kind == QKV_F32) {
+    if (qkv_safetensors_load_tensor(st, name, a, &t) != QKV_OK) return NULL;
+    if (grad && t->dtype == QKV_F32) {
         qkv_tensor_grad(a, t);
         t->requires_grad = 1;
     }

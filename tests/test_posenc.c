@@ -464,13 +464,7 @@ static qkv_tensor *load(qkv_safetensors *st, qkv_arena *a, const char *name, int
     }
     qkv_tensor *t = NULL;
     if (qkv_tensor_new(a, as_ids ? QKV_I64 : QKV_F32, ndim, shape, &t) != QKV_OK) return NULL;
-    int64_t n = qkv_tensor_numel(t);
-    float *f = as_ids ? malloc((size_t)(n ? n : 1) * sizeof *f) : t->data;
-    CHECK_OK(qkv_safetensors_read_f32(st, name, f, n));
-    if (as_ids) {
-        for (int64_t i = 0; i < n; i++) t->idx[i] = (int64_t)f[i];
-        free(f);
-    }
+    CHECK_OK(qkv_safetensors_read_tensor(st, name, t)); /* ids: an integer dtype */
     return t;
 }
 

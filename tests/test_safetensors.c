@@ -365,14 +365,19 @@ static void test_convert(void)
     CHECK(isnan(out[9]), "f16 nan gave %g", out[9]);
     CHECK_OK(qkv_safetensors_read_f32(st, "bf", out, 3));
     for (int i = 0; i < 3; i++) CHECK(same_bits(out[i], bfw[i]), "bf16[%d] = %g", i, out[i]);
-    CHECK_OK(qkv_safetensors_read_f32(st, "i16", out, 2));
-    CHECK(out[0] == -300 && out[1] == 300, "i16 %g %g", out[0], out[1]);
-    CHECK_OK(qkv_safetensors_read_f32(st, "i8", out, 2));
-    CHECK(out[0] == -128 && out[1] == 127, "i8 %g %g", out[0], out[1]);
-    CHECK_OK(qkv_safetensors_read_f32(st, "i32", out, 1));
-    CHECK(out[0] == -7, "i32 %g", out[0]);
-    CHECK_OK(qkv_safetensors_read_f32(st, "i64", out, 1));
-    CHECK(out[0] == -0x1p53f, "i64 %g", out[0]);
+    /* Integers widen to int64 (sign-extended); as floats they are refused. */
+    int64_t iv[2] = {0, 0};
+    CHECK_OK(qkv_safetensors_read_i64(st, "i16", iv, 2));
+    CHECK(iv[0] == -300 && iv[1] == 300, "i16 %lld %lld", (long long)iv[0], (long long)iv[1]);
+    CHECK_OK(qkv_safetensors_read_i64(st, "i8", iv, 2));
+    CHECK(iv[0] == -128 && iv[1] == 127, "i8 %lld %lld", (long long)iv[0], (long long)iv[1]);
+    CHECK_OK(qkv_safetensors_read_i64(st, "i32", iv, 1));
+    CHECK(iv[0] == -7, "i32 %lld", (long long)iv[0]);
+    CHECK_OK(qkv_safetensors_read_i64(st, "i64", iv, 1));
+    CHECK(iv[0] == -9007199254740992LL, "i64 %lld", (long long)iv[0]);
+    CHECK_ERR(qkv_safetensors_read_f32(st, "i32", out, 1), QKV_ERR_DTYPE, "'i32' is I32");
+    CHECK_ERR(qkv_safetensors_read_f32(st, "i64", out, 1), QKV_ERR_DTYPE, "safetensors_read_i64");
+    CHECK_ERR(qkv_safetensors_read_i64(st, "f64", iv, 1), QKV_ERR_DTYPE, "'f64' is F64");
     CHECK_OK(qkv_safetensors_read_f32(st, "f64", out, 1));
     CHECK(out[0] == -0.1f, "f64 %g", out[0]);
     qkv_safetensors_close(st);
@@ -440,8 +445,9 @@ static void test_round_trip(void)
     CHECK_OK(qkv_safetensors_info(st, "mask", &dt, &ndim, shape, &data, &nbytes));
     CHECK(dt == QKV_ST_BOOL && ndim == 2 && nbytes == 6 && ((const uint8_t *)data)[3] == 1,
           "mask info / normalised to 0/1");
-    CHECK_OK(qkv_safetensors_read_f32(st, "mask", out, 6));
-    CHECK(out[0] == 1 && out[1] == 0 && out[3] == 1 && out[5] == 0, "mask as float");
+    uint8_t mask[6] = {9, 9, 9, 9, 9, 9};
+    CHECK_OK(qkv_safetensors_read_bool(st, "mask", mask, 6));
+    CHECK(mask[0] == 1 && mask[1] == 0 && mask[3] == 1 && mask[5] == 0, "mask as bool");
     CHECK_OK(qkv_safetensors_info(st, "scalar", &dt, &ndim, shape, NULL, &nbytes));
     CHECK(ndim == 0 && nbytes == 4, "scalar info");
     CHECK_OK(qkv_safetensors_read_f32(st, "scalar", out, 1));
@@ -477,6 +483,111 @@ static void test_round_trip(void)
     CHECK_OK(qkv_safetensors_open(tmp_path("none.st"), &st));
     CHECK(qkv_safetensors_count(st) == 0, "empty save count");
     qkv_safetensors_close(st);
+}
+
+/* ---- typed reads ---------------------------------------------------- */
+
+/* Dtypes and shapes must mean what the destination holds: a BOOL mask is
+ * no float, a (3,4) weight no (4,3) one, whatever the element counts. */
+static void test_typed_reads(void)
+{
+    const char *path = tmp_path("typed.st");
+    qkv_safetensors *st = NULL;
+    float out[12];
+    CHECK_OK(save_c_file(path));
+    CHECK_OK(qkv_safetensors_open(path, &st));
+    if (!st) return;
+    /* The BOOL mask as floats: refused, naming the tensor, its dtype and
+     * the read that fits; out untouched. */
+    out[0] = 42;
+    CHECK_ERR(qkv_safetensors_read_f32(st, "mask", out, 6), QKV_ERR_DTYPE,
+              "tensor 'mask' is BOOL, not a floating-point dtype");
+    CHECK(strstr(qkv_last_error(), "safetensors_read_bool") && strstr(qkv_last_error(), path),
+          "message: %s", qkv_last_error());
+    CHECK(out[0] == 42, "a refused read wrote into dst");
+    int64_t iv[12];
+    uint8_t bv[12];
+    CHECK_ERR(qkv_safetensors_read_i64(st, "mask", iv, 6), QKV_ERR_DTYPE, "'mask' is BOOL");
+    CHECK_ERR(qkv_safetensors_read_i64(st, "w", iv, 12), QKV_ERR_DTYPE,
+              "'w' is F32, not an integer dtype");
+    CHECK_ERR(qkv_safetensors_read_bool(st, "w", bv, 12), QKV_ERR_DTYPE, "'w' is F32, not BOOL");
+    CHECK_ERR(qkv_safetensors_read_bool(st, "mask", bv, 5), QKV_ERR_SHAPE, "has 6 elements");
+    CHECK_ERR(qkv_safetensors_read_bool(st, "mask", NULL, 6), QKV_ERR_ARG, "dst");
+    CHECK_ERR(qkv_safetensors_read_bool(NULL, "mask", bv, 6), QKV_ERR_ARG, "st");
+    CHECK_ERR(qkv_safetensors_read_i64(st, NULL, iv, 6), QKV_ERR_ARG, "name");
+
+    /* read_tensor: the exact stored shape, whatever the count. */
+    float buf[12];
+    for (int i = 0; i < 12; i++) buf[i] = -99;
+    qkv_tensor t = {.dtype = QKV_F32, .ndim = 2, .shape = {4, 3}, .data = buf};
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "w", &t), QKV_ERR_SHAPE,
+              "'w' is (3,4) in the file, (4,3) in the tensor");
+    t.ndim = 1, t.shape[0] = 12;
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "w", &t), QKV_ERR_SHAPE,
+              "'w' is (3,4) in the file, (12) in the tensor");
+    CHECK(buf[0] == -99 && buf[11] == -99, "a refused read_tensor wrote into the tensor");
+    t.ndim = 2, t.shape[0] = 3, t.shape[1] = 4;
+    CHECK_OK(qkv_safetensors_read_tensor(st, "w", &t));
+    CHECK(memcmp(buf, c_w, sizeof c_w) == 0, "read_tensor values");
+    /* The mask into a BOOL tensor, and refused by an F32 one. */
+    qkv_tensor m = {.dtype = QKV_BOOL, .ndim = 2, .shape = {2, 3}, .mask = bv};
+    memset(bv, 9, sizeof bv);
+    CHECK_OK(qkv_safetensors_read_tensor(st, "mask", &m));
+    CHECK(bv[0] == 1 && bv[1] == 0 && bv[2] == 0 && bv[3] == 1 && bv[4] == 1 && bv[5] == 0,
+          "mask via read_tensor");
+    qkv_tensor mf = {.dtype = QKV_F32, .ndim = 2, .shape = {2, 3}, .data = buf};
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "mask", &mf), QKV_ERR_DTYPE, "'mask' is BOOL");
+    qkv_tensor mi = {.dtype = QKV_I64, .ndim = 2, .shape = {2, 3}, .idx = iv};
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "mask", &mi), QKV_ERR_DTYPE, "not an integer");
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "w", NULL), QKV_ERR_ARG, "dst");
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "nope", &t), QKV_ERR_NOTFOUND, "'nope'");
+    t.data = NULL;
+    CHECK_ERR(qkv_safetensors_read_tensor(st, "w", &t), QKV_ERR_ARG, "dst");
+
+    /* load_tensor: the stored shape and kind, from an arena. */
+    qkv_arena *a = NULL;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *x = NULL;
+    CHECK_OK(qkv_safetensors_load_tensor(st, "w", a, &x));
+    CHECK(x && x->dtype == QKV_F32 && x->ndim == 2 && x->shape[0] == 3 && x->shape[1] == 4 &&
+              !memcmp(x->data, c_w, sizeof c_w), "load_tensor w");
+    CHECK_OK(qkv_safetensors_load_tensor(st, "mask", a, &x));
+    CHECK(x && x->dtype == QKV_BOOL && x->ndim == 2 && x->shape[1] == 3 && x->mask[3] == 1 &&
+              x->mask[4] == 1 && x->mask[2] == 0, "load_tensor mask");
+    CHECK_OK(qkv_safetensors_load_tensor(st, "scalar", a, &x));
+    CHECK(x && x->ndim == 0 && x->data[0] == 42.0f, "load_tensor scalar");
+    CHECK_OK(qkv_safetensors_load_tensor(st, "empty", a, &x));
+    CHECK(x && x->ndim == 1 && x->shape[0] == 0, "load_tensor empty");
+    size_t used = qkv_arena_used(a);
+    x = (qkv_tensor *)1;
+    CHECK_ERR(qkv_safetensors_load_tensor(st, "nope", a, &x), QKV_ERR_NOTFOUND, "'nope'");
+    CHECK(x == NULL && qkv_arena_used(a) == used, "a failed load_tensor left *out or memory");
+    CHECK_ERR(qkv_safetensors_load_tensor(st, "w", NULL, &x), QKV_ERR_ARG, "arena");
+    CHECK_ERR(qkv_safetensors_load_tensor(st, "w", a, NULL), QKV_ERR_ARG, "out");
+    qkv_safetensors_close(st);
+
+    /* Integers load as I64 (widened), and a rank the tensors lack is refused. */
+    const uint8_t data[] = {0xf9, 0xff, 0xff, 0xff, 0x05, 0, 0, 0,  /* I32 -7, 5 */
+                            0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0};    /* U8 255, 2; F32 0 */
+    image im = make_image("{\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                          "\"u\":{\"dtype\":\"U8\",\"shape\":[1,2],\"data_offsets\":[8,10]},"
+                          "\"r5\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1],"
+                          "\"data_offsets\":[10,14]}}",
+                          -1, data, 14);
+    CHECK_OK(qkv_safetensors_parse(im.p, im.n, "ints", &st));
+    free(im.p);
+    if (st) {
+        CHECK_OK(qkv_safetensors_load_tensor(st, "i", a, &x));
+        CHECK(x && x->dtype == QKV_I64 && x->ndim == 1 && x->idx[0] == -7 && x->idx[1] == 5,
+              "load_tensor I32 -> I64");
+        CHECK_OK(qkv_safetensors_load_tensor(st, "u", a, &x));
+        CHECK(x && x->dtype == QKV_I64 && x->ndim == 2 && x->idx[0] == 255 && x->idx[1] == 2,
+              "load_tensor U8 -> I64 (unsigned)");
+        CHECK_ERR(qkv_safetensors_load_tensor(st, "r5", a, &x), QKV_ERR_SHAPE,
+                  "'r5' is (1,1,1,1,1), 5 dims; qkv tensors have at most 4");
+        qkv_safetensors_close(st);
+    }
+    qkv_arena_free(a);
 }
 
 static void test_api_args(void)
@@ -589,11 +700,21 @@ static void check_py_tensor(qkv_safetensors *st, const char *name, qkv_st_dtype 
 {
     qkv_st_dtype dt;
     int ndim = -1;
-    int64_t shape[8];
+    int64_t shape[8], iv[16];
+    uint8_t bv[16];
     float out[16];
     CHECK_OK(qkv_safetensors_info(st, name, &dt, &ndim, shape, NULL, NULL));
     CHECK(dt == want_dt && ndim == want_ndim, "%s: dtype %d ndim %d", name, dt, ndim);
-    CHECK_OK(qkv_safetensors_read_f32(st, name, out, n));
+    /* Each dtype through its own typed read, compared as float. */
+    if (dt == QKV_ST_BOOL) {
+        CHECK_OK(qkv_safetensors_read_bool(st, name, bv, n));
+        for (int64_t i = 0; i < n; i++) out[i] = bv[i];
+    } else if (dt == QKV_ST_F32 || dt == QKV_ST_F16 || dt == QKV_ST_BF16 || dt == QKV_ST_F64) {
+        CHECK_OK(qkv_safetensors_read_f32(st, name, out, n));
+    } else {
+        CHECK_OK(qkv_safetensors_read_i64(st, name, iv, n));
+        for (int64_t i = 0; i < n; i++) out[i] = (float)iv[i];
+    }
     for (int64_t i = 0; i < n; i++)
         CHECK(same_bits(out[i], want[i]) || (isnan(out[i]) && isnan(want[i])),
               "%s[%lld] = %g, want %g", name, (long long)i, out[i], want[i]);
@@ -664,6 +785,7 @@ int main(void)
     test_good_edges();
     test_convert();
     test_round_trip();
+    test_typed_reads();
     test_api_args();
     test_save_atomic();
     /* The interop tests need Debian's PyTorch (tools/setup.sh --test): a
