@@ -1,6 +1,10 @@
-/* cli.h: what the qkv command's files share. */
+/* cli.h: what the qkv command's files share: a command's row in the table
+ * (main.c), exit statuses, and the option parsing every command uses
+ * (args.c, on getopt_long). docs/cli.md has the commands and the recipe for
+ * adding one. */
 #ifndef QKV_CLI_H
 #define QKV_CLI_H
+#include <getopt.h>
 #include "qkv.h"
 
 #define QKV_CLI_TRY(expr)                                                        \
@@ -9,8 +13,62 @@
         if (s_ != QKV_OK) return s_;                                             \
     } while (0)
 
-/* qkv toy ...: the lecture's toy experiment; returns the exit code. */
-int qkv_cli_toy(int argc, char **argv);
-/* qkv inspect FILE.safetensors: lists a file; returns the exit code. */
-int qkv_cli_inspect(int argc, char **argv);
+/* Every command's exit status. */
+enum { QKV_EXIT_OK = 0, QKV_EXIT_FAILURE = 1, QKV_EXIT_USAGE = 2 };
+
+/* `qkv NAME ...` calls run(argc, argv) with argv[0] = NAME and returns its
+ * exit status; usage is what `qkv help NAME` and `qkv NAME --help` print. */
+typedef struct {
+    const char *name, *summary, *usage;
+    int (*run)(int argc, char **argv);
+} qkv_cli_command;
+
+/* The last entries of a command's options array: --help (-h), which
+ * qkv_cli_next answers itself, and the terminator. */
+#define QKV_CLI_HELP_OPTION {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}
+
+#ifdef __GNUC__
+#define QKV_CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define QKV_CLI_PRINTF(f, a)
+#endif
+
+/* A command's arguments as qkv_cli_next walks them. */
+typedef struct {
+    int argc;
+    char **argv;             /* argv[0]: the command's name, for messages */
+    const char *usage;
+    const struct option *options;
+    int min_operands, max_operands;
+    char shortopts[64];
+    const char *name;        /* the current option's long name ("epochs") */
+    const char *value;       /* its value; NULL if it takes none */
+    char **operands;         /* at the end: the arguments that are not options */
+    int noperands;
+    int status;              /* -1 while parsing goes on; then the exit status */
+} qkv_cli_args;
+
+/* Starts parsing argv[1..argc) against options (an array ending with
+ * QKV_CLI_HELP_OPTION; NULL: --help only), expecting min to max operands.
+ * An option with a short form has a character as val; a long-only one a
+ * val of 256 or more. */
+void qkv_cli_args_init(qkv_cli_args *a, int argc, char **argv, const char *usage,
+                       const struct option *options, int min_operands, int max_operands);
+/* The next option's val, with a->name and a->value set; 0 at the end, with
+ * the operands in a->operands; -1 when the command must stop and return
+ * a->status: after --help (usage printed, 0) or a usage error (2), an
+ * unknown option, a missing value, a wrong operand count or a bad value
+ * reported by the helpers below. Typical use:
+ *     while ((c = qkv_cli_next(&a)) > 0) switch (c) { ... }
+ *     if (c < 0) return a.status; */
+int qkv_cli_next(qkv_cli_args *a);
+/* Reports a usage error: "qkv CMD: MESSAGE (try: qkv CMD --help)" on stderr,
+ * a->status = 2. */
+void qkv_cli_error(qkv_cli_args *a, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
+/* The current option's value as a whole number in [lo, hi] (base 10, the
+ * whole text); else a usage error naming the option, and lo. */
+int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi);
+/* The index of the current option's value in names[0..n); else a usage
+ * error naming the option and the choices, and 0. */
+int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);
 #endif

@@ -2,7 +2,7 @@
  *   lists every tensor (name, dtype, shape, element count, bytes), the
  *   totals, and the __metadata__ entries. The file is read and validated by
  *   qkv_safetensors_open; a malformed one prints the reader's message and
- *   exits 1. No file argument: usage, exit 2. */
+ *   exits 1. No file argument, or more than one: usage, exit 2. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +12,11 @@
 static const char *const dtype_names[] = {"F32", "F16", "BF16", "F64", "I64",
                                           "I32", "I16", "I8",   "U8",  "BOOL"};
 
-static int usage(FILE *f, int rc)
-{
-    fprintf(f, "usage: qkv inspect FILE.safetensors\n"
-               "  lists each tensor's name, dtype, shape, element count and bytes, the totals,\n"
-               "  and the file's __metadata__\n");
-    return rc;
-}
+const char qkv_cli_inspect_usage[] =
+    "usage: qkv inspect FILE.safetensors\n"
+    "  lists each tensor's name, dtype, shape, element count and bytes, the totals,\n"
+    "  and the file's __metadata__; a file that cannot be read exits 1\n"
+    "  -h, --help   show this usage\n";
 
 /* Writes s with control characters and backslashes escaped, so that a
  * name or value cannot break the listing; returns the columns used (UTF-8
@@ -120,13 +118,14 @@ static void print_metadata(const qkv_safetensors *st)
 
 int qkv_cli_inspect(int argc, char **argv)
 {
-    if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) return usage(stdout, 0);
-    if (argc != 3) return usage(stderr, 2);
-    const char *path = argv[2];
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_inspect_usage, NULL, 1, 1);
+    if (qkv_cli_next(&a) < 0) return a.status;
+    const char *path = a.operands[0];
     qkv_safetensors *st;
     if (qkv_safetensors_open(path, &st) != QKV_OK) {
         fprintf(stderr, "qkv: inspect: %s\n", qkv_last_error());
-        return 1;
+        return QKV_EXIT_FAILURE;
     }
     int n = qkv_safetensors_count(st);
     printf("%s: %d tensor%s\n\n", path, n, n == 1 ? "" : "s");
@@ -137,5 +136,5 @@ int qkv_cli_inspect(int argc, char **argv)
            (long long)tot.numel, (long long)tot.bytes, human((double)tot.bytes, hb, sizeof hb));
     print_metadata(st);
     qkv_safetensors_close(st);
-    return 0;
+    return QKV_EXIT_OK;
 }

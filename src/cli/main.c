@@ -1,170 +1,90 @@
-/* main.c: the qkv command.
- *   qkv [demo] [--png FILE]
- *                the lecture's worked example, then multi-head attention on
- *                a built-in sentence, printing the attention weights as
- *                tables (and drawing them as a PNG heat map with --png)
- *   qkv inspect FILE.safetensors
- *                a safetensors file's tensors, totals and metadata
- *   qkv help     usage */
-#include <math.h>
+/* main.c: the qkv command: the table of commands, dispatch and help.
+ *   qkv [COMMAND [OPTIONS] [ARGUMENTS]]   no command: qkv demo
+ *   qkv help [COMMAND], qkv --help, qkv --version
+ * docs/cli.md has the commands, their options and exit statuses. */
 #include <stdio.h>
 #include <string.h>
 #include "cli/cli.h"
 
-static int fail(const char *what)
+/* The commands, in the order `qkv help` lists them. Command NAME is the file
+ * src/cli/NAME.c, which defines qkv_cli_NAME_usage[] and qkv_cli_NAME();
+ * adding one is that file and its X(NAME, summary) row here. */
+#define QKV_CLI_COMMANDS(X)                                                                    \
+    X(demo, "the lecture's worked example and multi-head attention weights, as tables")       \
+    X(toy, "the lecture's toy experiment: convolution vs attention, positional encodings")   \
+    X(inspect, "list a safetensors file's tensors, totals and metadata")                      \
+    X(help, "list the commands, or show one command's usage")
+
+#define DECLARE(name, summary)                                                                 \
+    extern const char qkv_cli_##name##_usage[];                                                \
+    int qkv_cli_##name(int argc, char **argv);
+QKV_CLI_COMMANDS(DECLARE)
+#define ROW(name, summary) {#name, summary, qkv_cli_##name##_usage, qkv_cli_##name},
+static const qkv_cli_command commands[] = {QKV_CLI_COMMANDS(ROW)};
+enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
+
+static const qkv_cli_command *find(const char *name)
 {
-    fprintf(stderr, "qkv: %s: %s\n", what, qkv_last_error());
-    return 1;
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(commands[i].name, name)) return &commands[i];
+    return NULL;
 }
 
-/* Prints a (rows, cols) matrix with row and column labels. */
-static void print_table(const char *title, const char *const *rows, const char *const *cols,
-                        int nr, int nc, const float *m)
+static int unknown(const char *what, const char *name)
 {
-    printf("\n%s\n%10s", title, "");
-    for (int j = 0; j < nc; j++) printf(" %8s", cols[j]);
-    printf("\n");
-    for (int i = 0; i < nr; i++) {
-        printf("%10s", rows[i]);
-        for (int j = 0; j < nc; j++) printf(" %8.4f", m[i * nc + j]);
-        printf("\n");
-    }
+    fprintf(stderr, "qkv: unknown %s '%s' (try: qkv help)\n", what, name);
+    return QKV_EXIT_USAGE;
 }
 
-/* The worked example of the lecture notes: three 4-d inputs, key, query and
- * value matrices (4,3), unscaled dot-product attention. */
-static int demo_worked_example(qkv_ctx *c)
+static int list_commands(void)
 {
-    static float x[3][4] = {{1, 0, 1, 0}, {0, 2, 0, 2}, {1, 1, 1, 1}};
-    static float wk[3][4] = {{0, 1, 0, 1}, {0, 1, 1, 1}, {1, 0, 0, 0}}; /* W_key^T */
-    static float wq[3][4] = {{1, 1, 0, 0}, {0, 0, 0, 1}, {1, 0, 1, 1}}; /* W_query^T */
-    static float wv[3][4] = {{0, 0, 1, 1}, {2, 3, 0, 1}, {0, 0, 3, 0}}; /* W_value^T */
-    qkv_arena *a = qkv_ctx_arena(c);
-    qkv_tensor *tx, *tk, *tq, *tv, *k, *q, *v, *out, *w;
-    if (qkv_tensor_wrap(a, &x[0][0], 3, (int64_t[]){1, 3, 4}, &tx) ||
-        qkv_tensor_wrap(a, &wk[0][0], 2, (int64_t[]){3, 4}, &tk) ||
-        qkv_tensor_wrap(a, &wq[0][0], 2, (int64_t[]){3, 4}, &tq) ||
-        qkv_tensor_wrap(a, &wv[0][0], 2, (int64_t[]){3, 4}, &tv))
-        return fail("worked example");
-    /* qkv_linear computes x W^T, so the (4,3) matrices are stored transposed. */
-    if (qkv_linear(c, tx, tk, NULL, &k) || qkv_linear(c, tx, tq, NULL, &q) ||
-        qkv_linear(c, tx, tv, NULL, &v))
-        return fail("worked example: projections");
-    qkv_sdpa_opts o = qkv_sdpa_opts_default();
-    o.scale = 1.0f; /* the notes take the softmax of the raw scores */
-    o.need_weights = 1;
-    if (qkv_sdpa(c, q, k, v, &o, &out, &w)) return fail("worked example: attention");
-    const char *in[3] = {"input 1", "input 2", "input 3"};
-    const char *dims[3] = {"d0", "d1", "d2"};
-    printf("The worked example of the lecture notes (unscaled dot-product self-attention)\n");
-    print_table("keys", in, dims, 3, 3, k->data);
-    print_table("queries", in, dims, 3, 3, q->data);
-    print_table("values", in, dims, 3, 3, v->data);
-    float scores[9];
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) {
-            scores[i * 3 + j] = 0;
-            for (int d = 0; d < 3; d++) scores[i * 3 + j] += q->data[i * 3 + d] * k->data[j * 3 + d];
-        }
-    print_table("scores q_i . k_j (input 1: [2, 4, 4])", in, in, 3, 3, scores);
-    print_table("attention weights softmax(scores), rows: queries, columns: keys", in, in, 3, 3, w->data);
-    print_table("outputs (input 1: [1.94, 6.68, 1.60], the notes round it to [2, 7, 1.5])", in,
-                dims, 3, 3, out->data);
-    return 0;
+    printf("usage: qkv COMMAND [OPTIONS] [ARGUMENTS]\n"
+           "       qkv                 the same as qkv demo\n"
+           "       qkv --version       print the version\n"
+           "\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) printf("  %-9s %s\n", commands[i].name, commands[i].summary);
+    printf("\n`qkv help COMMAND` or `qkv COMMAND --help` shows a command's options.\n"
+           "exit status: 0 success, 1 runtime error, 2 usage error\n");
+    return QKV_EXIT_OK;
 }
 
-/* Causal multi-head self-attention over a built-in sentence with seeded
- * random embeddings and PyTorch's default initialisation. */
-/* The heads' (T,T) weight maps side by side, cell pixels a cell. */
-static int save_maps(const char *path, const float *w, int heads, int T)
-{
-    enum { CELL = 40, PAD = 20 };
-    qkv_canvas cv;
-    int64_t side = (int64_t)T * CELL;
-    if (qkv_canvas_new(&cv, PAD + heads * (side + PAD), side + 2 * PAD, 0xffffff)) return fail("png");
-    for (int h = 0; h < heads; h++)
-        qkv_canvas_heatmap(&cv, PAD + h * (side + PAD), PAD, CELL, T, T, w + h * T * T, 0, 1);
-    qkv_status s = qkv_canvas_save(&cv, path);
-    qkv_canvas_free(&cv);
-    if (s) return fail("png");
-    printf("\nwrote %s: the heads' weights as heat maps (rows: queries, columns: keys; dark 0, "
-           "yellow 1)\n", path);
-    return 0;
-}
+const char qkv_cli_help_usage[] =
+    "usage: qkv help [COMMAND]\n"
+    "  lists the commands with a line on each, or prints COMMAND's usage (as\n"
+    "  `qkv COMMAND --help` does); `qkv --help` is `qkv help`\n"
+    "  -h, --help   show this usage\n";
 
-static int demo_multihead(qkv_ctx *c, const char *png)
+int qkv_cli_help(int argc, char **argv)
 {
-    const char *words[6] = {"the", "cat", "sat", "on", "the", "mat"};
-    enum { T = 6, E = 8, H = 2 };
-    qkv_params *p;
-    qkv_rng rng;
-    qkv_rng_seed(&rng, 2026);
-    qkv_mha m;
-    qkv_mha_opts o = qkv_mha_opts_default(E, H);
-    o.batch_first = 1;
-    if (qkv_params_new(&p) || qkv_mha_init(&m, &o, p, "", &rng)) return fail("multi-head demo");
-    /* One embedding per distinct word: both "the" share theirs. */
-    float emb[T * E], table[5][E];
-    qkv_rng_fill_normal(&rng, &table[0][0], 5 * E, 0, 1);
-    int id[T] = {0, 1, 2, 3, 0, 4};
-    for (int t = 0; t < T; t++) memcpy(emb + t * E, table[id[t]], sizeof table[0]);
-    qkv_tensor *x, *out, *w;
-    if (qkv_tensor_wrap(qkv_ctx_arena(c), emb, 3, (int64_t[]){1, T, E}, &x)) return fail("demo");
-    qkv_mha_args args = qkv_mha_args_default();
-    args.causal = QKV_CAUSAL_TOP_LEFT;
-    args.average_attn_weights = 0;
-    if (qkv_mha_forward(c, &m, x, x, x, &args, &out, &w)) {
-        qkv_params_free(p);
-        return fail("multi-head demo: forward");
-    }
-    printf("\n\nMultiheadAttention(embed_dim=%d, num_heads=%d, batch_first=True), causal, on \"the "
-           "cat sat on the mat\"\n(random embeddings and weights, seed 2026)\n", E, H);
-    for (int h = 0; h < H; h++) {
-        char title[64];
-        snprintf(title, sizeof title, "head %d attention weights (rows attend to columns)", h);
-        print_table(title, words, words, T, T, w->data + h * T * T);
-    }
-    int rc = png ? save_maps(png, w->data, H, T) : 0;
-    qkv_params_free(p);
-    return rc;
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_help_usage, NULL, 0, 1);
+    if (qkv_cli_next(&a) < 0) return a.status;
+    if (a.noperands == 0) return list_commands();
+    const qkv_cli_command *c = find(a.operands[0]);
+    if (!c) return unknown("command", a.operands[0]);
+    fputs(c->usage, stdout);
+    return QKV_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    const char *cmd = argc > 1 ? argv[1] : "demo";
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-        printf("usage: qkv [demo] [--png FILE]   print the lecture's worked example and multi-head\n"
-               "                                 attention weights (and draw them into FILE)\n"
-               "       qkv toy [--task pairs|positional] [--model conv|attention]\n"
-               "               [--pe none|binary|sinusoidal] [--train N] [--test N] [--length T]\n"
-               "               [--epochs E] [--seed S] [--scaled] [--all] [--png PREFIX]\n"
-               "                                 the lecture's toy experiment: convolution vs attention,\n"
-               "                                 and attention with and without positional encoding\n"
-               "       qkv inspect FILE.safetensors\n"
-               "                                 list a safetensors file's tensors, totals and metadata\n"
-               "       qkv help\n");
-        return 0;
+    if (argc < 2) {
+        char name[] = "demo", *args[] = {name, NULL};
+        return qkv_cli_demo(1, args);
     }
-    if (!strcmp(cmd, "toy")) return qkv_cli_toy(argc, argv);
-    if (!strcmp(cmd, "inspect")) return qkv_cli_inspect(argc, argv);
-    const char *png = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--png") && i + 1 < argc) {
-            png = argv[++i];
-        } else {
-            fprintf(stderr, "qkv: unknown option '%s' (try: qkv help)\n", argv[i]);
-            return 2;
+    const char *first = argv[1];
+    if (first[0] == '-') { /* qkv's own options */
+        int help = !strcmp(first, "--help") || !strcmp(first, "-h");
+        if (!help && strcmp(first, "--version")) return unknown("option", first);
+        if (argc > 2) {
+            fprintf(stderr, "qkv: %s takes no arguments (try: qkv help)\n", first);
+            return QKV_EXIT_USAGE;
         }
+        if (help) return list_commands();
+        printf("qkv %s\n", qkv_version());
+        return QKV_EXIT_OK;
     }
-    if (strcmp(cmd, "demo") != 0) {
-        fprintf(stderr, "qkv: unknown command '%s' (try: qkv help)\n", cmd);
-        return 2;
-    }
-    qkv_ctx *c;
-    if (qkv_ctx_new(&c)) return fail("start");
-    qkv_ctx_set_grad(c, 0);
-    int rc = demo_worked_example(c);
-    if (!rc) rc = demo_multihead(c, png);
-    qkv_ctx_free(c);
-    return rc;
+    const qkv_cli_command *c = find(first);
+    if (!c) return unknown("command", first);
+    return c->run(argc - 1, argv + 1);
 }

@@ -6,6 +6,7 @@
  * alone cannot tell positions apart until a positional encoding is
  * concatenated to its input channels. Adam, lr 1e-3, batch 100, MSE on
  * standardised inputs, as in the lecture. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,49 +204,79 @@ static qkv_status plot(const char *path, const toy_set *test, int64_t T, int nru
     return s;
 }
 
-/* Index of v in names[0..n), or -2. */
-static int pick(const char *v, const char *const *names, int n)
+/* The sizes' bounds: a set holds at most MAX_VALUES floats (1 GiB), so
+ * products of sizes stay far from overflowing. */
+#define MAX_LENGTH (1 << 20)
+#define MAX_VALUES ((int64_t)1 << 28)
+#define MAX_EPOCHS 1000000
+
+const char qkv_cli_toy_usage[] =
+    "usage: qkv toy [OPTIONS]\n"
+    "  the lecture's toy experiment: a convolutional network against the same network\n"
+    "  with a self-attention layer on the pairs task, then attention without and with\n"
+    "  binary positions on the positional task; prints a table of the runs' errors\n"
+    "  -t, --task pairs|positional      only this task's runs\n"
+    "  -m, --model conv|attention       only this network's runs\n"
+    "      --pe none|binary|sinusoidal  only runs with this positional encoding\n"
+    "                                   (these filters pick from all runs, --all's too)\n"
+    "  -a, --all          also convolution on the positional task, and sinusoidal positions\n"
+    "  -n, --train N      training sequences (default 10000; at least 100, the batch)\n"
+    "      --test N       test sequences (default 1000; at least 4)\n"
+    "  -l, --length T     sequence length (default 64; 40 to 1048576)\n"
+    "  -e, --epochs E     epochs (default 10; the positional task trains 3E; 1 to 1000000)\n"
+    "  -s, --seed S       random seed (default 1; 0 to 2^63-1)\n"
+    "      --scaled       scale the attention scores by 1/sqrt(D)\n"
+    "  -p, --png PREFIX   draw predictions on four test sequences into PREFIX_pairs.png\n"
+    "                     and PREFIX_positional.png\n"
+    "  -h, --help         show this usage\n"
+    "  --train times --length, and --test times --length, are at most 2^28 (268435456).\n";
+
+static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
 {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(v, names[i])) return i;
-    return -2;
+    qkv_cli_error(a, "--%s %lld times --length %lld is over 2^28 values", set, (long long)n, (long long)T);
 }
 
+/* Fills o from the arguments; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, toy_opts *o)
 {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--scaled") || !strcmp(a, "--all")) {
-            *(a[2] == 's' ? &o->scaled : &o->all) = 1;
-            continue;
-        }
-        if (!v || a[0] != '-') {
-            fprintf(stderr, "qkv toy: '%s' %s (try: qkv help)\n", a, v ? "is not an option" : "needs a value");
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--train")) o->n_train = atoll(v);
-        else if (!strcmp(a, "--test")) o->n_test = atoll(v);
-        else if (!strcmp(a, "--length")) o->T = atoll(v);
-        else if (!strcmp(a, "--epochs")) o->epochs = atoll(v);
-        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)atoll(v);
-        else if (!strcmp(a, "--png")) o->png = v;
-        else if (!strcmp(a, "--task")) o->task = pick(v, task_names, 2);
-        else if (!strcmp(a, "--model")) o->model = pick(v, model_names, 2);
-        else if (!strcmp(a, "--pe")) o->pe = pick(v, pe_names, 3);
-        else {
-            fprintf(stderr, "qkv toy: unknown option '%s' (try: qkv help)\n", a);
-            return 2;
+    enum { PE = 256, TEST, SCALED }; /* the long-only options */
+    static const struct option options[] = {
+        {"task", required_argument, NULL, 't'},
+        {"model", required_argument, NULL, 'm'},
+        {"pe", required_argument, NULL, PE},
+        {"all", no_argument, NULL, 'a'},
+        {"train", required_argument, NULL, 'n'},
+        {"test", required_argument, NULL, TEST},
+        {"length", required_argument, NULL, 'l'},
+        {"epochs", required_argument, NULL, 'e'},
+        {"seed", required_argument, NULL, 's'},
+        {"scaled", no_argument, NULL, SCALED},
+        {"png", required_argument, NULL, 'p'},
+        QKV_CLI_HELP_OPTION};
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_toy_usage, options, 0, 0);
+    int c;
+    while ((c = qkv_cli_next(&a)) > 0) {
+        switch (c) {
+        case 't': o->task = qkv_cli_choice(&a, task_names, 2); break;
+        case 'm': o->model = qkv_cli_choice(&a, model_names, 2); break;
+        case PE: o->pe = qkv_cli_choice(&a, pe_names, 3); break;
+        case 'a': o->all = 1; break;
+        case 'n': o->n_train = qkv_cli_int(&a, o->batch, MAX_VALUES); break;
+        case TEST: o->n_test = qkv_cli_int(&a, 4, MAX_VALUES); break;
+        case 'l': o->T = qkv_cli_int(&a, 40, MAX_LENGTH); break;
+        case 'e': o->epochs = qkv_cli_int(&a, 1, MAX_EPOCHS); break;
+        case 's': o->seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
+        case SCALED: o->scaled = 1; break;
+        case 'p': o->png = a.value; break;
         }
     }
-    if (o->task == -2 || o->model == -2 || o->pe == -2 || o->n_train < o->batch || o->n_test < 4 ||
-        o->T < 40 || o->epochs < 1) {
-        fprintf(stderr, "qkv toy: need --train >= %lld, --test >= 4, --length >= 40, --epochs >= 1, "
-                        "--task pairs|positional, --model conv|attention, --pe none|binary|sinusoidal\n",
-                (long long)o->batch);
-        return 2;
-    }
-    return 0;
+    if (c < 0) return a.status;
+    if (o->n_train * o->T > MAX_VALUES) too_many(&a, "train", o->n_train, o->T);
+    else if (o->n_test * o->T > MAX_VALUES) too_many(&a, "test", o->n_test, o->T);
+    else if (o->png && strlen(o->png) > 400)
+        qkv_cli_error(&a, "--png: the prefix is longer than 400 characters");
+    return a.status;
 }
 
 int qkv_cli_toy(int argc, char **argv)
@@ -253,7 +284,7 @@ int qkv_cli_toy(int argc, char **argv)
     toy_opts o = {.n_train = 10000, .n_test = 1000, .T = 64, .epochs = 10, .batch = 100, .seed = 1,
                   .log = stdout, .task = -1, .model = -1, .pe = -1};
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc >= 0) return rc;
     /* The runs: the lecture's first task with both networks, then the
      * positional task with attention, without and with the lecture's binary
      * positions; --all adds convolution and sinusoidal positions there. */
@@ -286,7 +317,7 @@ int qkv_cli_toy(int argc, char **argv)
         if (qkv_toy_generate(&rng, (qkv_toy_task)k, o.n_train, o.T, 0.3f, train[k].in, train[k].target) ||
             qkv_toy_generate(&rng, (qkv_toy_task)k, o.n_test, o.T, 0.3f, test[k].in, test[k].target)) {
             fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-            return 1;
+            return QKV_EXIT_FAILURE;
         }
     }
     int nres = 0;
@@ -302,7 +333,7 @@ int qkv_cli_toy(int argc, char **argv)
         oi.epochs = o.epochs * task_epochs[r->task];
         if (run_one(&oi, &train[r->task], &test[r->task], r, preds[nres])) {
             fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-            return 1;
+            return QKV_EXIT_FAILURE;
         }
         nres++;
     }
@@ -326,12 +357,12 @@ int qkv_cli_toy(int argc, char **argv)
             snprintf(path, sizeof path, "%s_%s.png", o.png, task_names[k]);
             if (plot(path, &test[k], o.T, n, pk, colours)) {
                 fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-                return 1;
+                return QKV_EXIT_FAILURE;
             }
             printf("wrote %s: grey input, blue target, predictions in run order: red, green, orange, purple\n", path);
         }
     }
     for (int i = 0; i < nres; i++) free(preds[i]);
     for (int k = 0; k < 2; k++) free(train[k].in), free(train[k].target), free(test[k].in), free(test[k].target);
-    return 0;
+    return QKV_EXIT_OK;
 }

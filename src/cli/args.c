@@ -1,0 +1,128 @@
+/* args.c: the option parsing every qkv command shares: a getopt_long loop
+ * that answers --help and reports unknown options, missing values and wrong
+ * operand counts the same way for all, and strict value parsers. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+
+void qkv_cli_args_init(qkv_cli_args *a, int argc, char **argv, const char *usage,
+                       const struct option *options, int min_operands, int max_operands)
+{
+    static const struct option help_only[] = {QKV_CLI_HELP_OPTION};
+    *a = (qkv_cli_args){.argc = argc, .argv = argv, .usage = usage,
+                        .options = options ? options : help_only, .min_operands = min_operands,
+                        .max_operands = max_operands, .status = -1};
+    /* ':' first: a missing value comes back as ':', not '?'. */
+    size_t k = 0;
+    a->shortopts[k++] = ':';
+    for (const struct option *o = a->options; o->name && k + 3 < sizeof a->shortopts; o++)
+        if (o->val > 0 && o->val < 128) {
+            a->shortopts[k++] = (char)o->val;
+            if (o->has_arg == required_argument) a->shortopts[k++] = ':';
+        }
+    a->shortopts[k] = '\0';
+    opterr = 0; /* the messages are ours */
+    optind = 0; /* 0, not 1: glibc and musl then start over completely */
+}
+
+void qkv_cli_error(qkv_cli_args *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qkv %s: ", a->argv[0]);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (try: qkv %s --help)\n", a->argv[0]);
+    va_end(ap);
+    a->status = QKV_EXIT_USAGE;
+}
+
+static const struct option *by_val(const qkv_cli_args *a, int val)
+{
+    for (const struct option *o = a->options; o->name; o++)
+        if (o->val == val) return o;
+    return NULL;
+}
+
+/* The end of the options: checks the operand count. */
+static int operands(qkv_cli_args *a)
+{
+    a->operands = a->argv + optind;
+    a->noperands = a->argc - optind;
+    if (a->noperands >= a->min_operands && a->noperands <= a->max_operands) return 0;
+    if (a->max_operands == 0)
+        fprintf(stderr, "qkv %s: unexpected argument '%s'\n", a->argv[0], a->operands[0]);
+    else if (a->min_operands == a->max_operands)
+        fprintf(stderr, "qkv %s: expects %d argument%s, got %d\n", a->argv[0], a->max_operands,
+                a->max_operands == 1 ? "" : "s", a->noperands);
+    else
+        fprintf(stderr, "qkv %s: expects %d to %d arguments, got %d\n", a->argv[0], a->min_operands,
+                a->max_operands, a->noperands);
+    fputs(a->usage, stderr);
+    a->status = QKV_EXIT_USAGE;
+    return -1;
+}
+
+int qkv_cli_next(qkv_cli_args *a)
+{
+    if (a->status >= 0) return -1; /* a helper reported a bad value */
+    int c = getopt_long(a->argc, a->argv, a->shortopts, a->options, NULL);
+    if (c == -1) return operands(a);
+    if (c == 'h') {
+        fputs(a->usage, stdout);
+        a->status = QKV_EXIT_OK;
+        return -1;
+    }
+    /* ':' (a value missing) and '?' (an unknown option, or a value given
+     * to one that takes none) leave the option's val in optopt: 0 for an
+     * unknown long option, the character for an unknown short one. */
+    const struct option *o = by_val(a, c == ':' || c == '?' ? optopt : c);
+    if (!o && optopt) {
+        qkv_cli_error(a, "unknown option '-%c'", optopt);
+    } else if (!o) {
+        const char *arg = a->argv[optind - 1];
+        qkv_cli_error(a, "unknown option '%.*s'", (int)strcspn(arg, "="), arg);
+    } else if (c == '?') {
+        qkv_cli_error(a, "option '--%s' takes no value", o->name);
+    } else if (c == ':' || (o->has_arg == required_argument && !optarg[0])) {
+        qkv_cli_error(a, "option '--%s' needs a value", o->name);
+    } else {
+        a->name = o->name;
+        a->value = optarg;
+        return c;
+    }
+    return -1;
+}
+
+int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi)
+{
+    const char *s = a->value, *d = s + (s[0] == '-' || s[0] == '+');
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!isdigit((unsigned char)*d) || *end) {
+        qkv_cli_error(a, "--%s: '%s' is not a whole number", a->name, s);
+        return lo;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        qkv_cli_error(a, "--%s: %s is out of range (%lld to %lld)", a->name, s, (long long)lo,
+                      (long long)hi);
+        return lo;
+    }
+    return v;
+}
+
+int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n)
+{
+    char list[256] = "";
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(a->value, names[i])) return i;
+        size_t k = strlen(list);
+        snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", names[i]);
+    }
+    qkv_cli_error(a, "--%s: '%s' is not one of %s", a->name, a->value, list);
+    return 0;
+}

@@ -1,0 +1,267 @@
+/* test_cli.c: the qkv command's line: `qkv help`, `qkv help CMD`,
+ * `qkv CMD --help` and -h for every command, --version, unknown commands
+ * and options (exit 2, named on stderr), bad option values, --opt=value and
+ * --opt value, a runtime error (exit 1), and the demo's worked example with
+ * and without the command name. Trains nothing: toy only gets --help and
+ * arguments it must refuse. The qkv binary is found beside the test's
+ * directory (build/tests/../qkv, build-san/tests/../qkv); each run is
+ * killed after 60 s. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, posix_spawn, nanosleep */
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "harness.h"
+
+extern char **environ;
+
+static char qkv_bin[512], tmpdir[64], out_path[128], err_path[128];
+
+static const char *const commands[] = {"demo", "toy", "inspect", "help"};
+enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
+
+typedef struct {
+    int status; /* the exit status; -1 if qkv did not exit by itself */
+    char *out, *err;
+} result;
+
+static char *slurp(const char *path)
+{
+    char *buf = calloc(1, 1 << 16);
+    FILE *f = fopen(path, "rb");
+    if (f && buf) buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
+    if (f) fclose(f);
+    return buf ? buf : calloc(1, 1);
+}
+
+/* Runs qkv with args (NULL-terminated), without a shell. */
+static result run(const char *const *args)
+{
+    char *argv[32] = {qkv_bin};
+    for (int i = 0; args[i] && i < 30; i++) argv[i + 1] = (char *)args[i];
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid;
+    int st = 0, done = 0;
+    if (posix_spawn(&pid, qkv_bin, &fa, NULL, argv, environ) == 0) {
+        for (int ms = 0; ms < 60000 && !(done = waitpid(pid, &st, WNOHANG) == pid); ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (!done) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        }
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    return (result){done && WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
+}
+
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+static void done(result r)
+{
+    free(r.out);
+    free(r.err);
+}
+
+/* Every command's --help, -h and `qkv help CMD`: its usage on stdout, exit 0;
+ * the usage names the command's options. */
+static void test_command_help(void)
+{
+    const char *const mentions[NCOMMANDS][12] = {
+        {"-p, --png FILE"},
+        {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
+         "-s, --seed", "--scaled", "-a, --all", "-p, --png PREFIX"},
+        {"FILE.safetensors"},
+        {"[COMMAND]"}};
+    for (int i = 0; i < NCOMMANDS; i++) {
+        const char *cmd = commands[i];
+        char head[64];
+        snprintf(head, sizeof head, "usage: qkv %s", cmd);
+        result r = RUN(cmd, "--help"), h = RUN(cmd, "-h"), via = RUN("help", cmd);
+        CHECK(r.status == 0 && !strncmp(r.out, head, strlen(head)) && !r.err[0],
+              "qkv %s --help: exit %d, stdout:\n%s\nstderr: %s", cmd, r.status, r.out, r.err);
+        CHECK(strstr(r.out, "-h, --help"), "qkv %s --help does not list --help:\n%s", cmd, r.out);
+        for (int k = 0; k < 12 && mentions[i][k]; k++)
+            CHECK(strstr(r.out, mentions[i][k]), "qkv %s --help does not mention %s:\n%s", cmd,
+                  mentions[i][k], r.out);
+        CHECK(h.status == 0 && !strcmp(h.out, r.out) && !h.err[0], "qkv %s -h: exit %d:\n%s%s", cmd,
+              h.status, h.out, h.err);
+        CHECK(via.status == 0 && !strcmp(via.out, r.out) && !via.err[0], "qkv help %s: exit %d:\n%s%s",
+              cmd, via.status, via.out, via.err);
+        done(r), done(h), done(via);
+    }
+}
+
+/* `qkv help`, `qkv --help` and `qkv -h`: the same list, a line per command. */
+static void test_list(void)
+{
+    result r = RUN("help"), l = RUN("--help"), s = RUN("-h");
+    CHECK(r.status == 0 && !r.err[0] && strstr(r.out, "usage: qkv COMMAND"), "qkv help: exit %d:\n%s%s",
+          r.status, r.out, r.err);
+    for (int i = 0; i < NCOMMANDS; i++) {
+        char line[32];
+        snprintf(line, sizeof line, "\n  %s ", commands[i]);
+        const char *p = strstr(r.out, line);
+        if (p) p += strlen(line) + strspn(p + strlen(line), " ");
+        CHECK(p && *p > ' ', "qkv help: no line with a summary for %s:\n%s", commands[i], r.out);
+    }
+    CHECK(strstr(r.out, "--version"), "qkv help does not mention --version:\n%s", r.out);
+    CHECK(l.status == 0 && !strcmp(l.out, r.out), "qkv --help: exit %d:\n%s", l.status, l.out);
+    CHECK(s.status == 0 && !strcmp(s.out, r.out), "qkv -h: exit %d:\n%s", s.status, s.out);
+    done(r), done(l), done(s);
+}
+
+static void test_version(void)
+{
+    result r = RUN("--version");
+    char want[64];
+    snprintf(want, sizeof want, "qkv %s\n", qkv_version());
+    CHECK(r.status == 0 && !strcmp(r.out, want) && !strcmp(want, "qkv " QKV_VERSION "\n") && !r.err[0],
+          "qkv --version: exit %d, '%s' (want '%s')", r.status, r.out, want);
+    done(r);
+}
+
+/* A usage error: exit 2, nothing on stdout, want on stderr. */
+static void check_usage_error(result r, const char *what, const char *want)
+{
+    CHECK(r.status == 2 && !r.out[0] && strstr(r.err, want),
+          "%s: exit %d (want 2), stderr '%s' (want '%s'), stdout:\n%.300s", what, r.status, r.err, want,
+          r.out);
+    done(r);
+}
+
+static void test_unknown(void)
+{
+    for (int i = 0; i < NCOMMANDS; i++) {
+        const char *cmd = commands[i];
+        char want[64];
+        snprintf(want, sizeof want, "qkv %s: unknown option '--bogus'", cmd);
+        check_usage_error(RUN(cmd, "--bogus"), cmd, want);
+        snprintf(want, sizeof want, "qkv %s: unknown option '-Z'", cmd);
+        check_usage_error(RUN(cmd, "-Z"), cmd, want);
+    }
+    check_usage_error(RUN("toy", "--bogus=3"), "toy --bogus=3", "unknown option '--bogus'");
+    check_usage_error(RUN("bogus"), "qkv bogus", "unknown command 'bogus'");
+    check_usage_error(RUN("help", "bogus"), "qkv help bogus", "unknown command 'bogus'");
+    check_usage_error(RUN("--bogus"), "qkv --bogus", "unknown option '--bogus'");
+    check_usage_error(RUN("--version", "x"), "qkv --version x", "--version");
+}
+
+/* Values toy must refuse, each before any training starts. */
+static void test_bad_values(void)
+{
+    static const struct {
+        const char *args[5], *want;
+    } cases[] = {
+        {{"--epochs", "abc"}, "--epochs: 'abc' is not a whole number"},
+        {{"--epochs=abc"}, "--epochs: 'abc' is not a whole number"},
+        {{"-e", "abc"}, "--epochs: 'abc'"},
+        {{"--epochs", "5x"}, "--epochs: '5x'"},
+        {{"--epochs", "1.5"}, "--epochs: '1.5'"},
+        {{"--epochs", " 5"}, "--epochs: ' 5'"},
+        {{"--epochs"}, "option '--epochs' needs a value"},
+        {{"--epochs="}, "option '--epochs' needs a value"},
+        {{"--epochs", "-3"}, "--epochs: -3 is out of range"},
+        {{"--epochs", "0"}, "--epochs: 0 is out of range"},
+        {{"--epochs", "99999999999999999999"}, "--epochs: 99999999999999999999 is out of range"},
+        {{"--length", "39"}, "--length: 39 is out of range"},
+        {{"--length", "1048577"}, "--length: 1048577 is out of range"},
+        {{"--train", "99"}, "--train: 99 is out of range"},
+        {{"--test", "3"}, "--test: 3 is out of range"},
+        {{"--seed", "-1"}, "--seed: -1 is out of range"},
+        {{"--seed", "9223372036854775808"}, "--seed: 9223372036854775808 is out of range"},
+        {{"--train", "1000000", "--length", "1000"}, "--train 1000000 times --length 1000"},
+        {{"--test", "300000", "--length", "1000"}, "--test 300000 times --length 1000"},
+        {{"--task", "bogus"}, "--task: 'bogus' is not one of pairs, positional"},
+        {{"--model=rnn"}, "--model: 'rnn'"},
+        {{"--pe", "x"}, "--pe: 'x' is not one of none, binary, sinusoidal"},
+        {{"--scaled=1"}, "option '--scaled' takes no value"},
+        {{"--png"}, "option '--png' needs a value"},
+        {{"extra"}, "unexpected argument 'extra'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *const *a = cases[i].args;
+        char what[128];
+        snprintf(what, sizeof what, "qkv toy %s %s %s %s", a[0], a[1] ? a[1] : "", a[2] ? a[2] : "",
+                 a[3] ? a[3] : "");
+        check_usage_error(RUN("toy", a[0], a[1], a[2], a[3], a[4]), what, cases[i].want);
+    }
+    /* Good values in both forms get past the parser: the error is the last option's. */
+    check_usage_error(RUN("toy", "--seed=7", "-e", "3", "--length", "40", "--task=pairs", "-mconv", "--pe",
+                          "binary", "-a", "--scaled", "--train=100", "--test", "4", "--png", "x", "--bogus"),
+                      "toy with good options, then --bogus", "qkv toy: unknown option '--bogus'");
+    check_usage_error(RUN("demo", "--png"), "demo --png", "qkv demo: option '--png' needs a value");
+    check_usage_error(RUN("demo", "extra"), "demo extra", "qkv demo: unexpected argument 'extra'");
+    check_usage_error(RUN("inspect"), "inspect", "qkv inspect: expects 1 argument, got 0");
+}
+
+/* The worked example's attention weights, as the lecture notes give them. */
+static const char weights[] = "attention weights softmax(scores), rows: queries, columns: keys\n"
+                              "            input 1  input 2  input 3\n"
+                              "   input 1   0.0634   0.4683   0.4683\n";
+
+static void test_demo(void)
+{
+    result r = RUN("demo"), bare = run((const char *const[]){NULL});
+    CHECK(r.status == 0 && strstr(r.out, weights) && strstr(r.out, "head 1 attention weights") && !r.err[0],
+          "qkv demo: exit %d, stdout:\n%s\nstderr: %s", r.status, r.out, r.err);
+    CHECK(bare.status == 0 && !strcmp(bare.out, r.out), "qkv alone: exit %d, not the demo:\n%s", bare.status,
+          bare.out);
+    done(r), done(bare);
+    /* --png=FILE, --png FILE and -p FILE each write a PNG */
+    const char *forms[3] = {"--png=", "--png", "-p"};
+    for (int i = 0; i < 3; i++) {
+        char path[128], joined[160];
+        snprintf(path, sizeof path, "%s/%c.png", tmpdir, 'a' + i);
+        snprintf(joined, sizeof joined, "--png=%s", path);
+        r = i ? RUN("demo", forms[i], path) : RUN("demo", joined);
+        unsigned char sig[4] = {0};
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            if (fread(sig, 1, 4, f) != 4) sig[0] = 0;
+            fclose(f);
+        }
+        char wrote[160];
+        snprintf(wrote, sizeof wrote, "wrote %s:", path);
+        CHECK(r.status == 0 && !memcmp(sig, "\x89PNG", 4) && strstr(r.out, wrote) && strstr(r.out, weights),
+              "qkv demo %s %s: exit %d, stderr %s", forms[i], path, r.status, r.err);
+        unlink(path);
+        done(r);
+    }
+    /* a runtime error: exit 1 */
+    char path[128];
+    snprintf(path, sizeof path, "%s/no/such/dir.png", tmpdir);
+    r = RUN("demo", "--png", path);
+    CHECK(r.status == 1 && strstr(r.err, "qkv: png:"), "demo --png into a missing folder: exit %d, stderr %s",
+          r.status, r.err);
+    done(r);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    const char *slash = strrchr(argv[0], '/');
+    int dir_len = slash ? (int)(slash - argv[0]) : 1;
+    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", dir_len, slash ? argv[0] : ".");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_cli_XXXXXX");
+    if (access(qkv_bin, X_OK) != 0 || !mkdtemp(tmpdir)) {
+        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
+        return h_finish("test_cli");
+    }
+    snprintf(out_path, sizeof out_path, "%s/out.txt", tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/err.txt", tmpdir);
+    test_command_help();
+    test_list();
+    test_version();
+    test_unknown();
+    test_bad_values();
+    test_demo();
+    unlink(out_path);
+    unlink(err_path);
+    if (rmdir(tmpdir) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return h_finish("test_cli");
+}
