@@ -205,6 +205,7 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/train.h"
 #include "qkv/transformer.h"
 #include "qkv/generate.h"
+#include "qkv/decode.h"
 #include "qkv/data.h"
 #include "qkv/models.h"
 #endif

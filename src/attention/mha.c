@@ -2,10 +2,12 @@
  * names and initialisation, and the forward written once as ops (the tape
  * gives the backward). The steps follow F.multi_head_attention_forward:
  * in-projection, bias_k/bias_v, head split, zero attention, attention,
- * head merge, out-projection. */
+ * head merge, out-projection. The in-projection with its head split, and
+ * the head merge with the out-projection, are also what the KV cache's
+ * attention runs (mha_internal.h, src/models/kvcache.c). */
 #include <math.h>
 #include <stdio.h>
-#include "core/internal.h"
+#include "attention/mha_internal.h"
 
 qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads)
 {
@@ -155,25 +157,34 @@ static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const 
     return QKV_OK;
 }
 
-/* x (L,N,E) / (N,L,E) with batch_first -> linear -> (N,H,L,hd). */
-static qkv_status mha_project(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, qkv_tensor *w,
-                              qkv_tensor *b, const mha_dims *dm, int64_t len, qkv_tensor **out)
-{
-    qkv_tensor *y, *y4;
-    int64_t H = m->o.num_heads, hd = m->head_dim;
-    int bf = dm->batched && m->o.batch_first;
-    QKV_TRY(qkv_linear(c, x, w, b, &y));
-    int64_t shape[4] = {bf ? dm->N : len, bf ? len : dm->N, H, hd};
-    QKV_TRY(qkv_reshape(c, y, 4, shape, &y4));
-    return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
-}
-
 /* Rows [i*E, (i+1)*E) of the packed in-projection weight or bias. */
 static qkv_status mha_chunk(qkv_ctx *c, qkv_tensor *t, int i, int64_t E, qkv_tensor **out)
 {
     *out = NULL;
     if (!t) return QKV_OK;
     return qkv_tensor_narrow(qkv_ctx_arena(c), t, i * E, E, out);
+}
+
+qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_tensor *x,
+                             int bf, qkv_tensor **out)
+{
+    int64_t E = m->o.embed_dim, H = m->o.num_heads, hd = m->head_dim;
+    qkv_tensor *sep[3] = {m->q_proj_weight, m->k_proj_weight, m->v_proj_weight};
+    qkv_tensor *w = sep[which], *b, *y, *y4; // (E,E_x), (E), (A,B,E), (A,B,H,hd); x (A,B,E_x)
+    if (m->packed) QKV_TRY(mha_chunk(c, m->in_proj_weight, which, E, &w));
+    QKV_TRY(mha_chunk(c, m->in_proj_bias, which, E, &b));
+    QKV_TRY(qkv_linear(c, x, w, b, &y));
+    QKV_TRY(qkv_reshape(c, y, 4, (int64_t[]){x->shape[0], x->shape[1], H, hd}, &y4));
+    return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
+}
+
+qkv_status mha_merge_heads(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf, qkv_tensor **y)
+{
+    int64_t N = o->shape[0], L = o->shape[2], E = m->o.embed_dim;
+    qkv_tensor *om, *o3; // (N,L,H,hd) or (L,N,H,hd), then (N,L,E) or (L,N,E)
+    QKV_TRY(qkv_permute(c, o, bf ? (int[]){0, 2, 1, 3} : (int[]){2, 0, 1, 3}, &om));
+    QKV_TRY(qkv_reshape(c, om, 3, bf ? (int64_t[]){N, L, E} : (int64_t[]){L, N, E}, &o3));
+    return qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, y);
 }
 
 /* weights (N,H,L,S') -> averaged (N,L,S') (sum / H, as PyTorch), and
@@ -215,7 +226,7 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     /* A NULL weights pointer means "don't compute them", whatever
      * need_weights says (its default stays PyTorch's True). */
     if (!weights) a.need_weights = 0;
-    mha_dims dm;
+    mha_dims dm = {0};
     QKV_TRY(mha_check_inputs(m, query, key, value, &a, &dm));
     int64_t E = m->o.embed_dim;
     qkv_arena *ar = qkv_ctx_arena(c);
@@ -226,20 +237,13 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
         QKV_TRY(qkv_reshape(c, key, 3, (int64_t[]){dm.S, 1, m->o.kdim}, &key));
         QKV_TRY(qkv_reshape(c, value, 3, (int64_t[]){dm.S, 1, m->o.vdim}, &value));
     }
-    /* In-projection: the packed weight's row blocks, or the three weights. */
-    qkv_tensor *wq = m->q_proj_weight, *wk = m->k_proj_weight, *wv = m->v_proj_weight, *bq, *bk, *bv;
-    if (m->packed) {
-        QKV_TRY(mha_chunk(c, m->in_proj_weight, 0, E, &wq));
-        QKV_TRY(mha_chunk(c, m->in_proj_weight, 1, E, &wk));
-        QKV_TRY(mha_chunk(c, m->in_proj_weight, 2, E, &wv));
-    }
-    QKV_TRY(mha_chunk(c, m->in_proj_bias, 0, E, &bq));
-    QKV_TRY(mha_chunk(c, m->in_proj_bias, 1, E, &bk));
-    QKV_TRY(mha_chunk(c, m->in_proj_bias, 2, E, &bv));
+    /* In-projection (the packed weight's row blocks, or the three weights),
+     * heads split. */
+    int bf = dm.batched && m->o.batch_first;
     qkv_tensor *q, *k, *v; // (N,H,L,hd), (N,H,S,hd), (N,H,S,hd)
-    QKV_TRY(mha_project(c, m, query, wq, bq, &dm, dm.L, &q));
-    QKV_TRY(mha_project(c, m, key, wk, bk, &dm, dm.S, &k));
-    QKV_TRY(mha_project(c, m, value, wv, bv, &dm, dm.S, &v));
+    QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, &q));
+    QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, &k));
+    QKV_TRY(mha_project_heads(c, m, MHA_V, value, bf, &v));
     /* Extra keys the masks never cover: bias_k/bias_v, then a zero key. */
     if (m->bias_k) {
         QKV_TRY(qkv_append_row(c, k, m->bias_k, &k));
@@ -266,11 +270,7 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     qkv_tensor *o, *w = NULL; // (N,H,L,hd), (N,H,L,S')
     QKV_TRY(qkv_sdpa(c, q, k, v, &so, &o, a.need_weights ? &w : NULL));
     /* Merge heads back to the input layout, then the out-projection. */
-    int bf = dm.batched && m->o.batch_first;
-    qkv_tensor *om, *o3;
-    QKV_TRY(qkv_permute(c, o, bf ? (int[]){0, 2, 1, 3} : (int[]){2, 0, 1, 3}, &om));
-    QKV_TRY(qkv_reshape(c, om, 3, bf ? (int64_t[]){dm.N, dm.L, E} : (int64_t[]){dm.L, dm.N, E}, &o3));
-    QKV_TRY(qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, out));
+    QKV_TRY(mha_merge_heads(c, m, o, bf, out));
     if (!dm.batched) QKV_TRY(qkv_reshape(c, *out, 2, (int64_t[]){dm.L, E}, out));
     if (w) QKV_TRY(mha_weights(c, m, &a, &dm, w, weights));
     return QKV_OK;

@@ -3,8 +3,10 @@
  *
  * The layers' forwards (transformer.c) call their attentions through a
  * tfm_attn hook; here the hook is the cached attention: project the new
- * positions' q, k, v, append k and v to the layer's cache, and attend to
- * the cache in place. The cache holds one (max_len, head_dim) block per
+ * positions' q, k, v (MultiheadAttention's own in-projection and head
+ * split, mha_internal.h), append k and v to the layer's cache, attend to
+ * the cache in place, and merge the heads through MultiheadAttention's
+ * out-projection. The cache holds one (max_len, head_dim) block per
  * (layer, row, head), so positions [0,S) of one head are contiguous rows.
  * A step of a few new positions is one call of the decoding kernel per
  * layer (attention_decode.c: every (row, head, chunk of keys) a work item
@@ -15,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "attention/mha_internal.h"
 #include "kernels/attention_decode.h"
 #include "kernels/half.h"
 #include "models/transformer_internal.h"
@@ -223,33 +226,6 @@ typedef struct {
     int batch_first;
 } cache_arg;
 
-/* x (T,N,E) or (N,T,E) with bf -> (N,H,T,hd): the in-projection's row
- * block i (0 q, 1 k, 2 v), heads split. */
-static qkv_status heads_project(qkv_ctx *c, const qkv_mha *m, int i, qkv_tensor *x, int bf,
-                                qkv_tensor **out)
-{
-    int64_t E = m->o.embed_dim, H = m->o.num_heads, hd = m->head_dim;
-    qkv_arena *a = qkv_ctx_arena(c);
-    qkv_tensor *w, *b = NULL, *y, *y4;
-    QKV_TRY(qkv_tensor_narrow(a, m->in_proj_weight, i * E, E, &w)); // (E,E)
-    if (m->in_proj_bias) QKV_TRY(qkv_tensor_narrow(a, m->in_proj_bias, i * E, E, &b)); // (E)
-    QKV_TRY(qkv_linear(c, x, w, b, &y)); // like x
-    int64_t shape[4] = {x->shape[0], x->shape[1], H, hd};
-    QKV_TRY(qkv_reshape(c, y, 4, shape, &y4));
-    return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
-}
-
-/* o (N,H,T,hd) -> heads merged to x's layout -> out-projection. */
-static qkv_status heads_merge(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf,
-                              qkv_tensor **y)
-{
-    int64_t N = o->shape[0], T = o->shape[2], E = m->o.embed_dim;
-    qkv_tensor *om, *o3;
-    QKV_TRY(qkv_permute(c, o, bf ? (int[]){0, 2, 1, 3} : (int[]){2, 0, 1, 3}, &om));
-    QKV_TRY(qkv_reshape(c, om, 3, bf ? (int64_t[]){N, T, E} : (int64_t[]){T, N, E}, &o3));
-    return qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, y);
-}
-
 /* Copies t (N,H,T,hd) into positions [len, len+T) of one layer's blocks
  * (N,H,max_len,hd) of the keys (or the values), which start `lay`
  * elements in; rounded to fp16 in a half-precision cache. */
@@ -341,9 +317,9 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
     int bf = ca->batch_first;
     qkv_arena *a = qkv_ctx_arena(c);
     qkv_tensor *q, *k, *v; // (N,H,T,hd) each
-    QKV_TRY(heads_project(c, m, 0, x, bf, &q));
-    QKV_TRY(heads_project(c, m, 1, x, bf, &k));
-    QKV_TRY(heads_project(c, m, 2, x, bf, &v));
+    QKV_TRY(mha_project_heads(c, m, MHA_Q, x, bf, &q));
+    QKV_TRY(mha_project_heads(c, m, MHA_K, x, bf, &k));
+    QKV_TRY(mha_project_heads(c, m, MHA_V, x, bf, &v));
     int64_t N = q->shape[0], H = q->shape[1], T = q->shape[2], hd = q->shape[3];
     int64_t lay = ca->layer * N * H * kc->max_len * hd;
     cache_append(kc, 0, lay, k);
@@ -360,14 +336,14 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
             QKV_TRY(qkv_decode_attend_half(a, &d, q->data, kc->k16 + lay, kc->v16 + lay, o->data));
         else
             QKV_TRY(qkv_decode_attend(a, &d, q->data, kc->k + lay, kc->v + lay, o->data));
-        return heads_merge(c, m, o, bf, y);
+        return mha_merge_heads(c, m, o, bf, y);
     }
     for (int64_t n = 0; n < N; n++)
         for (int64_t h = 0; h < H; h++) {
             int64_t off = (n * H + h) * T * hd;
             QKV_TRY(attend_row_head(c, kc, ca->layer, n, h, q->data + off, T, o->data + off));
         }
-    return heads_merge(c, m, o, bf, y);
+    return mha_merge_heads(c, m, o, bf, y);
 }
 
 /* Cross-attention of the new positions x over the memory's cached keys. */
@@ -377,7 +353,7 @@ static qkv_status cached_cross_attn(qkv_ctx *c, const qkv_mha *m, const cache_ar
     qkv_kv_cache *kc = ca->kc;
     qkv_arena *a = qkv_ctx_arena(c);
     qkv_tensor *q; // (N,H,T,hd)
-    QKV_TRY(heads_project(c, m, 0, x, ca->batch_first, &q));
+    QKV_TRY(mha_project_heads(c, m, MHA_Q, x, ca->batch_first, &q));
     int64_t N = kc->batch, H = kc->nhead, T = q->shape[2], S = kc->mem_len, hd = kc->head_dim;
     int64_t shape[4] = {N, H, S, hd}, lay = ca->layer * N * H * S * hd;
     qkv_tensor *kt, *vt, *pm, *o;
@@ -387,7 +363,7 @@ static qkv_status cached_cross_attn(qkv_ctx *c, const qkv_mha *m, const cache_ar
         d.kpm_stride = S;
         QKV_TRY(qkv_tensor_new(a, QKV_F32, 4, q->shape, &o));
         QKV_TRY(qkv_decode_attend(a, &d, q->data, kc->ck + lay, kc->cv + lay, o->data));
-        return heads_merge(c, m, o, ca->batch_first, y);
+        return mha_merge_heads(c, m, o, ca->batch_first, y);
     }
     QKV_TRY(qkv_tensor_wrap(a, kc->ck + lay, 4, shape, &kt)); // (N,H,S,hd)
     QKV_TRY(qkv_tensor_wrap(a, kc->cv + lay, 4, shape, &vt));
@@ -397,7 +373,7 @@ static qkv_status cached_cross_attn(qkv_ctx *c, const qkv_mha *m, const cache_ar
         so.key_padding_mask = pm;
     }
     QKV_TRY(qkv_sdpa(c, q, kt, vt, &so, &o, NULL)); // (N,H,T,hd)
-    return heads_merge(c, m, o, ca->batch_first, y);
+    return mha_merge_heads(c, m, o, ca->batch_first, y);
 }
 
 /* The tfm_attn hook: the cached attentions in place of the masked ones. */
@@ -479,49 +455,97 @@ static qkv_status as_batched(qkv_ctx *c, const qkv_transformer_layer_opts *o, qk
     return qkv_reshape(c, x, 3, o->batch_first ? (int64_t[]){1, T, E} : (int64_t[]){T, 1, E}, y);
 }
 
-/* ---- decoder-only --------------------------------------------------------- */
+/* ---- the cached stacks ------------------------------------------------------ */
 
-static qkv_status decoder_only_cached_run(qkv_ctx *c, const qkv_transformer_encoder *s,
-                                          qkv_kv_cache *kc, qkv_tensor *x, qkv_tensor **out)
+/* Runs layer i of a stack's layers with the attentions at. */
+typedef qkv_status (*layer_run_fn)(qkv_ctx *c, const void *layers, int64_t i, qkv_tensor *x,
+                                   const tfm_attn *at, qkv_tensor **y);
+
+static qkv_status encoder_layer_run(qkv_ctx *c, const void *layers, int64_t i, qkv_tensor *x,
+                                    const tfm_attn *at, qkv_tensor **y)
 {
-    cache_arg ca = {kc, 0, s->o.batch_first};
+    const qkv_transformer_encoder_layer *l = layers;
+    return tfm_encoder_layer_run_attn(c, l + i, x, at, y);
+}
+
+static qkv_status decoder_layer_run(qkv_ctx *c, const void *layers, int64_t i, qkv_tensor *x,
+                                    const tfm_attn *at, qkv_tensor **y)
+{
+    const qkv_transformer_decoder_layer *l = layers;
+    return tfm_decoder_layer_run_attn(c, l + i, x, at, y);
+}
+
+/* A stack as its cached forward runs it: the layers, then the final norm. */
+typedef struct {
+    const qkv_transformer_layer_opts *o;
+    const void *layers;           /* (num_layers) encoder or decoder layers */
+    layer_run_fn run;
+    int64_t num_layers;
+    const qkv_nn_layernorm *norm; /* NULL: none */
+} cached_stack;
+
+/* The layers over the batched new positions x, each attention through the
+ * cache, then the norm. */
+static qkv_status stack_run(qkv_ctx *c, const cached_stack *st, qkv_kv_cache *kc, qkv_tensor *x,
+                            qkv_tensor **out)
+{
+    cache_arg ca = {kc, 0, st->o->batch_first};
     tfm_attn at = {cached_attn, &ca};
-    for (int64_t i = 0; i < s->num_layers; i++) {
+    for (int64_t i = 0; i < st->num_layers; i++) {
         ca.layer = i;
-        QKV_TRY(tfm_encoder_layer_run_attn(c, &s->layers[i], x, &at, &x));
+        QKV_TRY(st->run(c, st->layers, i, x, &at, &x));
     }
-    if (s->has_norm) return tfm_norm_run(c, &s->norm, x, out);
+    if (st->norm) return tfm_norm_run(c, st->norm, x, out);
     *out = x;
     return QKV_OK;
 }
 
-/* Shared by both cached stack forwards: padding recorded, layers run,
- * len advanced, unbatched output reshaped back. run is given the batched x. */
-typedef qkv_status (*stack_run_fn)(qkv_ctx *c, const void *m, qkv_kv_cache *kc, qkv_tensor *x,
-                                   qkv_tensor **out);
-
-static qkv_status cached_step(qkv_ctx *c, const qkv_transformer_layer_opts *o, const void *m,
-                              stack_run_fn run, qkv_kv_cache *kc, qkv_tensor *x, const tfm_seq *d,
-                              const qkv_tensor *kpm, qkv_tensor **out)
+/* Padding recorded, layers run, len advanced (or the new positions
+ * forgotten on failure), unbatched output reshaped back. */
+static qkv_status cached_step(qkv_ctx *c, const cached_stack *st, qkv_kv_cache *kc, qkv_tensor *x,
+                              const tfm_seq *d, const qkv_tensor *kpm, qkv_tensor **out)
 {
     int64_t len0 = kc->len;
-    if (!d->batched) QKV_TRY(as_batched(c, o, x, &x));
+    if (!d->batched) QKV_TRY(as_batched(c, st->o, x, &x));
     cache_set_pad(kc, d->L, kpm);
-    qkv_status s = run(c, m, kc, x, out);
+    qkv_status s = stack_run(c, st, kc, x, out);
     if (s != QKV_OK) { /* forget the new positions */
         kc->len = len0 + d->L;
         qkv_kv_cache_truncate(kc, len0);
         return s;
     }
     kc->len = len0 + d->L;
-    if (!d->batched) return qkv_reshape(c, *out, 2, (int64_t[]){d->L, o->d_model}, out);
+    if (!d->batched) return qkv_reshape(c, *out, 2, (int64_t[]){d->L, st->o->d_model}, out);
     return QKV_OK;
 }
 
-static qkv_status run_decoder_only(qkv_ctx *c, const void *m, qkv_kv_cache *kc, qkv_tensor *x,
-                                   qkv_tensor **out)
+/* Both cached stack forwards after their module checks: the new
+ * positions x (named name) checked, then the step in inference mode. */
+static qkv_status cached_forward(const char *fn, const char *name, qkv_ctx *c,
+                                 const cached_stack *st, qkv_kv_cache *kc, qkv_tensor *x,
+                                 const qkv_tensor *kpm, qkv_tensor **out)
 {
-    return decoder_only_cached_run(c, m, kc, x, out);
+    tfm_seq d;
+    QKV_TRY(check_new(fn, name, kc, st->o, x, kpm, &d));
+    int was;
+    QKV_TRY(tfm_infer_begin(fn, c, &was));
+    qkv_status s = cached_step(c, st, kc, x, &d, kpm, out);
+    qkv_ctx_set_grad(c, was);
+    return s;
+}
+
+/* ---- decoder-only --------------------------------------------------------- */
+
+static qkv_status check_decoder_only(const char *fn, const qkv_transformer_decoder_only *m,
+                                     const qkv_kv_cache *kc)
+{
+    QKV_NEED(m, fn, "module");
+    const qkv_transformer_encoder *s = &m->stack;
+    if (s->o.d_model <= 0)
+        return qkv_fail(QKV_ERR_STATE, "%s: module is not initialised (call its _init)", fn);
+    QKV_TRY(check_cache_fits(fn, kc, &s->o, s->num_layers));
+    for (int64_t i = 0; i < s->num_layers; i++) QKV_TRY(check_mha(fn, &s->layers[i].self_attn));
+    return QKV_OK;
 }
 
 qkv_status qkv_transformer_decoder_only_forward_cached(qkv_ctx *c,
@@ -534,19 +558,11 @@ qkv_status qkv_transformer_decoder_only_forward_cached(qkv_ctx *c,
     QKV_NEED(out, fn, "out");
     *out = NULL;
     QKV_NEED(c, fn, "ctx");
-    QKV_NEED(m, fn, "module");
+    QKV_TRY(check_decoder_only(fn, m, kc));
     const qkv_transformer_encoder *s = &m->stack;
-    if (s->o.d_model <= 0)
-        return qkv_fail(QKV_ERR_STATE, "%s: module is not initialised (call its _init)", fn);
-    QKV_TRY(check_cache_fits(fn, kc, &s->o, s->num_layers));
-    for (int64_t i = 0; i < s->num_layers; i++) QKV_TRY(check_mha(fn, &s->layers[i].self_attn));
-    tfm_seq d;
-    QKV_TRY(check_new(fn, "x", kc, &s->o, x, key_padding_mask, &d));
-    int was;
-    QKV_TRY(tfm_infer_begin(fn, c, &was));
-    qkv_status st = cached_step(c, &s->o, s, run_decoder_only, kc, x, &d, key_padding_mask, out);
-    qkv_ctx_set_grad(c, was);
-    return st;
+    cached_stack st = {&s->o, s->layers, encoder_layer_run, s->num_layers,
+                       s->has_norm ? &s->norm : NULL};
+    return cached_forward(fn, "x", c, &st, kc, x, key_padding_mask, out);
 }
 
 /* ---- TransformerDecoder ----------------------------------------------------- */
@@ -580,8 +596,8 @@ static qkv_status memory_fill(qkv_ctx *c, const qkv_transformer_decoder *m, qkv_
     for (int64_t i = 0; i < m->num_layers; i++) {
         const qkv_mha *a = &m->layers[i].multihead_attn;
         qkv_tensor *k, *v; // (N,H,S,hd)
-        QKV_TRY(heads_project(c, a, 1, memory, m->o.batch_first, &k));
-        QKV_TRY(heads_project(c, a, 2, memory, m->o.batch_first, &v));
+        QKV_TRY(mha_project_heads(c, a, MHA_K, memory, m->o.batch_first, &k));
+        QKV_TRY(mha_project_heads(c, a, MHA_V, memory, m->o.batch_first, &v));
         memcpy(kc->ck + i * per, k->data, (size_t)per * sizeof(float));
         memcpy(kc->cv + i * per, v->data, (size_t)per * sizeof(float));
     }
@@ -651,21 +667,6 @@ qkv_status qkv_transformer_decoder_set_memory(qkv_ctx *c, const qkv_transformer_
     return QKV_OK;
 }
 
-static qkv_status run_decoder(qkv_ctx *c, const void *mv, qkv_kv_cache *kc, qkv_tensor *x,
-                              qkv_tensor **out)
-{
-    const qkv_transformer_decoder *m = mv;
-    cache_arg ca = {kc, 0, m->o.batch_first};
-    tfm_attn at = {cached_attn, &ca};
-    for (int64_t i = 0; i < m->num_layers; i++) {
-        ca.layer = i;
-        QKV_TRY(tfm_decoder_layer_run_attn(c, &m->layers[i], x, &at, &x));
-    }
-    if (m->has_norm) return tfm_norm_run(c, &m->norm, x, out);
-    *out = x;
-    return QKV_OK;
-}
-
 qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c, const qkv_transformer_decoder *m,
                                                   qkv_kv_cache *kc, qkv_tensor *tgt,
                                                   const qkv_tensor *tgt_key_padding_mask,
@@ -679,11 +680,7 @@ qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c, const qkv_transfor
     if (kc->mem_len < 1)
         return qkv_fail(QKV_ERR_STATE, "%s: no memory in the cache (call "
                         "qkv_transformer_decoder_set_memory first)", fn);
-    tfm_seq d;
-    QKV_TRY(check_new(fn, "tgt", kc, &m->o, tgt, tgt_key_padding_mask, &d));
-    int was;
-    QKV_TRY(tfm_infer_begin(fn, c, &was));
-    qkv_status st = cached_step(c, &m->o, m, run_decoder, kc, tgt, &d, tgt_key_padding_mask, out);
-    qkv_ctx_set_grad(c, was);
-    return st;
+    cached_stack st = {&m->o, m->layers, decoder_layer_run, m->num_layers,
+                       m->has_norm ? &m->norm : NULL};
+    return cached_forward(fn, "tgt", c, &st, kc, tgt, tgt_key_padding_mask, out);
 }

@@ -1,0 +1,26 @@
+/* mha_internal.h: the pieces of MultiheadAttention's forward (mha.c) that
+ * the KV cache's attention (src/models/kvcache.c) runs too, so that both
+ * project and split heads with one piece of code: a change to the
+ * projections or the head layout (grouped-query attention, say) is made
+ * here once. All are ops on the tape (differentiable), unchecked: the
+ * callers check shapes. */
+#ifndef QKV_MHA_INTERNAL_H
+#define QKV_MHA_INTERNAL_H
+#include "core/internal.h"
+
+/* Which in-projection: the query's, the key's or the value's. */
+typedef enum { MHA_Q = 0, MHA_K = 1, MHA_V = 2 } mha_which;
+
+/* The in-projection of one of q, k, v, heads split: x (L,N,E_x), or
+ * (N,L,E_x) when bf, with E_x = embed_dim, kdim or vdim -> x W^T + b
+ * reshaped and permuted to (N,H,L,hd). W is the packed in_proj_weight's
+ * row block (rows [which*E, (which+1)*E)) or the separate q/k/v weight; b
+ * the in_proj_bias's chunk, none without bias. */
+qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_tensor *x,
+                             int bf, qkv_tensor **out);
+
+/* The heads merged and the out-projection: o (N,H,L,hd) -> (L,N,E), or
+ * (N,L,E) when bf -> out_proj (y like the merged tensor). */
+qkv_status mha_merge_heads(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf, qkv_tensor **y);
+
+#endif
