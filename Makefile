@@ -21,6 +21,15 @@ endif
 endif
 BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas)
 BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas)
+# Figures (libqkv-plot, src/plot/) draw with Cairo (Debian's libcairo2-dev);
+# libqkv itself does not need it.
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(shell $(BLAS_PC) --exists cairo && echo yes),)
+$(error Cairo not found by pkg-config: run tools/setup.sh (Debian: apt-get install libcairo2-dev))
+endif
+endif
+PLOT_CFLAGS := $(shell $(BLAS_PC) --cflags cairo)
+PLOT_LIBS   := $(shell $(BLAS_PC) --libs cairo)
 # x86-64: the library is built for x86-64-v3 (AVX2, FMA) when the build
 # machine runs it, for baseline x86-64 otherwise; the attention kernels come
 # in AVX-512, AVX2 and portable builds and the widest the CPU runs is picked
@@ -41,13 +50,15 @@ ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 LIB_DIRS := core kernels io nn train attention models decode data dist
 SRC  := $(sort $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)))
 OBJ  := $(SRC:%.c=$(B)/%.o)
+PLOT_SRC := $(sort $(wildcard src/plot/*.c))
+PLOT_OBJ := $(PLOT_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
 
-all: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv.pc $(B)/qkv $(TESTS) $(BENCHES)
+all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv $(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -68,19 +79,31 @@ $(B)/libqkv.a: $(OBJ)
 $(B)/libqkv.so: $(OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $^ $(QKV_LIBS) $(LDFLAGS)
 
-$(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv.a
-	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+$(B)/src/plot/%.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 
-$(B)/tests/%: tests/%.c tests/harness.h tests/gradcheck.h tests/oracle.h $(B)/libqkv.a
+$(B)/libqkv-plot.a: $(PLOT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libqkv-plot.so: $(PLOT_OBJ) $(B)/libqkv.so
+	$(CC) $(CFLAGS) -shared -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
+
+# Programs link the figures before the core: libqkv-plot uses libqkv.
+PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
+
+$(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
+	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(PROG_LIBS)
+
+$(B)/tests/%: tests/%.c $(wildcard tests/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	@mkdir -p $(B)/tests
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(PROG_LIBS)
 
 # test_nomem makes the library's allocations fail one by one (tests/test_nomem.c).
 $(B)/tests/test_nomem: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 
-$(B)/bench/%: bench/%.c $(wildcard bench/*.h) $(B)/libqkv.a
+$(B)/bench/%: bench/%.c $(wildcard bench/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	@mkdir -p $(B)/bench
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(PROG_LIBS)
 
 test: all
 	tests/run_all.sh $(B)
