@@ -106,7 +106,7 @@ int main(void)
     o.norm_first = 1;
     o.activation = QKV_ACTIVATION_GELU;
     qkv_transformer_decoder_only m;
-    TRY(qkv_transformer_decoder_only_init(&m, &o, LAYERS, 1, p, "", &rng));
+    TRY(qkv_transformer_decoder_only_init(&m, &o, LAYERS, 1e-5f, p, "", &rng));
     for (int i = 0; i < qkv_params_count(p); i++) { /* layers differ, as after training */
         qkv_tensor *t = qkv_params_at(p, i);
         if (t->ndim > 1) TRY(qkv_init_xavier_uniform(&rng, t, 1.0f));

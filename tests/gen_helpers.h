@@ -52,9 +52,9 @@ static inline qkv_lm_opts small_lm_opts(int variant)
 static inline qkv_seq2seq_opts small_s2s_opts(int64_t V, int variant)
 {
     qkv_seq2seq_opts o = qkv_seq2seq_opts_default(9, V, 16, 2, 2, 2, 256);
-    o.t.dim_feedforward = 32;
+    o.t.layer.dim_feedforward = 32;
     if (variant == 1) {
-        o.t.norm_first = 1;
+        o.t.layer.norm_first = 1;
         o.posenc = QKV_POSENC_LEARNED;
         o.scale_embedding = 0;
     }

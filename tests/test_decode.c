@@ -258,8 +258,8 @@ static void test_cached_stacks(void)
     o.dim_feedforward = 16;
     qkv_transformer_decoder_only dec_only;
     qkv_transformer_decoder dec;
-    CHECK_OK(qkv_transformer_decoder_only_init(&dec_only, &o, 2, 1, p, "a.", &rng));
-    CHECK_OK(qkv_transformer_decoder_init(&dec, &o, 2, 1, p, "b.", &rng));
+    CHECK_OK(qkv_transformer_decoder_only_init(&dec_only, &o, 2, 1e-5f, p, "a.", &rng));
+    CHECK_OK(qkv_transformer_decoder_init(&dec, &o, 2, 1e-5f, p, "b.", &rng));
     static float x[CL * CN * CE], mem[CS * CN * CE], full[CL * CN * CE], full_dec[CL * CN * CE];
     static uint8_t pad[CN * CL], mpad[CN * CS];
     qkv_rng_fill_normal(&rng, x, CL * CN * CE, 0, 1);

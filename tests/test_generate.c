@@ -115,8 +115,8 @@ static void test_bad_models(const qkv_lm *lm, const qkv_seq2seq *s2s)
     so.tgt_vocab = 0;
     CHECK_ERR(qkv_seq2seq_init(&s, &so, p, "", &rng), QKV_ERR_ARG, "tgt_vocab 0");
     so = small_s2s_opts(5, 0);
-    so.t.d_model = 15;
-    so.t.nhead = 3;
+    so.t.layer.d_model = 15;
+    so.t.layer.nhead = 3;
     CHECK_ERR(qkv_seq2seq_init(&s, &so, p, "", &rng), QKV_ERR_ARG, "even d_model");
     CHECK_ERR(qkv_seq2seq_init(&s, &so, p, "", NULL), QKV_ERR_ARG, "rng is NULL");
     qkv_seq2seq_free(NULL);

@@ -150,8 +150,8 @@ static void test_stacks_cached(void)
     o.dim_feedforward = 16;
     qkv_transformer_decoder_only dec_only;
     qkv_transformer_decoder dec;
-    CHECK_OK(qkv_transformer_decoder_only_init(&dec_only, &o, 2, 1, p, "a.", &rng));
-    CHECK_OK(qkv_transformer_decoder_init(&dec, &o, 2, 1, p, "b.", &rng));
+    CHECK_OK(qkv_transformer_decoder_only_init(&dec_only, &o, 2, 1e-5f, p, "a.", &rng));
+    CHECK_OK(qkv_transformer_decoder_init(&dec, &o, 2, 1e-5f, p, "b.", &rng));
     static float x[L * N * E], mem[5 * N * E];
     qkv_rng_fill_normal(&rng, x, L * N * E, 0, 1);
     qkv_rng_fill_normal(&rng, mem, 5 * N * E, 0, 1);

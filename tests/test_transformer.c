@@ -64,27 +64,19 @@ static qkv_transformer_layer_opts file_layer_opts(qkv_safetensors *st)
 static qkv_status pcase_init(pcase *k, qkv_safetensors *st, qkv_params *p)
 {
     qkv_transformer_layer_opts o = file_layer_opts(st);
-    int layers = h_meta_int(st, "num_layers"), norm = h_meta_int(st, "norm");
+    int layers = h_meta_int(st, "num_layers");
+    float norm_eps = h_meta_int(st, "norm") ? (float)h_meta_float(st, "norm_eps") : 0.0f;
     switch (k->kind) {
     case K_ENC_LAYER: return qkv_transformer_encoder_layer_init(&k->el, &o, p, "", &R);
     case K_DEC_LAYER: return qkv_transformer_decoder_layer_init(&k->dl, &o, p, "", &R);
-    case K_ENC: return qkv_transformer_encoder_init(&k->enc, &o, layers, norm, p, "", &R);
-    case K_DEC: return qkv_transformer_decoder_init(&k->dec, &o, layers, norm, p, "", &R);
-    case K_DEC_ONLY: return qkv_transformer_decoder_only_init(&k->gpt, &o, layers, norm, p, "", &R);
+    case K_ENC: return qkv_transformer_encoder_init(&k->enc, &o, layers, norm_eps, p, "", &R);
+    case K_DEC: return qkv_transformer_decoder_init(&k->dec, &o, layers, norm_eps, p, "", &R);
+    case K_DEC_ONLY: return qkv_transformer_decoder_only_init(&k->gpt, &o, layers, norm_eps, p, "", &R);
     default: break;
     }
-    qkv_transformer_opts to = qkv_transformer_opts_default();
-    to.d_model = o.d_model;
-    to.nhead = o.nhead;
-    to.num_encoder_layers = h_meta_int(st, "num_encoder_layers");
-    to.num_decoder_layers = h_meta_int(st, "num_decoder_layers");
-    to.dim_feedforward = o.dim_feedforward;
-    to.dropout = o.dropout;
-    to.activation = o.activation;
-    to.layer_norm_eps = o.layer_norm_eps;
-    to.batch_first = o.batch_first;
-    to.norm_first = o.norm_first;
-    to.bias = o.bias;
+    /* nn.Transformer takes the layers' options as they are. */
+    qkv_transformer_opts to = {o, h_meta_int(st, "num_encoder_layers"),
+                               h_meta_int(st, "num_decoder_layers")};
     return qkv_transformer_init(&k->tf, &to, p, "", &R);
 }
 
@@ -257,13 +249,12 @@ static double eval_loss(qkv_transformer *m, qkv_tensor *src, qkv_tensor *tgt, qk
 static void test_trained_model_loads_in_pytorch(void)
 {
     qkv_transformer_opts o = qkv_transformer_opts_default();
-    o.d_model = 8;
-    o.nhead = 2;
+    o.layer = qkv_transformer_layer_opts_default(8, 2);
     o.num_encoder_layers = 2;
     o.num_decoder_layers = 2;
-    o.dim_feedforward = 16;
-    o.activation = QKV_ACTIVATION_GELU;
-    o.batch_first = 1;
+    o.layer.dim_feedforward = 16;
+    o.layer.activation = QKV_ACTIVATION_GELU;
+    o.layer.batch_first = 1;
     qkv_params *p;
     qkv_params_new(&p);
     qkv_transformer m;
@@ -321,16 +312,16 @@ static void test_trained_model_loads_in_pytorch(void)
         names[i] = ts[i]->name;
     }
     char v[10][32];
-    snprintf(v[0], 32, "%lld", (long long)o.d_model);
-    snprintf(v[1], 32, "%lld", (long long)o.nhead);
+    snprintf(v[0], 32, "%lld", (long long)o.layer.d_model);
+    snprintf(v[1], 32, "%lld", (long long)o.layer.nhead);
     snprintf(v[2], 32, "%lld", (long long)o.num_encoder_layers);
     snprintf(v[3], 32, "%lld", (long long)o.num_decoder_layers);
-    snprintf(v[4], 32, "%lld", (long long)o.dim_feedforward);
-    snprintf(v[5], 32, "%.9g", (double)o.dropout);
-    snprintf(v[6], 32, "%d", (int)o.activation);
-    snprintf(v[7], 32, "%.9g", (double)o.layer_norm_eps);
-    snprintf(v[8], 32, "%d", o.batch_first);
-    snprintf(v[9], 32, "%d", o.norm_first);
+    snprintf(v[4], 32, "%lld", (long long)o.layer.dim_feedforward);
+    snprintf(v[5], 32, "%.9g", (double)o.layer.dropout);
+    snprintf(v[6], 32, "%d", (int)o.layer.activation);
+    snprintf(v[7], 32, "%.9g", (double)o.layer.layer_norm_eps);
+    snprintf(v[8], 32, "%d", o.layer.batch_first);
+    snprintf(v[9], 32, "%d", o.layer.norm_first);
     const char *keys[10] = {"d_model", "nhead", "num_encoder_layers", "num_decoder_layers",
                             "dim_feedforward", "dropout", "activation", "layer_norm_eps",
                             "batch_first", "norm_first"};
@@ -478,9 +469,11 @@ static int within(const qkv_tensor *t, double bound)
 static void test_defaults_and_names(void)
 {
     qkv_transformer_opts d = qkv_transformer_opts_default();
-    CHECK(d.d_model == 512 && d.nhead == 8 && d.num_encoder_layers == 6 && d.num_decoder_layers == 6 &&
-              d.dim_feedforward == 2048 && d.dropout == 0.1f && d.activation == QKV_ACTIVATION_RELU &&
-              d.layer_norm_eps == 1e-5f && !d.batch_first && !d.norm_first && d.bias,
+    CHECK(d.layer.d_model == 512 && d.layer.nhead == 8 && d.num_encoder_layers == 6 &&
+              d.num_decoder_layers == 6 && d.layer.dim_feedforward == 2048 &&
+              d.layer.dropout == 0.1f && d.layer.activation == QKV_ACTIVATION_RELU &&
+              d.layer.layer_norm_eps == 1e-5f && !d.layer.batch_first && !d.layer.norm_first &&
+              d.layer.bias,
           "nn.Transformer's defaults");
     qkv_transformer_layer_opts l = qkv_transformer_layer_opts_default(16, 4);
     CHECK(l.d_model == 16 && l.nhead == 4 && l.dim_feedforward == 2048 && l.dropout == 0.1f &&
@@ -545,9 +538,12 @@ static void test_defaults_and_names(void)
     qkv_transformer_layer_opts o = qkv_transformer_layer_opts_default(8, 2);
     o.dim_feedforward = 12;
     qkv_transformer_encoder enc;
-    CHECK_OK(qkv_transformer_encoder_init(&enc, &o, 3, 1, p, "enc.", &R));
+    CHECK_OK(qkv_transformer_encoder_init(&enc, &o, 3, 1e-3f, p, "enc.", &R));
     CHECK(qkv_params_count(p) == 3 * 12 + 2, "3 encoder layers and a norm: %d parameters",
           qkv_params_count(p));
+    CHECK(enc.has_norm && enc.norm.eps == 1e-3f && enc.layers[0].norm1.eps == 1e-5f,
+          "the final norm has its own eps (%g), the layers theirs (%g)", (double)enc.norm.eps,
+          (double)enc.layers[0].norm1.eps);
     int clones = 1;
     for (int j = 0; j < 12; j++)
         for (int i = 1; i < 3; i++)
@@ -563,11 +559,10 @@ static void test_defaults_and_names(void)
     /* Transformer: names, _reset_parameters (xavier on every matrix). */
     qkv_params_new(&p);
     qkv_transformer_opts to = qkv_transformer_opts_default();
-    to.d_model = 8;
-    to.nhead = 2;
+    to.layer = qkv_transformer_layer_opts_default(8, 2);
     to.num_encoder_layers = 2;
     to.num_decoder_layers = 3;
-    to.dim_feedforward = 12;
+    to.layer.dim_feedforward = 12;
     qkv_transformer tf;
     CHECK_OK(qkv_transformer_init(&tf, &to, p, "", &R));
     CHECK(qkv_params_count(p) == 2 * 12 + 2 + 3 * 18 + 2, "Transformer parameter count %d",
@@ -634,7 +629,7 @@ static void test_masks_modules_dropout(void)
     qkv_transformer_encoder_layer el;
     CHECK_OK(qkv_transformer_encoder_layer_init(&el, &o, p, "", &R));
     qkv_transformer_decoder_only gpt;
-    CHECK_OK(qkv_transformer_decoder_only_init(&gpt, &o, 2, 1, p, "gpt.", &R));
+    CHECK_OK(qkv_transformer_decoder_only_init(&gpt, &o, 2, 1e-5f, p, "gpt.", &R));
     randomize(p);
     const int64_t L = 7, N = 2, E = 8, n = L * N * E;
     qkv_tensor *x = new_f32(3, (int64_t[]){L, N, E}, 1.0f);
@@ -740,9 +735,9 @@ static void test_bad_opts(void)
     CHECK_ERR(qkv_transformer_encoder_layer_init(&el, &o, p, longp, &R), QKV_ERR_ARG,
               "transformer_encoder_layer_init: prefix of 399 characters is too long (at most 256)");
     CHECK_ERR(qkv_transformer_decoder_layer_init(&dl, &o, p, longp, &R), QKV_ERR_ARG, "transformer_decoder_layer_init: prefix of 399");
-    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 2, 1, p, longp, &R), QKV_ERR_ARG, "transformer_encoder_init: prefix of 399");
-    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, 2, 1, p, longp, &R), QKV_ERR_ARG, "transformer_decoder_init: prefix of 399");
-    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, 2, 1, p, longp, &R), QKV_ERR_ARG, "transformer_decoder_only_init: prefix of 399");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 2, 1e-5f, p, longp, &R), QKV_ERR_ARG, "transformer_encoder_init: prefix of 399");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, 2, 1e-5f, p, longp, &R), QKV_ERR_ARG, "transformer_decoder_init: prefix of 399");
+    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, 2, 1e-5f, p, longp, &R), QKV_ERR_ARG, "transformer_decoder_only_init: prefix of 399");
 
     b = o, b.nhead = 5;
     CHECK_ERR(qkv_transformer_decoder_layer_init(NULL, &o, p, "", &R), QKV_ERR_ARG, "transformer_decoder_layer_init: module is NULL");
@@ -750,30 +745,34 @@ static void test_bad_opts(void)
     CHECK_ERR(qkv_transformer_decoder_layer_init(&dl, &b, p, "", &R), QKV_ERR_ARG, "transformer_decoder_layer_init: d_model 8 is not divisible by nhead 5");
     CHECK_ERR(qkv_transformer_decoder_layer_init(&dl, &o, p, "", NULL), QKV_ERR_ARG, "transformer_decoder_layer_init: rng is NULL");
 
-    CHECK_ERR(qkv_transformer_encoder_init(NULL, &o, 2, 1, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: module is NULL");
-    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, -1, 1, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: num_layers -1 outside");
-    CHECK_ERR(qkv_transformer_encoder_init(&enc, &b, 2, 1, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: d_model 8 is not divisible by nhead 5");
-    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 2, 1, NULL, "", &R), QKV_ERR_ARG, "transformer_encoder_init: params is NULL");
-    CHECK_ERR(qkv_transformer_decoder_init(NULL, &o, 2, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: module is NULL");
-    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, -3, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: num_layers -3 outside");
-    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, 1, 1, p, "", NULL), QKV_ERR_ARG, "transformer_decoder_init: rng is NULL");
-    CHECK_ERR(qkv_transformer_decoder_init(&dec, &b, 1, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: d_model 8 is not divisible by nhead 5");
-    CHECK_ERR(qkv_transformer_decoder_init(&dec, NULL, 1, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: opts is NULL");
-    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 1, 1, p, "", NULL), QKV_ERR_ARG, "transformer_encoder_init: rng is NULL");
-    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, 1, 1, NULL, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: params is NULL");
-    CHECK_ERR(qkv_transformer_decoder_only_init(NULL, &o, 2, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: module is NULL");
-    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &b, 2, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: d_model 8 is not divisible by nhead 5");
-    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, -1, 1, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: num_layers -1");
+    CHECK_ERR(qkv_transformer_encoder_init(NULL, &o, 2, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: module is NULL");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, -1, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: num_layers -1 outside");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 2, 1.0f, p, "", &R), QKV_ERR_ARG,
+              "transformer_encoder_init: norm_eps 1 is not 0 (no final norm) or the final LayerNorm's eps");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, 2, NAN, p, "", &R), QKV_ERR_ARG,
+              "transformer_decoder_init: norm_eps nan");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &b, 2, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_encoder_init: d_model 8 is not divisible by nhead 5");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 2, 1e-5f, NULL, "", &R), QKV_ERR_ARG, "transformer_encoder_init: params is NULL");
+    CHECK_ERR(qkv_transformer_decoder_init(NULL, &o, 2, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: module is NULL");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, -3, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: num_layers -3 outside");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, &o, 1, 1e-5f, p, "", NULL), QKV_ERR_ARG, "transformer_decoder_init: rng is NULL");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, &b, 1, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: d_model 8 is not divisible by nhead 5");
+    CHECK_ERR(qkv_transformer_decoder_init(&dec, NULL, 1, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_init: opts is NULL");
+    CHECK_ERR(qkv_transformer_encoder_init(&enc, &o, 1, 1e-5f, p, "", NULL), QKV_ERR_ARG, "transformer_encoder_init: rng is NULL");
+    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, 1, 1e-5f, NULL, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: params is NULL");
+    CHECK_ERR(qkv_transformer_decoder_only_init(NULL, &o, 2, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: module is NULL");
+    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &b, 2, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: d_model 8 is not divisible by nhead 5");
+    CHECK_ERR(qkv_transformer_decoder_only_init(&gpt, &o, -1, 1e-5f, p, "", &R), QKV_ERR_ARG, "transformer_decoder_only_init: num_layers -1");
 
     qkv_transformer_opts t = qkv_transformer_opts_default(), tb;
-    t.d_model = 8, t.nhead = 2, t.dim_feedforward = 4;
-    tb = t, tb.nhead = 3;
+    t.layer.d_model = 8, t.layer.nhead = 2, t.layer.dim_feedforward = 4;
+    tb = t, tb.layer.nhead = 3;
     CHECK_ERR(qkv_transformer_init(NULL, &t, p, "", &R), QKV_ERR_ARG, "transformer_init: module is NULL");
     CHECK_ERR(qkv_transformer_init(&tf, NULL, p, "", &R), QKV_ERR_ARG, "transformer_init: opts is NULL");
     CHECK_ERR(qkv_transformer_init(&tf, &tb, p, "", &R), QKV_ERR_ARG, "transformer_init: d_model 8 is not divisible by nhead 3");
     tb = t, tb.num_decoder_layers = -1;
     CHECK_ERR(qkv_transformer_init(&tf, &tb, p, "", &R), QKV_ERR_ARG, "transformer_init: num_encoder_layers 6 and num_decoder_layers -1 must not be negative");
-    tb = t, tb.layer_norm_eps = -1;
+    tb = t, tb.layer.layer_norm_eps = -1;
     CHECK_ERR(qkv_transformer_init(&tf, &tb, p, "", &R), QKV_ERR_ARG, "transformer_init: layer_norm_eps -1");
     CHECK_ERR(qkv_transformer_init(&tf, &t, p, "", NULL), QKV_ERR_ARG, "transformer_init: rng is NULL");
     CHECK_ERR(qkv_transformer_init(&tf, &t, p, longp, &R), QKV_ERR_ARG, "transformer_init: prefix of 399");
@@ -811,9 +810,10 @@ static void test_bad_forward(void)
     CHECK_OK(qkv_transformer_decoder_layer_init(&dl, &o, p, "dl.", &R));
     CHECK_OK(qkv_transformer_encoder_init(&enc, &o, 1, 0, p, "enc.", &R));
     CHECK_OK(qkv_transformer_decoder_init(&dec, &o, 1, 0, p, "dec.", &R));
-    CHECK_OK(qkv_transformer_decoder_only_init(&gpt, &o, 1, 1, p, "gpt.", &R));
+    CHECK_OK(qkv_transformer_decoder_only_init(&gpt, &o, 1, 1e-5f, p, "gpt.", &R));
     qkv_transformer_opts to = qkv_transformer_opts_default();
-    to.d_model = 8, to.nhead = 2, to.num_encoder_layers = 1, to.num_decoder_layers = 1, to.dim_feedforward = 4;
+    to.layer = qkv_transformer_layer_opts_default(8, 2);
+    to.num_encoder_layers = 1, to.num_decoder_layers = 1, to.layer.dim_feedforward = 4;
     CHECK_OK(qkv_transformer_init(&tf, &to, p, "tf.", &R));
     qkv_ctx *c;
     qkv_ctx_new(&c);

@@ -116,6 +116,9 @@ def random_case(rng, idx):
     if c['kind'] == 'decoder_only':
         c['src_mask'] = 'flag'
         c['src_kpm'] = rng.choice(['none', 'bool'])
+    # The stacks' final LayerNorm has an eps of its own (drawn last, so the
+    # draws above are those of earlier versions).
+    c['norm_eps'] = rng.choice([1e-5, 1e-6, 1e-2]) if c['norm'] else 0.0
     return c
 
 
@@ -157,7 +160,7 @@ def build(c):
         return nn.TransformerEncoderLayer(E, H, **kw)
     if kind == 'decoder_layer':
         return nn.TransformerDecoderLayer(E, H, **kw)
-    norm = nn.LayerNorm(E, eps=c['layer_norm_eps']) if c['norm'] else None
+    norm = nn.LayerNorm(E, eps=c['norm_eps']) if c['norm'] else None
     if kind in ('encoder', 'decoder_only'):
         return nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, **kw), c['num_layers'], norm)
     if kind == 'decoder':

@@ -119,8 +119,12 @@ qkv_status qkv_transformer_decoder_layer_forward(qkv_ctx *c,
                                                  qkv_tensor **out);
 
 /* ---- TransformerEncoder, TransformerDecoder ----------------------------
- * num_layers layers named "layers.<i>." and, when norm is set, a final
- * LayerNorm(d_model, layer_norm_eps) "norm.weight", "norm.bias". As
+ * num_layers layers named "layers.<i>." and, when norm_eps > 0, a final
+ * LayerNorm(d_model, eps=norm_eps) "norm.weight", "norm.bias": the
+ * norm=nn.LayerNorm(d_model, eps) argument of TransformerEncoder(layer,
+ * num_layers, norm), its eps its own (0: norm=None; PyTorch's LayerNorm
+ * default is 1e-5; an eps >= 1, such as the 1 of the flag this argument
+ * replaced, is refused). As
  * PyTorch's _get_clones deep-copies one layer, every layer starts with the
  * same values (layer 0's; the caller's rng advances by one layer's draws).
  * num_layers may be 0 (then only the norm, if any, is applied). The layers
@@ -136,7 +140,7 @@ typedef struct {
 
 qkv_status qkv_transformer_encoder_init(qkv_transformer_encoder *m,
                                         const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        int norm, qkv_params *p, const char *prefix,
+                                        float norm_eps, qkv_params *p, const char *prefix,
                                         qkv_rng *rng);
 void qkv_transformer_encoder_free(qkv_transformer_encoder *m);
 /* TransformerEncoder.forward(src, mask=src_mask, src_key_padding_mask). */
@@ -155,7 +159,7 @@ typedef struct {
 
 qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
                                         const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        int norm, qkv_params *p, const char *prefix,
+                                        float norm_eps, qkv_params *p, const char *prefix,
                                         qkv_rng *rng);
 void qkv_transformer_decoder_free(qkv_transformer_decoder *m);
 /* TransformerDecoder.forward(tgt, memory, tgt_mask, memory_mask,
@@ -165,22 +169,22 @@ qkv_status qkv_transformer_decoder_forward(qkv_ctx *c, const qkv_transformer_dec
                                            const qkv_transformer_masks *masks, qkv_tensor **out);
 
 /* ---- Transformer --------------------------------------------------------
- * nn.Transformer(d_model=512, nhead=8, num_encoder_layers=6,
- * num_decoder_layers=6, dim_feedforward=2048, dropout=0.1, activation=relu,
- * layer_norm_eps=1e-5, batch_first=False, norm_first=False): qkv_transformer_opts_default(). */
+ * nn.Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers,
+ * dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+ * norm_first, bias): the layers' options (every layer gets them, as
+ * nn.Transformer passes its arguments on) and the two layer counts.
+ * qkv_transformer_opts_default() is nn.Transformer(): layer =
+ * qkv_transformer_layer_opts_default(512, 8), 6 and 6 layers. */
 typedef struct {
-    int64_t d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward;
-    float dropout;
-    qkv_activation activation;
-    float layer_norm_eps;
-    int batch_first, norm_first;
-    int bias; /* 1; 0 is PyTorch 2.1's bias=False */
+    qkv_transformer_layer_opts layer;
+    int64_t num_encoder_layers, num_decoder_layers;
 } qkv_transformer_opts;
 
 qkv_transformer_opts qkv_transformer_opts_default(void);
 
 /* "encoder.layers.<i>.", "encoder.norm.", "decoder.layers.<i>.",
- * "decoder.norm." (nn.Transformer always has both final norms). After the
+ * "decoder.norm." (nn.Transformer always has both final norms, with
+ * layer.layer_norm_eps). After the
  * submodules' initialisation, _reset_parameters: xavier_uniform_ on every
  * parameter with more than one dim (this replaces MultiheadAttention's
  * out_proj and the Linear layers' weight init; biases keep theirs). */
@@ -214,7 +218,7 @@ typedef struct {
 
 qkv_status qkv_transformer_decoder_only_init(qkv_transformer_decoder_only *m,
                                              const qkv_transformer_layer_opts *o,
-                                             int64_t num_layers, int norm, qkv_params *p,
+                                             int64_t num_layers, float norm_eps, qkv_params *p,
                                              const char *prefix, qkv_rng *rng);
 void qkv_transformer_decoder_only_free(qkv_transformer_decoder_only *m);
 /* x (L,N,E) ((N,L,E) batch_first, (L,E) unbatched) -> out like x, position i

@@ -46,8 +46,9 @@ static qkv_status lm_build(qkv_lm *m, qkv_params *p, const char *prefix, qkv_rng
         QKV_TRY(qkv_nn_learned_pos_init(&m->pos, o->max_len, E, 1, p, name, rng));
     }
     QKV_TRY(tfm_join(fn, name, sizeof name, prefix, "blocks."));
-    QKV_TRY(qkv_transformer_decoder_only_init(&m->blocks, &o->layer, o->num_layers, o->final_norm,
-                                              p, name, rng));
+    QKV_TRY(qkv_transformer_decoder_only_init(&m->blocks, &o->layer, o->num_layers,
+                                              o->final_norm ? o->layer.layer_norm_eps : 0.0f, p,
+                                              name, rng));
     if (o->tie_weights) return QKV_OK;
     QKV_TRY(tfm_join(fn, name, sizeof name, prefix, "lm_head."));
     return qkv_nn_linear_init(&m->lm_head, E, o->vocab_size, 0, p, name, rng);

@@ -15,11 +15,10 @@ qkv_seq2seq_opts qkv_seq2seq_opts_default(int64_t src_vocab, int64_t tgt_vocab, 
     o.tgt_vocab = tgt_vocab;
     o.max_len = max_len;
     o.t = qkv_transformer_opts_default();
-    o.t.d_model = d_model;
-    o.t.nhead = nhead;
+    o.t.layer = qkv_transformer_layer_opts_default(d_model, nhead);
+    o.t.layer.batch_first = 1;
     o.t.num_encoder_layers = num_encoder_layers;
     o.t.num_decoder_layers = num_decoder_layers;
-    o.t.batch_first = 1;
     o.posenc = QKV_POSENC_SINUSOIDAL;
     o.scale_embedding = 1;
     return o;
@@ -31,14 +30,14 @@ static qkv_status s2s_check_opts(const char *fn, const qkv_seq2seq_opts *o)
         return qkv_fail(QKV_ERR_ARG, "%s: src_vocab %lld, tgt_vocab %lld and max_len %lld must be "
                         ">= 1", fn, (long long)o->src_vocab, (long long)o->tgt_vocab,
                         (long long)o->max_len);
-    return seq_check_posenc(fn, o->posenc, o->t.d_model);
+    return seq_check_posenc(fn, o->posenc, o->t.layer.d_model);
 }
 
 static qkv_status s2s_build(qkv_seq2seq *m, qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     const char *fn = "seq2seq_init";
     const qkv_seq2seq_opts *o = &m->o;
-    int64_t E = o->t.d_model;
+    int64_t E = o->t.layer.d_model;
     char name[TFM_NAME_BUF];
     QKV_TRY(tfm_join(fn, name, sizeof name, prefix, "transformer."));
     QKV_TRY(qkv_transformer_init(&m->transformer, &o->t, p, name, rng));
@@ -65,7 +64,7 @@ qkv_status qkv_seq2seq_init(qkv_seq2seq *m, const qkv_seq2seq_opts *o, qkv_param
     QKV_TRY(s2s_check_opts(fn, o));
     QKV_TRY(tfm_check_prefix(fn, prefix));
     m->o = *o;
-    m->o.t.batch_first = 1;
+    m->o.t.layer.batch_first = 1;
     qkv_status s = s2s_build(m, p, prefix, rng);
     if (s != QKV_OK) qkv_seq2seq_free(m);
     return s;
@@ -148,8 +147,8 @@ qkv_status qkv_seq2seq_cache_init(qkv_kv_cache *kc, const qkv_seq2seq *m, int64_
     *kc = (qkv_kv_cache){0};
     QKV_TRY(s2s_ready("seq2seq_cache_init", m));
     const qkv_transformer_opts *o = &m->o.t;
-    return qkv_kv_cache_init(kc, o->num_decoder_layers, batch, o->nhead, o->d_model / o->nhead,
-                             max_len);
+    return qkv_kv_cache_init(kc, o->num_decoder_layers, batch, o->layer.nhead,
+                             o->layer.d_model / o->layer.nhead, max_len);
 }
 
 qkv_status s2s_begin(const char *fn, qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,

@@ -27,13 +27,17 @@ static qkv_status copy_clones(qkv_params *p, int first, int per, int64_t n)
 /* Checks what every stack _init shares; fn names the caller. */
 static qkv_status check_stack_init(const char *fn, const void *m,
                                    const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                   qkv_params *p, const char *prefix, qkv_rng *rng)
+                                   float norm_eps, qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_NEED(m, fn, "module");
     QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     if (num_layers < 0 || num_layers > 1000000)
         return qkv_fail(QKV_ERR_ARG, "%s: num_layers %lld outside [0,1000000]", fn,
                         (long long)num_layers);
+    if (!(norm_eps >= 0.0f && norm_eps < 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "%s: norm_eps %g is not 0 (no final norm) or the final "
+                        "LayerNorm's eps in (0,1) (it was a 0/1 flag before qkv 0.2)", fn,
+                        (double)norm_eps);
     return QKV_OK;
 }
 
@@ -72,7 +76,7 @@ static qkv_status decoder_layer_init(void *l, const qkv_transformer_layer_opts *
  * from rng, the others from a copy of it, then overwritten with layer 0's
  * values, as PyTorch deep-copies one layer) and the optional final norm. */
 static qkv_status stack_build(const char *fn, void **layers, size_t size, layer_init_fn init,
-                              int64_t num_layers, int norm, int *has_norm, qkv_nn_layernorm *nm,
+                              int64_t num_layers, float norm_eps, int *has_norm, qkv_nn_layernorm *nm,
                               const qkv_transformer_layer_opts *o, qkv_params *p,
                               const char *prefix, qkv_rng *rng)
 {
@@ -91,29 +95,32 @@ static qkv_status stack_build(const char *fn, void **layers, size_t size, layer_
         }
     }
     QKV_TRY(copy_clones(p, first, per, num_layers));
-    *has_norm = norm != 0;
-    if (norm) QKV_TRY(tfm_norm_init(nm, o, p, prefix, "norm."));
+    *has_norm = norm_eps > 0.0f;
+    qkv_transformer_layer_opts no = *o; /* the final norm has its own eps */
+    no.layer_norm_eps = norm_eps;
+    if (*has_norm) QKV_TRY(tfm_norm_init(nm, &no, p, prefix, "norm."));
     return QKV_OK;
 }
 
 static qkv_status encoder_build(qkv_transformer_encoder *m, const qkv_transformer_layer_opts *o,
-                                int64_t num_layers, int norm, qkv_params *p, const char *prefix,
-                                qkv_rng *rng)
+                                int64_t num_layers, float norm_eps, qkv_params *p,
+                                const char *prefix, qkv_rng *rng)
 {
     m->num_layers = num_layers;
     return stack_build("transformer_encoder_init", (void **)&m->layers, sizeof *m->layers,
-                       encoder_layer_init, num_layers, norm, &m->has_norm, &m->norm, o, p, prefix, rng);
+                       encoder_layer_init, num_layers, norm_eps, &m->has_norm, &m->norm, o, p,
+                       prefix, rng);
 }
 
 qkv_status qkv_transformer_encoder_init(qkv_transformer_encoder *m,
                                         const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        int norm, qkv_params *p, const char *prefix,
+                                        float norm_eps, qkv_params *p, const char *prefix,
                                         qkv_rng *rng)
 {
     const char *fn = "transformer_encoder_init";
     if (m) *m = (qkv_transformer_encoder){0};
-    QKV_TRY(check_stack_init(fn, m, o, num_layers, p, prefix, rng));
-    qkv_status s = encoder_build(m, o, num_layers, norm, p, prefix, rng);
+    QKV_TRY(check_stack_init(fn, m, o, num_layers, norm_eps, p, prefix, rng));
+    qkv_status s = encoder_build(m, o, num_layers, norm_eps, p, prefix, rng);
     if (s != QKV_OK) {
         qkv_transformer_encoder_free(m);
         return s;
@@ -171,22 +178,24 @@ qkv_status qkv_transformer_encoder_forward(qkv_ctx *c, const qkv_transformer_enc
 /* ---- TransformerDecoder ------------------------------------------------ */
 
 static qkv_status decoder_build(qkv_transformer_decoder *m, const qkv_transformer_layer_opts *o,
-                                int64_t num_layers, int norm, qkv_params *p, const char *prefix,
-                                qkv_rng *rng)
+                                int64_t num_layers, float norm_eps, qkv_params *p,
+                                const char *prefix, qkv_rng *rng)
 {
     m->num_layers = num_layers;
     return stack_build("transformer_decoder_init", (void **)&m->layers, sizeof *m->layers,
-                       decoder_layer_init, num_layers, norm, &m->has_norm, &m->norm, o, p, prefix, rng);
+                       decoder_layer_init, num_layers, norm_eps, &m->has_norm, &m->norm, o, p,
+                       prefix, rng);
 }
 
 qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
                                         const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        int norm, qkv_params *p, const char *prefix,
+                                        float norm_eps, qkv_params *p, const char *prefix,
                                         qkv_rng *rng)
 {
     if (m) *m = (qkv_transformer_decoder){0};
-    QKV_TRY(check_stack_init("transformer_decoder_init", m, o, num_layers, p, prefix, rng));
-    qkv_status s = decoder_build(m, o, num_layers, norm, p, prefix, rng);
+    QKV_TRY(check_stack_init("transformer_decoder_init", m, o, num_layers, norm_eps, p, prefix,
+                             rng));
+    qkv_status s = decoder_build(m, o, num_layers, norm_eps, p, prefix, rng);
     if (s != QKV_OK) {
         qkv_transformer_decoder_free(m);
         return s;
@@ -228,29 +237,10 @@ qkv_status qkv_transformer_decoder_forward(qkv_ctx *c, const qkv_transformer_dec
 qkv_transformer_opts qkv_transformer_opts_default(void)
 {
     qkv_transformer_opts o = {0};
-    o.d_model = 512;
-    o.nhead = 8;
+    o.layer = qkv_transformer_layer_opts_default(512, 8);
     o.num_encoder_layers = 6;
     o.num_decoder_layers = 6;
-    o.dim_feedforward = 2048;
-    o.dropout = 0.1f;
-    o.activation = QKV_ACTIVATION_RELU;
-    o.layer_norm_eps = 1e-5f;
-    o.bias = 1;
     return o;
-}
-
-static qkv_transformer_layer_opts layer_opts(const qkv_transformer_opts *o)
-{
-    qkv_transformer_layer_opts l = qkv_transformer_layer_opts_default(o->d_model, o->nhead);
-    l.dim_feedforward = o->dim_feedforward;
-    l.dropout = o->dropout;
-    l.activation = o->activation;
-    l.layer_norm_eps = o->layer_norm_eps;
-    l.batch_first = o->batch_first;
-    l.norm_first = o->norm_first;
-    l.bias = o->bias;
-    return l;
 }
 
 /* The encoder and decoder, then _reset_parameters: xavier_uniform_ on every
@@ -259,13 +249,15 @@ static qkv_status transformer_build(qkv_transformer *m, qkv_params *p, const cha
                                     qkv_rng *rng)
 {
     const char *fn = "transformer_init";
-    qkv_transformer_layer_opts lo = layer_opts(&m->o);
+    const qkv_transformer_layer_opts *lo = &m->o.layer;
     char name[TFM_NAME_BUF];
     int first = qkv_params_count(p);
     QKV_TRY(tfm_join(fn, name, sizeof name, prefix, "encoder."));
-    QKV_TRY(qkv_transformer_encoder_init(&m->encoder, &lo, m->o.num_encoder_layers, 1, p, name, rng));
+    QKV_TRY(qkv_transformer_encoder_init(&m->encoder, lo, m->o.num_encoder_layers,
+                                         lo->layer_norm_eps, p, name, rng));
     QKV_TRY(tfm_join(fn, name, sizeof name, prefix, "decoder."));
-    QKV_TRY(qkv_transformer_decoder_init(&m->decoder, &lo, m->o.num_decoder_layers, 1, p, name, rng));
+    QKV_TRY(qkv_transformer_decoder_init(&m->decoder, lo, m->o.num_decoder_layers,
+                                         lo->layer_norm_eps, p, name, rng));
     for (int i = first; i < qkv_params_count(p); i++) {
         qkv_tensor *t = qkv_params_at(p, i);
         if (t->ndim > 1) QKV_TRY(qkv_init_xavier_uniform(rng, t, 1.0f));
@@ -282,8 +274,7 @@ qkv_status qkv_transformer_init(qkv_transformer *m, const qkv_transformer_opts *
     QKV_NEED(o, fn, "opts");
     QKV_NEED(p, fn, "params");
     QKV_NEED(rng, fn, "rng");
-    qkv_transformer_layer_opts lo = layer_opts(o);
-    QKV_TRY(tfm_check_opts(fn, &lo));
+    QKV_TRY(tfm_check_opts(fn, &o->layer));
     QKV_TRY(tfm_check_prefix(fn, prefix));
     if (o->num_encoder_layers < 0 || o->num_decoder_layers < 0)
         return qkv_fail(QKV_ERR_ARG, "%s: num_encoder_layers %lld and num_decoder_layers %lld "
@@ -339,13 +330,14 @@ static qkv_status decoder_only_module_forward(qkv_ctx *c, qkv_module *base, qkv_
 
 qkv_status qkv_transformer_decoder_only_init(qkv_transformer_decoder_only *m,
                                              const qkv_transformer_layer_opts *o,
-                                             int64_t num_layers, int norm, qkv_params *p,
+                                             int64_t num_layers, float norm_eps, qkv_params *p,
                                              const char *prefix, qkv_rng *rng)
 {
     QKV_NEED(m, "transformer_decoder_only_init", "module");
     *m = (qkv_transformer_decoder_only){0};
-    QKV_TRY(check_stack_init("transformer_decoder_only_init", m, o, num_layers, p, prefix, rng));
-    QKV_TRY(qkv_transformer_encoder_init(&m->stack, o, num_layers, norm, p, prefix, rng));
+    QKV_TRY(check_stack_init("transformer_decoder_only_init", m, o, num_layers, norm_eps, p,
+                             prefix, rng));
+    QKV_TRY(qkv_transformer_encoder_init(&m->stack, o, num_layers, norm_eps, p, prefix, rng));
     m->base = (qkv_module){"TransformerDecoderOnly", decoder_only_module_forward};
     return QKV_OK;
 }
