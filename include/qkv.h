@@ -170,6 +170,17 @@ int qkv_ctx_training(const qkv_ctx *c);
 void qkv_ctx_set_seed(qkv_ctx *c, uint64_t seed);
 /* With grad off (like torch.no_grad) ops record nothing. Default: on. */
 void qkv_ctx_set_grad(qkv_ctx *c, int enabled);
+/* Attention capture, for figures and the explorer: while on, every
+ * MultiheadAttention forward run on c (so every transformer layer's
+ * self- and cross-attention, in the order they run) also keeps its per-head
+ * weights (N,H,L,S), post-dropout, in c's arena, whatever need_weights
+ * says; qkv_ctx_captured(c, i) gives the i-th (NULL out of range). The
+ * list empties at qkv_ctx_reset. Costs the O(L*S) weights per attention.
+ * The KV-cache (decoding) forwards capture nothing. Default: off. */
+void qkv_ctx_set_capture(qkv_ctx *c, int on);
+int qkv_ctx_capturing(const qkv_ctx *c);
+int qkv_ctx_captured_count(const qkv_ctx *c);
+qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i);
 
 /* Backpropagates from out: seeds out's gradient with dout (a tensor of the
  * same numel), or with 1 when out has one element and dout is NULL. */

@@ -1,6 +1,7 @@
 /* test_mha.c: MultiheadAttention beyond the PyTorch parity test: parameter
  * names and shapes, finite differences through the whole module, the same
- * output with and without weights, permutation equivariance, bad input. */
+ * output with and without weights, permutation equivariance, attention
+ * capture, bad input. */
 #include "gradcheck.h"
 
 static qkv_arena *A;
@@ -133,6 +134,62 @@ static void test_consistency(void)
     qkv_params_free(p);
 }
 
+/* Attention capture: every MultiheadAttention forward on a capturing ctx
+ * keeps its per-head weights, in call order, without changing outputs. */
+static void test_capture(void)
+{
+    qkv_params *p;
+    qkv_params_new(&p);
+    qkv_mha m;
+    qkv_mha_opts o = qkv_mha_opts_default(16, 4);
+    o.batch_first = 1;
+    CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+    qkv_tensor *x = h_input(A, &R, 3, (int64_t[]){2, 5, 16}, 0), *x2 = h_input(A, &R, 3, (int64_t[]){2, 3, 16}, 0);
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_tensor *o1, *o2, *w, *w2;
+    qkv_mha_args a = qkv_mha_args_default();
+    a.average_attn_weights = 0;
+    a.causal = QKV_CAUSAL_TOP_LEFT;
+    CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &o1, &w)); /* (2,4,5,5) asked for */
+    CHECK(!qkv_ctx_capturing(c) && qkv_ctx_captured_count(c) == 0, "capture is off by default");
+    qkv_ctx_set_capture(c, 1);
+    CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &o2, NULL));
+    a.causal = QKV_CAUSAL_NONE;
+    a.average_attn_weights = 1;
+    CHECK_OK(qkv_mha_forward(c, &m, x2, x, x, &a, &o2, &w2)); /* cross: 3 queries, 5 keys; averaged asked */
+    CHECK(qkv_ctx_captured_count(c) == 2, "two forwards captured: %d", qkv_ctx_captured_count(c));
+    qkv_tensor *c0 = qkv_ctx_captured(c, 0), *c1 = qkv_ctx_captured(c, 1);
+    CHECK(c0 && c0->ndim == 4 && c0->shape[0] == 2 && c0->shape[1] == 4 && c0->shape[2] == 5 &&
+              c0->shape[3] == 5 && !memcmp(c0->data, w->data, 2 * 4 * 5 * 5 * sizeof(float)),
+          "the first capture is the per-head weights the same call returns");
+    CHECK(c1 && c1->shape[1] == 4 && c1->shape[2] == 3 && c1->shape[3] == 5 && w2->ndim == 3,
+          "the second: per head (N,H,3,5) though the caller asked for the average");
+    double avg_err = 0; /* the caller's average is the mean of the captured heads */
+    for (int64_t i = 0; i < 3 * 5; i++) {
+        double s = 0;
+        for (int h = 0; h < 4; h++) s += c1->data[h * 15 + i];
+        avg_err = fmax(avg_err, fabs(s / 4 - w2->data[i]));
+    }
+    CHECK(avg_err < 1e-6, "captured heads average to the returned weights (%g)", avg_err);
+    CHECK(qkv_ctx_captured(c, 2) == NULL && qkv_ctx_captured(c, -1) == NULL, "out of range: NULL");
+    /* A whole encoder: one capture per layer. */
+    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(16, 2);
+    lo.batch_first = 1;
+    lo.dim_feedforward = 8;
+    qkv_transformer_encoder enc;
+    CHECK_OK(qkv_transformer_encoder_init(&enc, &lo, 3, 0, p, "enc.", &R));
+    qkv_ctx_reset(c);
+    CHECK(qkv_ctx_captured_count(c) == 0, "reset empties the capture");
+    qkv_tensor *y;
+    CHECK_OK(qkv_transformer_encoder_forward(c, &enc, x, NULL, &y));
+    CHECK(qkv_ctx_captured_count(c) == 3 && qkv_ctx_captured(c, 2)->shape[1] == 2,
+          "a 3-layer encoder captures 3 maps of 2 heads (%d)", qkv_ctx_captured_count(c));
+    qkv_transformer_encoder_free(&enc);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
 static void test_bad_input(void)
 {
     qkv_params *p;
@@ -205,6 +262,7 @@ int main(void)
     test_params();
     test_gradcheck();
     test_consistency();
+    test_capture();
     test_bad_input();
     qkv_arena_free(A);
     return h_finish("test_mha");

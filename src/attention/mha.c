@@ -265,13 +265,15 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     so.window = a.window;
     so.alibi_slopes = a.alibi_slopes;
     so.dropout_p = m->o.dropout;
-    so.need_weights = a.need_weights;
+    int capture = qkv_ctx_capturing(c); /* the weights for figures, asked for or not */
+    so.need_weights = a.need_weights || capture;
     so.mask_keys = dm.S;
     qkv_tensor *o, *w = NULL; // (N,H,L,hd), (N,H,L,S')
-    QKV_TRY(qkv_sdpa(c, q, k, v, &so, &o, a.need_weights ? &w : NULL));
+    QKV_TRY(qkv_sdpa(c, q, k, v, &so, &o, so.need_weights ? &w : NULL));
+    if (capture) QKV_TRY(qkv_ctx_capture_add(c, w));
     /* Merge heads back to the input layout, then the out-projection. */
     QKV_TRY(mha_merge_heads(c, m, o, bf, out));
     if (!dm.batched) QKV_TRY(qkv_reshape(c, *out, 2, (int64_t[]){dm.L, E}, out));
-    if (w) QKV_TRY(mha_weights(c, m, &a, &dm, w, weights));
+    if (a.need_weights) QKV_TRY(mha_weights(c, m, &a, &dm, w, weights));
     return QKV_OK;
 }

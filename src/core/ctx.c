@@ -19,6 +19,9 @@ struct qkv_ctx {
     int n, cap;
     int training, grad;
     uint64_t seed, counter;
+    /* Attention maps captured since the last reset (in the arena). */
+    int capture, n_captured, cap_captured;
+    qkv_tensor **captured;
 };
 
 qkv_status qkv_ctx_new(qkv_ctx **out)
@@ -51,6 +54,31 @@ void qkv_ctx_reset(qkv_ctx *c)
     if (!c) return;
     qkv_arena_reset(c->arena);
     c->n = 0;
+    c->n_captured = c->cap_captured = 0;
+    c->captured = NULL;
+}
+
+void qkv_ctx_set_capture(qkv_ctx *c, int on) { if (c) c->capture = on != 0; }
+int qkv_ctx_capturing(const qkv_ctx *c) { return c && c->capture; }
+int qkv_ctx_captured_count(const qkv_ctx *c) { return c ? c->n_captured : 0; }
+
+qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i)
+{
+    return c && i >= 0 && i < c->n_captured ? c->captured[i] : NULL;
+}
+
+qkv_status qkv_ctx_capture_add(qkv_ctx *c, qkv_tensor *weights)
+{
+    if (c->n_captured == c->cap_captured) { /* the list lives in the arena too: grow by copying */
+        int cap = c->cap_captured ? 2 * c->cap_captured : 16;
+        qkv_tensor **list = qkv_arena_alloc(c->arena, (size_t)cap * sizeof *list);
+        if (!list) return QKV_ERR_NOMEM;
+        if (c->n_captured) memcpy(list, c->captured, (size_t)c->n_captured * sizeof *list);
+        c->captured = list;
+        c->cap_captured = cap;
+    }
+    c->captured[c->n_captured++] = weights;
+    return QKV_OK;
 }
 
 qkv_arena *qkv_ctx_arena(qkv_ctx *c) { return c ? c->arena : NULL; }

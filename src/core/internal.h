@@ -43,6 +43,9 @@ uint64_t qkv_ctx_seed(const qkv_ctx *c);
 /* A fresh seed for the next random op of this step (counter-based). */
 uint64_t qkv_ctx_next_seed(qkv_ctx *c);
 
+/* Appends an attention map to the ctx's captured list (qkv_ctx_set_capture). */
+qkv_status qkv_ctx_capture_add(qkv_ctx *c, qkv_tensor *weights);
+
 /* Allocation from the ctx's arena that sets the error on failure. */
 void *qkv_ctx_alloc(qkv_ctx *c, size_t bytes);
 /* A new F32 output tensor; requires_grad set when rec. */

@@ -92,7 +92,7 @@ qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qk
  * that take memory. */
 qkv_status tfm_module_needs_memory(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y);
 
-/* ---- generation (kvcache.c, generate.c) ---- */
+/* ---- generation (kvcache.c; used by src/models/lm.c, seq2seq.c and src/decode/) ---- */
 /* qkv_kv_cache_reorder, with the memory's keys and values left in place
  * when cross is 0 (beam search: the beams of one source share them). */
 /* True when the cache was initialised (in fp32 or fp16). */
