@@ -58,7 +58,8 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
 
-all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv $(TESTS) $(BENCHES)
+all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv-plot.pc $(B)/qkv \
+	$(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -117,10 +118,12 @@ sanitize:
 
 VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 
-# qkv.pc for `make install`; $(B)/qkv.pc points at this tree, so a program
-# builds against the build without installing:
+# qkv.pc and qkv-plot.pc for `make install`; $(B)/qkv.pc and
+# $(B)/qkv-plot.pc point at this tree, so a program builds against the
+# build without installing:
 #   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
-PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
+#   cc fig.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv-plot)
+PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
 
 qkv.pc: qkv.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \
@@ -131,12 +134,22 @@ $(B)/qkv.pc: qkv.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(B))|' \
 		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
 
-install: $(B)/libqkv.a $(B)/libqkv.so $(B)/qkv qkv.pc
+qkv-plot.pc: qkv-plot.pc.in include/qkv.h
+	$(PC_SED) -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \
+		-e 's|@INCLUDEDIR@|$${prefix}/include|' $< > $@
+
+$(B)/qkv-plot.pc: qkv-plot.pc.in include/qkv.h
+	@mkdir -p $(B)
+	$(PC_SED) -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(B))|' \
+		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
+
+install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(B)/libqkv.a $(B)/libqkv.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/qkv/*.h $(DESTDIR)$(PREFIX)/include/qkv/
-	install -m 644 qkv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 qkv.pc qkv-plot.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
 
 # libFuzzer target for the safetensors reader; needs clang, and is not part
@@ -151,7 +164,7 @@ build/fuzz/fuzz_safetensors: $(FUZZ_SRC) $(HDRS)
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(FUZZ_SRC) -o $@
 
 clean:
-	rm -rf build build-san qkv.pc
+	rm -rf build build-san qkv.pc qkv-plot.pc
 
 .PHONY: all test demo sanitize install clean fuzz
 .SECONDARY:

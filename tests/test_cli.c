@@ -2,7 +2,7 @@
  * `qkv CMD --help` and -h for every command, --version, unknown commands
  * and options (exit 2, named on stderr), bad option values, --opt=value and
  * --opt value, a runtime error (exit 1), and the demo's worked example with
- * and without the command name. Trains nothing: toy only gets --help and
+ * and without the command name, and its figures (--png, --svg, --pdf). Trains nothing: toy only gets --help and
  * arguments it must refuse. The qkv binary is found beside the test's
  * directory (build/tests/../qkv, build-san/tests/../qkv); each run is
  * killed after 60 s. */
@@ -71,10 +71,10 @@ static void done(result r)
  * the usage names the command's options. */
 static void test_command_help(void)
 {
-    const char *const mentions[NCOMMANDS][12] = {
-        {"-p, --png FILE"},
+    const char *const mentions[NCOMMANDS][16] = {
+        {"-p, --png FILE", "--svg FILE", "--pdf FILE"},
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
-         "-s, --seed", "--scaled", "-a, --all", "-p, --png PREFIX"},
+         "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
         {"[COMMAND]"}};
     for (int i = 0; i < NCOMMANDS; i++) {
@@ -85,7 +85,7 @@ static void test_command_help(void)
         CHECK(r.status == 0 && !strncmp(r.out, head, strlen(head)) && !r.err[0],
               "qkv %s --help: exit %d, stdout:\n%s\nstderr: %s", cmd, r.status, r.out, r.err);
         CHECK(strstr(r.out, "-h, --help"), "qkv %s --help does not list --help:\n%s", cmd, r.out);
-        for (int k = 0; k < 12 && mentions[i][k]; k++)
+        for (int k = 0; k < 16 && mentions[i][k]; k++)
             CHECK(strstr(r.out, mentions[i][k]), "qkv %s --help does not mention %s:\n%s", cmd,
                   mentions[i][k], r.out);
         CHECK(h.status == 0 && !strcmp(h.out, r.out) && !h.err[0], "qkv %s -h: exit %d:\n%s%s", cmd,
@@ -181,6 +181,10 @@ static void test_bad_values(void)
         {{"--pe", "x"}, "--pe: 'x' is not one of none, binary, sinusoidal"},
         {{"--scaled=1"}, "option '--scaled' takes no value"},
         {{"--png"}, "option '--png' needs a value"},
+        {{"--plots"}, "option '--plots' needs a value"},
+        {{"--format", "jpg", "--plots", "x"}, "--format: 'jpg' is not one of png, svg, pdf"},
+        {{"--format", "svg"}, "--format needs --plots PREFIX"},
+        {{"--plots", "x.PNG", "--format", "svg"}, "--format svg, but the prefix 'x.PNG' ends in .png"},
         {{"extra"}, "unexpected argument 'extra'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -192,9 +196,14 @@ static void test_bad_values(void)
     }
     /* Good values in both forms get past the parser: the error is the last option's. */
     check_usage_error(RUN("toy", "--seed=7", "-e", "3", "--length", "40", "--task=pairs", "-mconv", "--pe",
-                          "binary", "-a", "--scaled", "--train=100", "--test", "4", "--png", "x", "--bogus"),
+                          "binary", "-a", "--scaled", "--train=100", "--test", "4", "--png", "x", "--plots", "y.svg",
+                          "--format=svg", "--bogus"),
                       "toy with good options, then --bogus", "qkv toy: unknown option '--bogus'");
     check_usage_error(RUN("demo", "--png"), "demo --png", "qkv demo: option '--png' needs a value");
+    check_usage_error(RUN("demo", "--svg"), "demo --svg", "qkv demo: option '--svg' needs a value");
+    check_usage_error(RUN("demo", "--png", "maps.svg"), "demo --png maps.svg", "qkv demo: --png: 'maps.svg' does not end in .png");
+    check_usage_error(RUN("demo", "--pdf=maps"), "demo --pdf=maps", "qkv demo: --pdf: 'maps' does not end in .pdf");
+    check_usage_error(RUN("demo", "--svg", "a.svg/b"), "demo --svg a.svg/b", "does not end in .svg");
     check_usage_error(RUN("demo", "extra"), "demo extra", "qkv demo: unexpected argument 'extra'");
     check_usage_error(RUN("inspect"), "inspect", "qkv inspect: expects 1 argument, got 0");
 }
@@ -212,32 +221,47 @@ static void test_demo(void)
     CHECK(bare.status == 0 && !strcmp(bare.out, r.out), "qkv alone: exit %d, not the demo:\n%s", bare.status,
           bare.out);
     done(r), done(bare);
-    /* --png=FILE, --png FILE and -p FILE each write a PNG */
-    const char *forms[3] = {"--png=", "--png", "-p"};
-    for (int i = 0; i < 3; i++) {
+    /* --png=FILE, --png FILE and -p FILE each write a PNG; --svg and --pdf
+     * (any case of the extension) an SVG with the words as text and a PDF */
+    static const struct {
+        const char *opt, *name, *magic;
+    } forms[] = {{"--png=", "a.png", "\x89PNG\r\n\x1a\n"}, {"--png", "b.png", "\x89PNG\r\n\x1a\n"},
+                 {"-p", "c.png", "\x89PNG\r\n\x1a\n"},      {"--svg", "d.svg", "<?xml version=\"1.0\""},
+                 {"--pdf", "e.PDF", "%PDF-"}};
+    for (int i = 0; i < 5; i++) {
         char path[128], joined[160];
-        snprintf(path, sizeof path, "%s/%c.png", tmpdir, 'a' + i);
+        snprintf(path, sizeof path, "%s/%s", tmpdir, forms[i].name);
         snprintf(joined, sizeof joined, "--png=%s", path);
-        r = i ? RUN("demo", forms[i], path) : RUN("demo", joined);
-        unsigned char sig[4] = {0};
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            if (fread(sig, 1, 4, f) != 4) sig[0] = 0;
-            fclose(f);
-        }
+        r = i ? RUN("demo", forms[i].opt, path) : RUN("demo", joined);
+        char *body = slurp(path);
         char wrote[160];
         snprintf(wrote, sizeof wrote, "wrote %s:", path);
-        CHECK(r.status == 0 && !memcmp(sig, "\x89PNG", 4) && strstr(r.out, wrote) && strstr(r.out, weights),
-              "qkv demo %s %s: exit %d, stderr %s", forms[i], path, r.status, r.err);
+        CHECK(r.status == 0 && !memcmp(body, forms[i].magic, strlen(forms[i].magic)) && strstr(r.out, wrote) &&
+                  strstr(r.out, weights),
+              "qkv demo %s %s: exit %d, stderr %s", forms[i].opt, path, r.status, r.err);
+        if (i == 3)
+            CHECK(strstr(body, "<svg") && strstr(body, ">cat</text>") && strstr(body, ">mat</text>") &&
+                      strstr(body, ">head 1</text>"),
+                  "the demo's SVG lacks the words or head titles as text");
+        free(body);
         unlink(path);
         done(r);
     }
+    /* all three at once */
+    char p1[128], p2[128], p3[128];
+    snprintf(p1, sizeof p1, "%s/all.png", tmpdir), snprintf(p2, sizeof p2, "%s/all.svg", tmpdir);
+    snprintf(p3, sizeof p3, "%s/all.pdf", tmpdir);
+    r = RUN("demo", "--pdf", p3, "--png", p1, "--svg", p2);
+    CHECK(r.status == 0 && access(p1, F_OK) == 0 && access(p2, F_OK) == 0 && access(p3, F_OK) == 0,
+          "demo with all three: exit %d, %s", r.status, r.err);
+    unlink(p1), unlink(p2), unlink(p3);
+    done(r);
     /* a runtime error: exit 1 */
     char path[128];
     snprintf(path, sizeof path, "%s/no/such/dir.png", tmpdir);
     r = RUN("demo", "--png", path);
-    CHECK(r.status == 1 && strstr(r.err, "qkv: png:"), "demo --png into a missing folder: exit %d, stderr %s",
-          r.status, r.err);
+    CHECK(r.status == 1 && strstr(r.err, "qkv: png:") && strstr(r.err, path) && strstr(r.err, "No such file"),
+          "demo --png into a missing folder: exit %d, stderr %s", r.status, r.err);
     done(r);
 }
 

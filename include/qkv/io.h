@@ -1,5 +1,5 @@
-/* qkv/io.h: files: safetensors (read, validate, write) and images (PNG,
- * a canvas) (included by qkv.h). */
+/* qkv/io.h: files: safetensors (read, validate, write) (included by
+ * qkv.h). Figures (PNG, SVG, PDF) are libqkv-plot's: qkv/plot.h. */
 #include "qkv.h" /* first: qkv.h includes every area header in order */
 #ifndef QKV_IO_H
 #define QKV_IO_H
@@ -100,30 +100,6 @@ qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const ch
  * safetensors.torch.load_file gives a state_dict that loads into the same
  * PyTorch module. */
 qkv_status qkv_params_save_safetensors(qkv_params *p, const char *path, const char *prefix);
-
-/* ---- images: PNG and a canvas for plots and attention maps ------------ */
-
-/* Writes 8-bit RGB pixels (h rows of w pixels, 3 bytes each) as a PNG,
- * atomically (a temporary file renamed over path). */
-qkv_status qkv_png_write(const char *path, int64_t w, int64_t h, const uint8_t *rgb);
-
-typedef struct {
-    int64_t w, h;
-    uint8_t *rgb; /* (h, w, 3) */
-} qkv_canvas;
-
-/* Colours are 0xRRGGBB. Drawing clips to the canvas. */
-qkv_status qkv_canvas_new(qkv_canvas *cv, int64_t w, int64_t h, uint32_t bg);
-void qkv_canvas_free(qkv_canvas *cv);
-void qkv_canvas_rect(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
-void qkv_canvas_line(qkv_canvas *cv, double x0, double y0, double x1, double y1, uint32_t c);
-/* v in [0,1] -> a viridis-like colour. */
-uint32_t qkv_colormap(double v);
-/* A (rows, cols) matrix as cells of cell pixels from (x0, y0), values
- * mapped from [lo, hi]: attention maps. */
-qkv_status qkv_canvas_heatmap(qkv_canvas *cv, double x0, double y0, double cell, int64_t rows,
-                              int64_t cols, const float *m, float lo, float hi);
-qkv_status qkv_canvas_save(const qkv_canvas *cv, const char *path);
 
 #ifdef __cplusplus
 }

@@ -1,19 +1,28 @@
-/* demo.c: `qkv demo [--png FILE]` (and `qkv` alone): the lecture's worked
- * example, then multi-head attention on a built-in sentence, printing the
- * attention weights as tables (and drawing them as a PNG heat map with
- * --png). */
+/* demo.c: `qkv demo [--png FILE] [--svg FILE] [--pdf FILE]` (and `qkv`
+ * alone): the lecture's worked example, then multi-head attention on a
+ * built-in sentence, printing the attention weights as tables (and
+ * drawing them as labelled heat maps, one per head, with the options). */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "cli/cli.h"
+#include "qkv/plot.h"
 
 const char qkv_cli_demo_usage[] =
-    "usage: qkv demo [--png FILE]\n"
+    "usage: qkv demo [--png FILE] [--svg FILE] [--pdf FILE]\n"
     "  prints the lecture's worked example (three 4-d inputs, unscaled dot-product\n"
     "  self-attention: keys, queries, values, scores, weights, outputs), then causal\n"
     "  multi-head self-attention over \"the cat sat on the mat\", as tables;\n"
     "  `qkv` with no command runs it too\n"
-    "  -p, --png FILE   also draw the heads' attention weights into FILE (a PNG heat map)\n"
+    "  -p, --png FILE   also draw the heads' attention weights into FILE, a PNG: one\n"
+    "                   heat map per head, the sentence's words on both axes\n"
+    "      --svg FILE   the same as an SVG (the words as text)\n"
+    "      --pdf FILE   the same as a PDF\n"
+    "  FILE must end in the option's extension (.png, .svg, .pdf)\n"
     "  -h, --help       show this usage\n";
+
+/* The figure formats, in the order of the options. */
+static const char *const formats[3] = {"png", "svg", "pdf"};
 
 static int fail(const char *what)
 {
@@ -77,26 +86,29 @@ static int demo_worked_example(qkv_ctx *c)
     return 0;
 }
 
-/* The heads' (T,T) weight maps side by side, CELL pixels a cell. */
-static int save_maps(const char *path, const float *w, int heads, int T)
+/* The heads' (T,T) weight maps as a labelled grid of heat maps, the words
+ * on both axes, into each file asked for (files[k] in formats[k]). */
+static int save_maps(const char *const *files, const float *w, int heads, int T, const char *const *words)
 {
-    enum { CELL = 40, PAD = 20 };
-    qkv_canvas cv;
-    int64_t side = (int64_t)T * CELL;
-    if (qkv_canvas_new(&cv, PAD + heads * (side + PAD), side + 2 * PAD, 0xffffff)) return fail("png");
-    for (int h = 0; h < heads; h++)
-        qkv_canvas_heatmap(&cv, PAD + h * (side + PAD), PAD, CELL, T, T, w + h * T * T, 0, 1);
-    qkv_status s = qkv_canvas_save(&cv, path);
-    qkv_canvas_free(&cv);
-    if (s) return fail("png");
-    printf("\nwrote %s: the heads' weights as heat maps (rows: queries, columns: keys; dark 0, "
-           "yellow 1)\n", path);
+    qkv_heatmap h = qkv_heatmap_default();
+    h.weights = w; /* (heads, T, T) */
+    h.heads = heads, h.rows = T, h.cols = T;
+    h.row_labels = words, h.col_labels = words;
+    h.title = "causal self-attention weights, \"the cat sat on the mat\"";
+    const char *gap = "\n";
+    for (int k = 0; k < 3; k++) {
+        if (!files[k]) continue;
+        if (qkv_plot_heatmap(files[k], &h)) return fail(formats[k]);
+        printf("%swrote %s: the heads' weights as heat maps (rows: queries, columns: keys; dark 0, "
+               "yellow 1)\n", gap, files[k]);
+        gap = "";
+    }
     return 0;
 }
 
 /* Causal multi-head self-attention over a built-in sentence with seeded
  * random embeddings and PyTorch's default initialisation. */
-static int demo_multihead(qkv_ctx *c, const char *png)
+static int demo_multihead(qkv_ctx *c, const char *const *files)
 {
     const char *words[6] = {"the", "cat", "sat", "on", "the", "mat"};
     enum { T = 6, E = 8, H = 2 };
@@ -128,26 +140,35 @@ static int demo_multihead(qkv_ctx *c, const char *png)
         snprintf(title, sizeof title, "head %d attention weights (rows attend to columns)", h);
         print_table(title, words, words, T, T, w->data + h * T * T);
     }
-    int rc = png ? save_maps(png, w->data, H, T) : 0;
+    int rc = save_maps(files, w->data, H, T, words);
     qkv_params_free(p);
     return rc;
 }
 
 int qkv_cli_demo(int argc, char **argv)
 {
-    static const struct option options[] = {{"png", required_argument, NULL, 'p'}, QKV_CLI_HELP_OPTION};
-    const char *png = NULL;
+    enum { SVG = 256, PDF };
+    static const struct option options[] = {{"png", required_argument, NULL, 'p'},
+                                            {"svg", required_argument, NULL, SVG},
+                                            {"pdf", required_argument, NULL, PDF},
+                                            QKV_CLI_HELP_OPTION};
+    const char *files[3] = {NULL, NULL, NULL}; /* png, svg, pdf */
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_demo_usage, options, 0, 0);
     int opt;
-    while ((opt = qkv_cli_next(&a)) > 0)
-        if (opt == 'p') png = a.value;
+    while ((opt = qkv_cli_next(&a)) > 0) {
+        int k = opt == 'p' ? 0 : opt == SVG ? 1 : 2;
+        const char *dot = strrchr(a.value, '.');
+        if (!dot || strchr(dot, '/') || strcasecmp(dot + 1, formats[k]))
+            qkv_cli_error(&a, "--%s: '%s' does not end in .%s", formats[k], a.value, formats[k]);
+        files[k] = a.value;
+    }
     if (opt < 0) return a.status;
     qkv_ctx *c;
     if (qkv_ctx_new(&c)) return fail("start");
     qkv_ctx_set_grad(c, 0);
     int rc = demo_worked_example(c);
-    if (!rc) rc = demo_multihead(c, png);
+    if (!rc) rc = demo_multihead(c, files);
     qkv_ctx_free(c);
     return rc;
 }

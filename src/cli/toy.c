@@ -11,22 +11,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include "cli/cli.h"
+#include "qkv/plot.h"
 
 typedef enum { PE_NONE = 0, PE_BINARY, PE_SINUSOIDAL } pe_kind;
 static const char *pe_names[] = {"none", "binary", "sinusoidal"};
 static const char *task_names[] = {"pairs", "positional"};
 static const char *model_names[] = {"conv", "attention"};
+static const char *format_names[] = {"png", "svg", "pdf"};
 
 typedef struct {
     int64_t n_train, n_test, T, epochs, batch;
     uint64_t seed;
     int scaled, all;
-    const char *png;
+    char plots[512];  /* the figures' prefix ("" for none) ... */
+    int format;       /* ... and format: an index into format_names */
     FILE *log;
     int task, model, pe; /* run only these (-1: all) */
 } toy_opts;
+
+/* A training loss curve: the mean loss of every window of steps. */
+typedef struct {
+    double *x, *y; /* (n) epochs at the window's end, mean loss */
+    int64_t n, cap, window;
+    double sum;
+    int64_t in_window;
+} toy_curve;
 
 typedef struct {
     qkv_toy_task task;
@@ -34,6 +46,7 @@ typedef struct {
     pe_kind pe;
     int64_t params;
     double train_mse, test_mse, seconds;
+    toy_curve loss;
 } toy_result;
 
 typedef struct {
@@ -103,6 +116,7 @@ typedef struct {
     int64_t P;
     float mu, sd, *x, *t;
     double epoch_loss, last_epoch_loss;
+    toy_curve *curve;
 } toy_run;
 
 /* Step s trains on batch s mod (n_train / batch), in order: epoch after epoch. */
@@ -119,8 +133,27 @@ static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **l
     if (b == 0) r->epoch_loss = 0;
     r->epoch_loss += (*loss)->data[0] / (double)nb;
     if (b == nb - 1) r->last_epoch_loss = r->epoch_loss;
+    toy_curve *cv = r->curve;
+    cv->sum += (*loss)->data[0];
+    if (++cv->in_window == cv->window && cv->n < cv->cap) {
+        cv->x[cv->n] = (double)(step + 1) / (double)nb;
+        cv->y[cv->n++] = cv->sum / (double)cv->window;
+        cv->sum = 0, cv->in_window = 0;
+    }
     *units = B;
     return QKV_OK;
+}
+
+/* Windows of a tenth of an epoch, or longer so that a curve keeps at most
+ * 100,000 points. */
+static qkv_status curve_init(toy_curve *cv, int64_t steps, int64_t per_epoch)
+{
+    int64_t w = per_epoch / 10 > 0 ? per_epoch / 10 : 1;
+    if (steps / w > 100000) w = (steps + 99999) / 100000;
+    *cv = (toy_curve){.window = w, .cap = steps / w};
+    cv->x = malloc((size_t)(cv->cap > 0 ? cv->cap : 1) * sizeof(double));
+    cv->y = malloc((size_t)(cv->cap > 0 ? cv->cap : 1) * sizeof(double));
+    return cv->x && cv->y ? QKV_OK : QKV_ERR_NOMEM;
 }
 
 static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set *test,
@@ -136,7 +169,7 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     m /= (double)(train->n * T);
     for (int64_t i = 0; i < train->n * T; i++) v += (train->in[i] - m) * (train->in[i] - m);
     toy_run run = {.o = o, .train = train, .pe = pe, .P = P, .mu = (float)m,
-                   .sd = (float)sqrt(v / (double)(train->n * T - 1))};
+                   .sd = (float)sqrt(v / (double)(train->n * T - 1)), .curve = &r->loss};
     run.x = malloc((size_t)(B * (1 + P) * T) * sizeof(float));
     run.t = malloc((size_t)(B * T) * sizeof(float));
 
@@ -174,34 +207,67 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     return s;
 }
 
-/* Panels of test sequences: input (grey), target (blue), each run's
- * prediction in its own colour. */
-static qkv_status plot(const char *path, const toy_set *test, int64_t T, int nruns,
-                       float *const *preds, const uint32_t *colours)
+/* A run's name in legends: "conv", "attention + binary positions". */
+static void run_name(char *buf, size_t cap, const toy_result *r)
 {
-    enum { PW = 480, PH = 160, PAD = 12, NPANEL = 4 };
-    qkv_canvas cv;
-    QKV_CLI_TRY(qkv_canvas_new(&cv, PAD + 2 * (PW + PAD), PAD + (NPANEL / 2) * (PH + PAD), 0xffffff));
+    if (r->pe == PE_NONE) snprintf(buf, cap, "%s", model_names[r->model]);
+    else snprintf(buf, cap, "%s + %s positions", model_names[r->model], pe_names[r->pe]);
+}
+
+/* A task's figure: four test sequences as panels with axes: the input
+ * (grey), the target (blue) and each run's prediction (red, green,
+ * orange, purple); the legend in the first panel. */
+static qkv_status plot_sequences(const char *path, int task, const toy_set *test, int64_t T, int nruns,
+                                 float *const *preds, const toy_result *const *runs)
+{
+    enum { NPANEL = 4, MAXS = 6 };
+    static const uint32_t colours[MAXS] = {0x9a9a9a, 0x1f5fbf, 0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd};
+    int ns = 2 + nruns;
+    qkv_line_plot panels[NPANEL];
+    qkv_series series[NPANEL][MAXS];
+    char names[MAXS][64] = {"input", "target"}, titles[NPANEL][32], title[96];
+    double *ys = malloc((size_t)(NPANEL * ns * T) * sizeof(double)); /* (NPANEL, ns, T) */
+    if (!ys) return QKV_ERR_NOMEM;
+    for (int r = 0; r < nruns; r++) run_name(names[2 + r], sizeof names[0], runs[r]);
     for (int k = 0; k < NPANEL; k++) {
-        double x0 = PAD + (k % 2) * (PW + PAD), y0 = PAD + (k / 2) * (PH + PAD);
-        qkv_canvas_rect(&cv, x0, y0, x0 + PW, y0 + PH, 0xf4f4f4);
-        const float *series[8];
-        uint32_t col[8];
-        int ns = 0;
-        series[ns] = test->in + k * T, col[ns++] = 0xa0a0a0;
-        series[ns] = test->target + k * T, col[ns++] = 0x1f5fbf;
-        for (int r = 0; r < nruns && ns < 8; r++) series[ns] = preds[r] + k * T, col[ns++] = colours[r];
-        for (int q = 0; q < ns; q++)
-            for (int64_t i = 1; i < T; i++) {
-                double xa = x0 + (double)(i - 1) * PW / (double)(T - 1), xb = x0 + (double)i * PW / (double)(T - 1);
-                double ya = y0 + PH - 4 - series[q][i - 1] * (PH - 8) / 27.0;
-                double yb = y0 + PH - 4 - series[q][i] * (PH - 8) / 27.0;
-                qkv_canvas_line(&cv, xa, ya, xb, yb, col[q]);
-            }
+        for (int q = 0; q < ns; q++) {
+            const float *src = q == 0 ? test->in + k * T : q == 1 ? test->target + k * T : preds[q - 2] + k * T;
+            double *y = ys + (k * ns + q) * T;
+            for (int64_t i = 0; i < T; i++) y[i] = src[i];
+            series[k][q] = (qkv_series){.label = k == 0 ? names[q] : NULL, .y = y, .n = T, .colour = colours[q]};
+        }
+        snprintf(titles[k], sizeof titles[0], "test sequence %d", k + 1);
+        panels[k] = (qkv_line_plot){.series = series[k], .n_series = ns, .title = titles[k],
+                                    .x_label = "position", .y_label = "height", .width = 560, .height = 280};
     }
-    qkv_status s = qkv_canvas_save(&cv, path);
-    qkv_canvas_free(&cv);
+    snprintf(title, sizeof title, "%s task: predictions on four test sequences", task_names[task]);
+    qkv_status s = qkv_plot_lines_grid(path, panels, NPANEL, 2, title);
+    free(ys);
     return s;
+}
+
+/* The runs' training loss, one panel per task, on a log scale. */
+static qkv_status plot_losses(const char *path, const toy_result *res, int nres)
+{
+    qkv_line_plot panels[2];
+    qkv_series series[2][8];
+    char names[8][64], titles[2][64];
+    int np = 0;
+    for (int k = 0; k < 2; k++) {
+        int n = 0;
+        for (int i = 0; i < nres && n < 8; i++) {
+            if ((int)res[i].task != k || res[i].loss.n == 0) continue;
+            run_name(names[i], sizeof names[0], &res[i]);
+            series[np][n++] = (qkv_series){.label = names[i], .x = res[i].loss.x, .y = res[i].loss.y, .n = res[i].loss.n};
+        }
+        if (!n) continue;
+        snprintf(titles[np], sizeof titles[0], "%s task", task_names[k]);
+        panels[np] = (qkv_line_plot){.series = series[np], .n_series = n, .title = titles[np], .x_label = "epoch",
+                                     .y_label = "training MSE", .log_y = 1, .width = 560, .height = 340};
+        np++;
+    }
+    if (!np) return QKV_OK;
+    return qkv_plot_lines_grid(path, panels, np, np, "training loss (mean over each tenth of an epoch)");
 }
 
 /* The sizes' bounds: a set holds at most MAX_VALUES floats (1 GiB), so
@@ -226,8 +292,12 @@ const char qkv_cli_toy_usage[] =
     "  -e, --epochs E     epochs (default 10; the positional task trains 3E; 1 to 1000000)\n"
     "  -s, --seed S       random seed (default 1; 0 to 2^63-1)\n"
     "      --scaled       scale the attention scores by 1/sqrt(D)\n"
-    "  -p, --png PREFIX   draw predictions on four test sequences into PREFIX_pairs.png\n"
-    "                     and PREFIX_positional.png\n"
+    "  -p, --plots PREFIX  draw predictions on four test sequences per task into\n"
+    "                     PREFIX_pairs.png and PREFIX_positional.png, and the runs'\n"
+    "                     training loss curves into PREFIX_loss.png\n"
+    "      --format png|svg|pdf  the figures' format (default: PREFIX's extension\n"
+    "                     if it has one, else png)\n"
+    "      --png PREFIX   the same as --plots PREFIX\n"
     "  -h, --help         show this usage\n"
     "  --train times --length, and --test times --length, are at most 2^28 (268435456).\n";
 
@@ -239,7 +309,7 @@ static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
 /* Fills o from the arguments; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, toy_opts *o)
 {
-    enum { PE = 256, TEST, SCALED }; /* the long-only options */
+    enum { PE = 256, TEST, SCALED, FORMAT, PNG }; /* the long-only options */
     static const struct option options[] = {
         {"task", required_argument, NULL, 't'},
         {"model", required_argument, NULL, 'm'},
@@ -251,8 +321,12 @@ static int parse(int argc, char **argv, toy_opts *o)
         {"epochs", required_argument, NULL, 'e'},
         {"seed", required_argument, NULL, 's'},
         {"scaled", no_argument, NULL, SCALED},
-        {"png", required_argument, NULL, 'p'},
+        {"plots", required_argument, NULL, 'p'},
+        {"png", required_argument, NULL, PNG},
+        {"format", required_argument, NULL, FORMAT},
         QKV_CLI_HELP_OPTION};
+    const char *plots = NULL;
+    int format = -1;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_toy_usage, options, 0, 0);
     int c;
@@ -268,15 +342,56 @@ static int parse(int argc, char **argv, toy_opts *o)
         case 'e': o->epochs = qkv_cli_int(&a, 1, MAX_EPOCHS); break;
         case 's': o->seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
         case SCALED: o->scaled = 1; break;
-        case 'p': o->png = a.value; break;
+        case 'p': case PNG: plots = a.value; break;
+        case FORMAT: format = qkv_cli_choice(&a, format_names, 3); break;
         }
     }
     if (c < 0) return a.status;
+    /* PREFIX's own extension, if any, picks the format and leaves the prefix */
+    size_t len = plots ? strlen(plots) : 0;
+    int ext = -1;
+    for (int k = 0; k < 3 && len > 4; k++)
+        if (plots[len - 4] == '.' && !strcasecmp(plots + len - 3, format_names[k])) ext = k;
     if (o->n_train * o->T > MAX_VALUES) too_many(&a, "train", o->n_train, o->T);
     else if (o->n_test * o->T > MAX_VALUES) too_many(&a, "test", o->n_test, o->T);
-    else if (o->png && strlen(o->png) > 400)
-        qkv_cli_error(&a, "--png: the prefix is longer than 400 characters");
+    else if (len > 400) qkv_cli_error(&a, "--plots: the prefix is longer than 400 characters");
+    else if (format >= 0 && !plots) qkv_cli_error(&a, "--format needs --plots PREFIX");
+    else if (ext >= 0 && format >= 0 && ext != format)
+        qkv_cli_error(&a, "--format %s, but the prefix '%s' ends in .%s", format_names[format], plots, format_names[ext]);
+    else if (plots) {
+        snprintf(o->plots, sizeof o->plots, "%.*s", (int)(ext >= 0 ? len - 4 : len), plots);
+        o->format = ext >= 0 ? ext : format >= 0 ? format : 0;
+    }
     return a.status;
+}
+
+/* The figures: a task's predictions, then the loss curves. */
+static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *res, int nres, float *const *preds)
+{
+    char path[600];
+    const char *ext = format_names[o->format];
+    for (int k = 0; k < 2; k++) {
+        float *pk[4];
+        const toy_result *rk[4];
+        int n = 0;
+        for (int i = 0; i < nres && n < 4; i++)
+            if ((int)res[i].task == k) rk[n] = &res[i], pk[n++] = preds[i];
+        if (!n) continue;
+        snprintf(path, sizeof path, "%s_%s.%s", o->plots, task_names[k], ext);
+        if (plot_sequences(path, k, &test[k], o->T, n, pk, rk)) {
+            fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
+            return QKV_EXIT_FAILURE;
+        }
+        printf("wrote %s: four test sequences, input grey, target blue, predictions in run order: red, "
+               "green, orange, purple\n", path);
+    }
+    snprintf(path, sizeof path, "%s_loss.%s", o->plots, ext);
+    if (plot_losses(path, res, nres)) {
+        fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
+        return QKV_EXIT_FAILURE;
+    }
+    printf("wrote %s: the runs' training loss curves\n", path);
+    return QKV_EXIT_OK;
 }
 
 int qkv_cli_toy(int argc, char **argv)
@@ -327,10 +442,14 @@ int qkv_cli_toy(int argc, char **argv)
             (o.model >= 0 && (int)plan[i].model != o.model) || (o.pe >= 0 && (int)plan[i].pe != o.pe))
             continue;
         toy_result *r = &res[nres];
-        *r = (toy_result){plan[i].task, plan[i].model, plan[i].pe, 0, 0, 0, 0};
+        *r = (toy_result){.task = plan[i].task, .model = plan[i].model, .pe = plan[i].pe};
         preds[nres] = malloc((size_t)(o.n_test * o.T) * 4);
         toy_opts oi = o;
         oi.epochs = o.epochs * task_epochs[r->task];
+        if (!preds[nres] || curve_init(&r->loss, oi.epochs * (o.n_train / o.batch), o.n_train / o.batch)) {
+            fprintf(stderr, "qkv toy: out of memory\n");
+            return QKV_EXIT_FAILURE;
+        }
         if (run_one(&oi, &train[r->task], &test[r->task], r, preds[nres])) {
             fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
             return QKV_EXIT_FAILURE;
@@ -344,25 +463,8 @@ int qkv_cli_toy(int argc, char **argv)
                model_names[res[i].model], pe_names[res[i].pe], (long long)res[i].params,
                (long long)(o.epochs * task_epochs[res[i].task] * (o.n_train / o.batch)),
                res[i].train_mse, res[i].test_mse, res[i].seconds);
-    if (o.png) {
-        /* One picture per task: its runs' predictions on four test sequences. */
-        static const uint32_t colours[4] = {0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd};
-        for (int k = 0; k < 2; k++) {
-            float *pk[4];
-            int n = 0;
-            char path[512];
-            for (int i = 0; i < nres && n < 4; i++)
-                if ((int)res[i].task == k) pk[n++] = preds[i];
-            if (!n) continue;
-            snprintf(path, sizeof path, "%s_%s.png", o.png, task_names[k]);
-            if (plot(path, &test[k], o.T, n, pk, colours)) {
-                fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-                return QKV_EXIT_FAILURE;
-            }
-            printf("wrote %s: grey input, blue target, predictions in run order: red, green, orange, purple\n", path);
-        }
-    }
-    for (int i = 0; i < nres; i++) free(preds[i]);
+    rc = o.plots[0] ? plot_all(&o, test, res, nres, preds) : QKV_EXIT_OK;
+    for (int i = 0; i < nres; i++) free(preds[i]), free(res[i].loss.x), free(res[i].loss.y);
     for (int k = 0; k < 2; k++) free(train[k].in), free(train[k].target), free(test[k].in), free(test[k].target);
-    return QKV_EXIT_OK;
+    return rc;
 }
