@@ -17,8 +17,8 @@ static char dir[64];
 /* matplotlib's viridis (lib/matplotlib/_cm_listed.py), entries 0, 4, 100,
  * 128, 200 and 255 of its 256, as 0xRRGGBB (round(255 x)); a weight v picks
  * entry floor(256 v), 1 the last. */
-#define VIRIDIS_0 0x440154u   /* (0.267004, 0.004874, 0.329415) */
-#define VIRIDIS_4 0x46075au   /* (0.272594, 0.025563, 0.353093) */
+#define VIRIDIS_0 0x440154u /* (0.267004, 0.004874, 0.329415) */
+#define VIRIDIS_4 0x46075au /* (0.272594, 0.025563, 0.353093) */
 #define VIRIDIS_100 0x2a768eu /* (0.166617, 0.463708, 0.558119) */
 #define VIRIDIS_128 0x21918cu /* (0.127568, 0.566949, 0.550556): v = 0.5 */
 #define VIRIDIS_200 0x70cf57u /* (0.440137, 0.811138, 0.340967) */
@@ -72,9 +72,12 @@ static void test_colour(void)
     CHECK(qkv_plot_colour(-3) == VIRIDIS_0 && qkv_plot_colour(7) == VIRIDIS_255, "clamping");
     CHECK(qkv_plot_colour(NAN) == QKV_PLOT_NAN_COLOUR, "NaN");
     /* entries between the ones colour.c keeps: within one unit */
-    CHECK(near(qkv_plot_colour(4.5 / 256), VIRIDIS_4, 1), "colour(entry 4) = %06x", qkv_plot_colour(4.5 / 256));
-    CHECK(near(qkv_plot_colour(100.5 / 256), VIRIDIS_100, 1), "entry 100: %06x", qkv_plot_colour(100.5 / 256));
-    CHECK(near(qkv_plot_colour(200.5 / 256), VIRIDIS_200, 1), "entry 200: %06x", qkv_plot_colour(200.5 / 256));
+    CHECK(near(qkv_plot_colour(4.5 / 256), VIRIDIS_4, 1), "colour(entry 4) = %06x",
+          qkv_plot_colour(4.5 / 256));
+    CHECK(near(qkv_plot_colour(100.5 / 256), VIRIDIS_100, 1), "entry 100: %06x",
+          qkv_plot_colour(100.5 / 256));
+    CHECK(near(qkv_plot_colour(200.5 / 256), VIRIDIS_200, 1), "entry 200: %06x",
+          qkv_plot_colour(200.5 / 256));
 }
 
 /* ---- heat maps read back ------------------------------------------------------- */
@@ -119,7 +122,8 @@ static void test_heatmap_pixels(void)
 {
     /* three renders of a 3 x 4 map, each with a NaN at (2,0) (so all have
      * the same note and layout): A has a 1 at (1,2), B a 1 at (0,0) */
-    float wa[12] = {0}, wb[12] = {0}, wc[12] = {0, 0.5f, 1, 0.1f, 0.2f, 0.3f, 0.4f, 0.6f, NAN, 0.7f, 0.8f, 0.25f};
+    float wa[12] = {0}, wb[12] = {0},
+          wc[12] = {0, 0.5f, 1, 0.1f, 0.2f, 0.3f, 0.4f, 0.6f, NAN, 0.7f, 0.8f, 0.25f};
     wa[1 * 4 + 2] = 1, wb[0] = 1, wa[8] = wb[8] = NAN;
     const char *rows[3] = {"q0", "q1", "q2"}, *cols[4] = {"k0", "k1", "k2", "k3"};
     qkv_heatmap h = qkv_heatmap_default();
@@ -132,40 +136,46 @@ static void test_heatmap_pixels(void)
     h.weights = wc;
     CHECK_OK(qkv_plot_heatmap(file("c.png"), &h));
     image a = load(file("a.png")), b = load(file("b.png")), c = load(file("c.png"));
-    CHECK(a.w == 400 && a.h == 300 && c.w == 400 && c.h == 300, "size %dx%d, %dx%d, want 400x300", a.w, a.h, c.w, c.h);
+    CHECK(a.w == 400 && a.h == 300 && c.w == 400 && c.h == 300, "size %dx%d, %dx%d, want 400x300", a.w, a.h,
+          c.w, c.h);
     CHECK(pixel(&a, 0, 0) == 0xffffff && pixel(&a, 399, 299) == 0xffffff, "background not white");
     int ra[4], rb[4];
     only_in(&a, &b, VIRIDIS_255, ra);
     only_in(&b, &a, VIRIDIS_255, rb);
     int s = rb[2] - rb[0] + 1;
     CHECK(s >= 8 && rb[3] - rb[1] + 1 == s && ra[2] - ra[0] + 1 == s && ra[3] - ra[1] + 1 == s,
-          "the yellow cells are not equal squares: A (%d,%d)-(%d,%d), B (%d,%d)-(%d,%d)", ra[0], ra[1], ra[2], ra[3],
-          rb[0], rb[1], rb[2], rb[3]);
+          "the yellow cells are not equal squares: A (%d,%d)-(%d,%d), B (%d,%d)-(%d,%d)", ra[0], ra[1], ra[2],
+          ra[3], rb[0], rb[1], rb[2], rb[3]);
     /* row i down, column j across: A's (1,2) is one cell below, two right of B's (0,0) */
-    CHECK(ra[0] - rb[0] == 2 * s && ra[1] - rb[1] == s, "cell (1,2) at (%d,%d), cell (0,0) at (%d,%d), side %d",
-          ra[0], ra[1], rb[0], rb[1], s);
+    CHECK(ra[0] - rb[0] == 2 * s && ra[1] - rb[1] == s,
+          "cell (1,2) at (%d,%d), cell (0,0) at (%d,%d), side %d", ra[0], ra[1], rb[0], rb[1], s);
     /* the centre of cell (i, j) of C has its weight's colour */
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++) {
             float v = wc[i * 4 + j];
             uint32_t got = pixel(&c, rb[0] + j * s + s / 2, rb[1] + i * s + s / 2);
             if (isnan(v)) continue;
-            CHECK(got == qkv_plot_colour(v), "cell (%d,%d) weight %g: %06x, want %06x", i, j, v, got, qkv_plot_colour(v));
+            CHECK(got == qkv_plot_colour(v), "cell (%d,%d) weight %g: %06x, want %06x", i, j, v, got,
+                  qkv_plot_colour(v));
         }
     uint32_t c00 = pixel(&c, rb[0] + s / 2, rb[1] + s / 2), c01 = pixel(&c, rb[0] + s + s / 2, rb[1] + s / 2);
     uint32_t c02 = pixel(&c, rb[0] + 2 * s + s / 2, rb[1] + s / 2);
-    CHECK(c00 == VIRIDIS_0 && c01 == VIRIDIS_128 && c02 == VIRIDIS_255, "weights 0, 0.5, 1 drawn %06x %06x %06x", c00,
-          c01, c02);
+    CHECK(c00 == VIRIDIS_0 && c01 == VIRIDIS_128 && c02 == VIRIDIS_255,
+          "weights 0, 0.5, 1 drawn %06x %06x %06x", c00, c01, c02);
     /* the NaN cell: no viridis colour, white with grey hatching */
     int white = 0, grey = 0, other = 0;
     for (int y = rb[1] + 2 * s + 2; y < rb[1] + 3 * s - 2; y++)
         for (int x = rb[0] + 2; x < rb[0] + s - 2; x++) {
             uint32_t p = pixel(&c, x, y);
-            if (p == 0xffffff) white++;
-            else if ((p >> 16 & 255) == (p >> 8 & 255) && (p & 255) == (p >> 8 & 255)) grey++;
-            else other++;
+            if (p == 0xffffff)
+                white++;
+            else if ((p >> 16 & 255) == (p >> 8 & 255) && (p & 255) == (p >> 8 & 255))
+                grey++;
+            else
+                other++;
         }
-    CHECK(white > 0 && grey > 0 && other == 0, "NaN cell: %d white, %d grey, %d coloured pixels", white, grey, other);
+    CHECK(white > 0 && grey > 0 && other == 0, "NaN cell: %d white, %d grey, %d coloured pixels", white, grey,
+          other);
     cairo_surface_destroy(a.s), cairo_surface_destroy(b.s), cairo_surface_destroy(c.s);
 }
 
@@ -192,7 +202,8 @@ static void test_formats(void)
     if (p) sscanf(p, "/MediaBox [ 0 0 %d %d", &pw, &ph);
     CHECK(im.w > 100 && im.h > 100 && sw == im.w && sh == im.h && pw == im.w && ph == im.h,
           "sizes: png %dx%d, svg %dx%d, pdf %dx%d", im.w, im.h, sw, sh, pw, ph);
-    CHECK(!strncmp(pdf, "%PDF-", 5) && pn > 1000 && find(pdf, pn, "%%EOF"), "not a whole PDF (%ld bytes)", pn);
+    CHECK(!strncmp(pdf, "%PDF-", 5) && pn > 1000 && find(pdf, pn, "%%EOF"), "not a whole PDF (%ld bytes)",
+          pn);
     CHECK(!strncmp(svg, "<?xml", 5) && strstr(svg, "<svg"), "not an SVG");
     CHECK(strstr(svg, ">head 0</text>") && strstr(svg, ">head 1</text>") && strstr(svg, ">mat</text>"),
           "SVG lacks the head titles or labels");
@@ -206,17 +217,25 @@ static void xml_escape(char *out, size_t cap, const char *s)
 {
     size_t n = 0;
     for (; *s && n + 8 < cap; s++) {
-        const char *e = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : *s == '\'' ? "&#39;" : NULL;
-        if (e) n += (size_t)snprintf(out + n, cap - n, "%s", e);
-        else out[n++] = *s;
+        const char *e = *s == '<'    ? "&lt;"
+                        : *s == '>'  ? "&gt;"
+                        : *s == '&'  ? "&amp;"
+                        : *s == '"'  ? "&quot;"
+                        : *s == '\'' ? "&#39;"
+                                     : NULL;
+        if (e)
+            n += (size_t)snprintf(out + n, cap - n, "%s", e);
+        else
+            out[n++] = *s;
     }
     out[n] = '\0';
 }
 
 static void test_svg_labels(void)
 {
-    const char *labels[7] = {"café", "中文", "😀 emoji", "</script><script>alert(1)</script>",
-                             "\"><img onerror=alert(1)>", "a & b's", " the"};
+    const char *labels[7] = {
+        "café",    "中文", "😀 emoji", "</script><script>alert(1)</script>", "\"><img onerror=alert(1)>",
+        "a & b's", " the"};
     float w[7 * 7];
     for (int i = 0; i < 49; i++) w[i] = 1.0f / 7;
     qkv_heatmap h = qkv_heatmap_default();
@@ -237,23 +256,26 @@ static void test_svg_labels(void)
     }
     CHECK(!strstr(svg, "<script") && !strstr(svg, "<img") && !strstr(svg, "<b>"), "raw markup in the SVG");
     CHECK(strstr(svg, ">&lt;b&gt;title&lt;/b&gt; &amp; ünïcödé</text>"), "title not escaped text");
-    CHECK(strstr(svg, ">\xef\xbf\xbd\xef\xbf\xbd bad \xef\xbf\xbd</text>"), "invalid UTF-8 and controls not replaced");
+    CHECK(strstr(svg, ">\xef\xbf\xbd\xef\xbf\xbd bad \xef\xbf\xbd</text>"),
+          "invalid UTF-8 and controls not replaced");
     free(svg);
     /* Python's XML parser reads it and finds every label in a <text> */
     FILE *f = fopen(file("labels.txt"), "wb");
     for (int i = 0; f && i < 7; i++) fprintf(f, "%s\n", labels[i]);
     if (f) fclose(f);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import sys, xml.dom.minidom as m\n"
-             "d = m.parse(sys.argv[1])\n"
-             "t = [''.join(c.data for c in e.childNodes) for e in d.getElementsByTagName('text')]\n"
-             "want = open(sys.argv[2], encoding='utf-8').read().split('\\n')[:-1]\n"
-             "assert len(want) == 7 and all(t.count(l) == 2 for l in want), [l for l in want if t.count(l) != 2]\n"
-             "assert not d.getElementsByTagName('script') and not d.getElementsByTagName('img')\n"
-             "\" %s %s",
-             path, file("labels.txt"));
-    CHECK(system(cmd) == 0, "the SVG does not parse as XML with every label in a <text> (python3 at /usr/bin/python3?)");
+    snprintf(
+        cmd, sizeof cmd,
+        "/usr/bin/python3 -c \"import sys, xml.dom.minidom as m\n"
+        "d = m.parse(sys.argv[1])\n"
+        "t = [''.join(c.data for c in e.childNodes) for e in d.getElementsByTagName('text')]\n"
+        "want = open(sys.argv[2], encoding='utf-8').read().split('\\n')[:-1]\n"
+        "assert len(want) == 7 and all(t.count(l) == 2 for l in want), [l for l in want if t.count(l) != 2]\n"
+        "assert not d.getElementsByTagName('script') and not d.getElementsByTagName('img')\n"
+        "\" %s %s",
+        path, file("labels.txt"));
+    CHECK(system(cmd) == 0,
+          "the SVG does not parse as XML with every label in a <text> (python3 at /usr/bin/python3?)");
 }
 
 static void test_notes(void)
@@ -277,8 +299,10 @@ static void test_notes(void)
     CHECK_OK(qkv_plot_heatmap(file("big.svg"), &h));
     CHECK_OK(qkv_plot_heatmap(file("big.png"), &h));
     svg = slurp(file("big.svg"), &n);
-    CHECK(strstr(svg, ">downsampled from 1000 x 1000 to 125 x 125: a cell is the mean of a block of 8 x 8 weights"),
-          "no downsampling note");
+    CHECK(
+        strstr(svg,
+               ">downsampled from 1000 x 1000 to 125 x 125: a cell is the mean of a block of 8 x 8 weights"),
+        "no downsampling note");
     CHECK(strstr(svg, ">mean of 3 heads</text>"), "no 'mean of 3 heads'");
     /* the labels are blocks' first indices: multiples of 8 */
     int numbers = 0, multiples = 0;
@@ -295,13 +319,15 @@ static void test_notes(void)
     free(svg);
     /* weights outside the colour range: said; long labels: an ellipsis */
     float out[2] = {-0.5f, 2};
-    const char *longl[1] = {"a label far longer than any cell could ever hold in a heat map"}, *two[2] = {"x", "y"};
+    const char *longl[1] = {"a label far longer than any cell could ever hold in a heat map"},
+               *two[2] = {"x", "y"};
     h = qkv_heatmap_default();
     h.weights = out, h.heads = 1, h.rows = 1, h.cols = 2, h.row_labels = longl, h.col_labels = two;
     CHECK_OK(qkv_plot_heatmap(file("range.svg"), &h));
     svg = slurp(file("range.svg"), &n);
     CHECK(strstr(svg, "outside the colour range [0, 1]"), "no out-of-range note");
-    CHECK(strstr(svg, ">a label far longer than any cell could …</text>"), "long label not cut with an ellipsis");
+    CHECK(strstr(svg, ">a label far longer than any cell could …</text>"),
+          "long label not cut with an ellipsis");
     free(svg);
     free(big);
 }
@@ -394,23 +420,26 @@ static void test_lines(void)
         y2[i] = i % 37 == 5 ? NAN : 2 * exp(-x[i] / 2) + 0.02;
         y3[i] = i == 20 ? -1 : i == 30 ? INFINITY : 1.5 * exp(-x[i]);
     }
-    qkv_series s[3] = {{"conv", x, y1, N, 0, 0}, {"attention <&>", x, y2, N, 0x2ca02c, 1}, {NULL, NULL, y3, N, 0, 0}};
+    qkv_series s[3] = {
+        {"conv", x, y1, N, 0, 0}, {"attention <&>", x, y2, N, 0x2ca02c, 1}, {NULL, NULL, y3, N, 0, 0}};
     qkv_line_plot p = {s, 3, "loss", "epoch", "MSE", 1, 0, 0};
     CHECK_OK(qkv_plot_lines(file("lines.svg"), &p));
     CHECK_OK(qkv_plot_lines(file("lines.png"), &p));
     CHECK_OK(qkv_plot_lines(file("lines.pdf"), &p));
     long n;
     char *svg = slurp(file("lines.svg"), &n);
-    CHECK(strstr(svg, ">1 point &lt;= 0 left out (log scale)</text>") && strstr(svg, ">1 infinite point left out</text>"),
+    CHECK(strstr(svg, ">1 point &lt;= 0 left out (log scale)</text>") &&
+              strstr(svg, ">1 infinite point left out</text>"),
           "notes missing");
-    CHECK(strstr(svg, ">conv</text>") && strstr(svg, ">attention &lt;&amp;&gt;</text>") && strstr(svg, ">epoch</text>") &&
-              strstr(svg, ">MSE</text>") && strstr(svg, ">loss</text>"),
+    CHECK(strstr(svg, ">conv</text>") && strstr(svg, ">attention &lt;&amp;&gt;</text>") &&
+              strstr(svg, ">epoch</text>") && strstr(svg, ">MSE</text>") && strstr(svg, ">loss</text>"),
           "legend, axis names or title missing");
     /* data lines (1.6 wide): y1 one; six NaNs break y2 into 7; y3 broken twice: 3 */
     int polylines = 0;
     for (const char *q = svg; (q = strstr(q, "stroke-width=\"1.60\"")); q++) polylines++;
     CHECK(polylines == 1 + 7 + 3, "%d data polylines, want 11", polylines);
-    CHECK(strstr(svg, ">1</text>") || strstr(svg, ">0.1</text>") || strstr(svg, ">2</text>"), "no log tick labels");
+    CHECK(strstr(svg, ">1</text>") || strstr(svg, ">0.1</text>") || strstr(svg, ">2</text>"),
+          "no log tick labels");
     free(svg);
     image im = load(file("lines.png"));
     CHECK(im.w == 800 && im.h == 500, "line plot %dx%d, want 800x500", im.w, im.h);
@@ -419,7 +448,8 @@ static void test_lines(void)
      * canvas once looped on +-1e300) */
     double hx[4] = {-1e300, 0, 1e300, 1.7e308}, hy[4] = {1e300, -1e300, 5e-324, -1.7e308}, c[3] = {4, 4, 4};
     double nans[2] = {NAN, NAN};
-    qkv_series hs[3] = {{"huge", hx, hy, 4, 0, 0}, {"constant", NULL, c, 3, 0, 0}, {"none", NULL, nans, 2, 0, 0}};
+    qkv_series hs[3] = {
+        {"huge", hx, hy, 4, 0, 0}, {"constant", NULL, c, 3, 0, 0}, {"none", NULL, nans, 2, 0, 0}};
     qkv_line_plot hp = {hs, 3, NULL, NULL, NULL, 0, 300, 200};
     CHECK_OK(qkv_plot_lines(file("huge.png"), &hp));
     hp.log_y = 1;
@@ -431,6 +461,29 @@ static void test_lines(void)
     svg = slurp(file("nothing.svg"), &n);
     CHECK(strstr(svg, ">no point to draw</text>"), "an all-NaN plot says so");
     free(svg);
+    /* a long series: polylines of at most 2048 points, each starting where
+     * the last ended: 5000 points are 3 of them, joined */
+    double *ly = malloc(5000 * sizeof(double));
+    for (int i = 0; i < 5000; i++) ly[i] = sin(i * 0.01);
+    qkv_series ls = {"sine", NULL, ly, 5000, 0, 0};
+    qkv_line_plot lp = {&ls, 1, NULL, NULL, NULL, 0, 0, 0};
+    CHECK_OK(qkv_plot_lines(file("long.svg"), &lp));
+    svg = slurp(file("long.svg"), &n);
+    int parts = 0, joined = 1;
+    char last[64] = "";
+    for (const char *q = svg; (q = strstr(q, "<polyline points=\"")); q++) {
+        const char *pts = q + strlen("<polyline points=\""), *end = strchr(pts, '"');
+        static const char data_line[] = "\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.60\"";
+        if (!end || strncmp(end, data_line, strlen(data_line))) continue;
+        size_t first_len = strcspn(pts, " \""); /* "x,y" of the first point */
+        const char *l = end;
+        while (l > pts && l[-1] != ' ') l--; /* ... and of the last */
+        if (parts++ && (strlen(last) != first_len || strncmp(last, pts, first_len))) joined = 0;
+        snprintf(last, sizeof last, "%.*s", (int)(end - l), l);
+    }
+    CHECK(parts == 3 && joined, "a 5000-point series drawn as %d polylines (want 3), joined: %d", parts, joined);
+    free(svg);
+    free(ly);
     /* a grid of panels */
     qkv_line_plot panels[3] = {p, hp, cp};
     panels[0].width = 300, panels[0].height = 200;
@@ -459,7 +512,8 @@ static void test_lines(void)
     CHECK_ERR(qkv_plot_lines_grid(file("l.png"), panels, 0, 0, NULL), QKV_ERR_ARG, "n is 0");
     CHECK_ERR(qkv_plot_lines_grid(file("l.png"), panels, 3, 4, NULL), QKV_ERR_ARG, "columns is 4");
     panels[2].n_series = -1;
-    CHECK_ERR(qkv_plot_lines_grid(file("l.png"), panels, 3, 0, NULL), QKV_ERR_ARG, "panels[2].n_series is -1");
+    CHECK_ERR(qkv_plot_lines_grid(file("l.png"), panels, 3, 0, NULL), QKV_ERR_ARG,
+              "panels[2].n_series is -1");
     CHECK(access(file("l.png"), F_OK) != 0, "a failed call left l.png");
 }
 

@@ -231,10 +231,13 @@ static qkv_status plot_sequences(const char *path, int task, const toy_set *test
     for (int r = 0; r < nruns; r++) run_name(names[2 + r], sizeof names[0], runs[r]);
     for (int k = 0; k < NPANEL; k++) {
         for (int q = 0; q < ns; q++) {
-            const float *src = q == 0 ? test->in + k * T : q == 1 ? test->target + k * T : preds[q - 2] + k * T;
+            const float *src = q == 0   ? test->in + k * T
+                               : q == 1 ? test->target + k * T
+                                        : preds[q - 2] + k * T;
             double *y = ys + (k * ns + q) * T;
             for (int64_t i = 0; i < T; i++) y[i] = src[i];
-            series[k][q] = (qkv_series){.label = k == 0 ? names[q] : NULL, .y = y, .n = T, .colour = colours[q]};
+            series[k][q] =
+                (qkv_series){.label = k == 0 ? names[q] : NULL, .y = y, .n = T, .colour = colours[q]};
         }
         snprintf(titles[k], sizeof titles[0], "test sequence %d", k + 1);
         panels[k] = (qkv_line_plot){.series = series[k], .n_series = ns, .title = titles[k],
@@ -258,12 +261,14 @@ static qkv_status plot_losses(const char *path, const toy_result *res, int nres)
         for (int i = 0; i < nres && n < 8; i++) {
             if ((int)res[i].task != k || res[i].loss.n == 0) continue;
             run_name(names[i], sizeof names[0], &res[i]);
-            series[np][n++] = (qkv_series){.label = names[i], .x = res[i].loss.x, .y = res[i].loss.y, .n = res[i].loss.n};
+            const toy_curve *cv = &res[i].loss;
+            series[np][n++] = (qkv_series){.label = names[i], .x = cv->x, .y = cv->y, .n = cv->n};
         }
         if (!n) continue;
         snprintf(titles[np], sizeof titles[0], "%s task", task_names[k]);
-        panels[np] = (qkv_line_plot){.series = series[np], .n_series = n, .title = titles[np], .x_label = "epoch",
-                                     .y_label = "training MSE", .log_y = 1, .width = 560, .height = 340};
+        panels[np] = (qkv_line_plot){.series = series[np], .n_series = n, .title = titles[np],
+                                     .x_label = "epoch", .y_label = "training MSE", .log_y = 1,
+                                     .width = 560, .height = 340};
         np++;
     }
     if (!np) return QKV_OK;
@@ -357,7 +362,8 @@ static int parse(int argc, char **argv, toy_opts *o)
     else if (len > 400) qkv_cli_error(&a, "--plots: the prefix is longer than 400 characters");
     else if (format >= 0 && !plots) qkv_cli_error(&a, "--format needs --plots PREFIX");
     else if (ext >= 0 && format >= 0 && ext != format)
-        qkv_cli_error(&a, "--format %s, but the prefix '%s' ends in .%s", format_names[format], plots, format_names[ext]);
+        qkv_cli_error(&a, "--format %s, but the prefix '%s' ends in .%s", format_names[format], plots,
+                      format_names[ext]);
     else if (plots) {
         snprintf(o->plots, sizeof o->plots, "%.*s", (int)(ext >= 0 ? len - 4 : len), plots);
         o->format = ext >= 0 ? ext : format >= 0 ? format : 0;
@@ -366,7 +372,8 @@ static int parse(int argc, char **argv, toy_opts *o)
 }
 
 /* The figures: a task's predictions, then the loss curves. */
-static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *res, int nres, float *const *preds)
+static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *res, int nres,
+                    float *const *preds)
 {
     char path[600];
     const char *ext = format_names[o->format];

@@ -125,6 +125,7 @@ void qkv_colour_bar(qkv_fig *f, double x, double y, double w, double h, double l
     if (cairo_surface_status(img) == CAIRO_STATUS_SUCCESS) f->ops->image(f, x, y, w, h, img, 1.0);
     cairo_surface_destroy(img);
     qkv_fig_frame(f, x, y, w, h, 0x808080, 0.8);
+    static const qkv_fig_style tick = {10, 0x202020, QKV_FIG_LEFT, QKV_FIG_MIDDLE, 0, 0, 0};
     double ticks[MAX_TICKS], step;
     int n = bar_ticks(lo, hi, h, ticks, &step);
     for (int i = 0; i < n; i++) {
@@ -132,6 +133,6 @@ void qkv_colour_bar(qkv_fig *f, double x, double y, double w, double h, double l
         double ty = y + h * (1 - qkv_axis_frac(ticks[i], lo, hi));
         qkv_axis_tick_label(label, sizeof label, ticks[i], step);
         qkv_fig_line(f, x + w, ty, x + w + 4, ty, 0x404040, 0.8, 0);
-        qkv_fig_text(f, x + w + 7, ty, label, 10, 0x202020, QKV_FIG_LEFT, QKV_FIG_MIDDLE, 0, 0, 0);
+        qkv_fig_text(f, x + w + 7, ty, label, &tick);
     }
 }

@@ -8,8 +8,8 @@
 
 static void set_rgb(cairo_t *cr, uint32_t rgb, double alpha)
 {
-    cairo_set_source_rgba(cr, ((rgb >> 16) & 255) / 255.0, ((rgb >> 8) & 255) / 255.0,
-                          (rgb & 255) / 255.0, alpha);
+    cairo_set_source_rgba(cr, ((rgb >> 16) & 255) / 255.0, ((rgb >> 8) & 255) / 255.0, (rgb & 255) / 255.0,
+                          alpha);
 }
 
 static void c_rect(qkv_fig *f, double x, double y, double w, double h, uint32_t rgb, double alpha)
@@ -33,8 +33,8 @@ static void c_polyline(qkv_fig *f, const double *xy, int64_t n, uint32_t rgb, do
     cairo_stroke(cr);
 }
 
-static void c_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb,
-                   int halign, int rotated, int bold)
+static void c_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb, int halign,
+                   int rotated, int bold)
 {
     cairo_t *cr = f->cr;
     cairo_text_extents_t e;
@@ -52,8 +52,7 @@ static void c_text(qkv_fig *f, double x, double y, const char *s, double size, u
     cairo_restore(cr);
 }
 
-static void c_image(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img,
-                    double alpha)
+static void c_image(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img, double alpha)
 {
     cairo_t *cr = f->cr;
     int iw = cairo_image_surface_get_width(img), ih = cairo_image_surface_get_height(img);
@@ -90,8 +89,8 @@ static cairo_status_t c_write(void *closure, const unsigned char *data, unsigned
 static qkv_status c_fail(qkv_fig *f, cairo_status_t st)
 {
     if (f->write_errno) return QKV_OK; /* the commit reports the system's reason */
-    return qkv_fail(st == CAIRO_STATUS_NO_MEMORY ? QKV_ERR_NOMEM : QKV_ERR_IO, "%s: drawing %s: %s",
-                    f->fn, f->path, cairo_status_to_string(st));
+    return qkv_fail(st == CAIRO_STATUS_NO_MEMORY ? QKV_ERR_NOMEM : QKV_ERR_IO, "%s: drawing %s: %s", f->fn,
+                    f->path, cairo_status_to_string(st));
 }
 
 static qkv_status c_finish(qkv_fig *f)
@@ -115,8 +114,8 @@ static void c_release(qkv_fig *f)
     f->cr = NULL, f->surface = NULL;
 }
 
-static const qkv_fig_ops cairo_ops = {c_rect, c_polyline, c_text, c_image,
-                                      c_clip, c_unclip, c_finish, c_release};
+static const qkv_fig_ops cairo_ops = {c_rect, c_polyline, c_text,   c_image,
+                                      c_clip, c_unclip,   c_finish, c_release};
 
 qkv_status qkv_fig_cairo_begin(qkv_fig *f)
 {

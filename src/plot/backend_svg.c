@@ -22,12 +22,23 @@ static void svg_escaped(FILE *o, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '&': fputs("&amp;", o); break;
-        case '<': fputs("&lt;", o); break;
-        case '>': fputs("&gt;", o); break;
-        case '"': fputs("&quot;", o); break;
-        case '\'': fputs("&#39;", o); break;
-        default: fputc(*s, o);
+        case '&':
+            fputs("&amp;", o);
+            break;
+        case '<':
+            fputs("&lt;", o);
+            break;
+        case '>':
+            fputs("&gt;", o);
+            break;
+        case '"':
+            fputs("&quot;", o);
+            break;
+        case '\'':
+            fputs("&#39;", o);
+            break;
+        default:
+            fputc(*s, o);
         }
     }
 }
@@ -52,8 +63,8 @@ static void s_polyline(qkv_fig *f, const double *xy, int64_t n, uint32_t rgb, do
     fputs("/>\n", o);
 }
 
-static void s_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb,
-                   int halign, int rotated, int bold)
+static void s_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb, int halign,
+                   int rotated, int bold)
 {
     FILE *o = f->file;
     fprintf(o, "<text x=\"" P2 "\" y=\"" P2 "\" font-size=\"" P2 "\"", x, y, size);
@@ -79,8 +90,8 @@ static void b64_put(b64 *b, int final)
 {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     if (!b->n || (b->n < 3 && !final)) return;
-    unsigned v = (unsigned)b->held[0] << 16 | (b->n > 1 ? (unsigned)b->held[1] << 8 : 0) |
-                 (b->n > 2 ? b->held[2] : 0);
+    unsigned v =
+        (unsigned)b->held[0] << 16 | (b->n > 1 ? (unsigned)b->held[1] << 8 : 0) | (b->n > 2 ? b->held[2] : 0);
     char q[4] = {digits[v >> 18 & 63], digits[v >> 12 & 63], b->n > 1 ? digits[v >> 6 & 63] : '=',
                  b->n > 2 ? digits[v & 63] : '='};
     fwrite(q, 1, 4, b->o);
@@ -97,14 +108,14 @@ static cairo_status_t b64_write(void *closure, const unsigned char *data, unsign
     return ferror(b->o) ? CAIRO_STATUS_WRITE_ERROR : CAIRO_STATUS_SUCCESS;
 }
 
-static void s_image(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img,
-                    double alpha)
+static void s_image(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img, double alpha)
 {
     FILE *o = f->file;
     fprintf(o, "<image x=\"" P2 "\" y=\"" P2 "\" width=\"" P2 "\" height=\"" P2 "\"", x, y, w, h);
     if (alpha < 1) fprintf(o, " opacity=\"%.3f\"", alpha);
     fputs(" preserveAspectRatio=\"none\" image-rendering=\"pixelated\""
-          " style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,", o);
+          " style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,",
+          o);
     b64 b = {o, {0}, 0};
     if (cairo_surface_write_to_png_stream(img, b64_write, &b) != CAIRO_STATUS_SUCCESS && !f->write_errno)
         f->write_errno = errno ? errno : EIO;
@@ -139,7 +150,8 @@ static qkv_status s_finish(qkv_fig *f)
 
 static void s_release(qkv_fig *f) { (void)f; }
 
-static const qkv_fig_ops svg_ops = {s_rect, s_polyline, s_text, s_image, s_clip, s_unclip, s_finish, s_release};
+static const qkv_fig_ops svg_ops = {s_rect, s_polyline, s_text,   s_image,
+                                    s_clip, s_unclip,   s_finish, s_release};
 
 qkv_status qkv_fig_svg_begin(qkv_fig *f)
 {

@@ -21,14 +21,12 @@ qkv_status qkv_plot_check_size(const char *fn, const char *what, int64_t n, int6
     return QKV_OK;
 }
 
-qkv_status qkv_plot_check_product(const char *fn, const char *what, int n, const int64_t *sizes,
-                                  int64_t max)
+qkv_status qkv_plot_check_product(const char *fn, const char *what, int n, const int64_t *sizes, int64_t max)
 {
     int64_t p = 1;
     for (int i = 0; i < n; i++) {
         if (sizes[i] < 1)
-            return qkv_fail(QKV_ERR_ARG, "%s: %s: size %lld is not positive", fn, what,
-                            (long long)sizes[i]);
+            return qkv_fail(QKV_ERR_ARG, "%s: %s: size %lld is not positive", fn, what, (long long)sizes[i]);
         if (p > max / sizes[i])
             return qkv_fail(QKV_ERR_ARG, "%s: %s: more than %lld values", fn, what, (long long)max);
         p *= sizes[i];
@@ -66,11 +64,9 @@ qkv_status qkv_plot_tmp_open(const char *fn, const char *path, char **tmp, FILE 
     return QKV_OK;
 }
 
-qkv_status qkv_plot_tmp_commit(const char *fn, const char *path, char *tmp, FILE *file, int failed,
-                               int err)
+qkv_status qkv_plot_tmp_commit(const char *fn, const char *path, char *tmp, FILE *file, int failed, int err)
 {
-    if (!failed && (fflush(file) != 0 || ferror(file) || fsync(fileno(file)) != 0))
-        failed = 1, err = errno;
+    if (!failed && (fflush(file) != 0 || ferror(file) || fsync(fileno(file)) != 0)) failed = 1, err = errno;
     if (fclose(file) != 0 && !failed) failed = 1, err = errno;
     if (!failed && rename(tmp, path) != 0) failed = 1, err = errno;
     if (failed) remove(tmp);
@@ -112,12 +108,15 @@ qkv_status qkv_fig_init(qkv_fig *f, const char *fn, const char *path)
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     if (!dot || (slash && dot < slash) || dot == path || dot[-1] == '/')
         return qkv_fail(QKV_ERR_ARG, "%s: %s has no extension: expected .png, .svg or .pdf", fn, path);
-    if (!strcasecmp(dot, ".png")) f->format = QKV_FIG_PNG;
-    else if (!strcasecmp(dot, ".svg")) f->format = QKV_FIG_SVG;
-    else if (!strcasecmp(dot, ".pdf")) f->format = QKV_FIG_PDF;
+    if (!strcasecmp(dot, ".png"))
+        f->format = QKV_FIG_PNG;
+    else if (!strcasecmp(dot, ".svg"))
+        f->format = QKV_FIG_SVG;
+    else if (!strcasecmp(dot, ".pdf"))
+        f->format = QKV_FIG_PDF;
     else
-        return qkv_fail(QKV_ERR_ARG, "%s: unknown extension '%.40s' of %s: expected .png, .svg or .pdf",
-                        fn, dot, path);
+        return qkv_fail(QKV_ERR_ARG, "%s: unknown extension '%.40s' of %s: expected .png, .svg or .pdf", fn,
+                        dot, path);
     f->measure_surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
     f->measure = cairo_create(f->measure_surface);
     if (cairo_status(f->measure) != CAIRO_STATUS_SUCCESS)
@@ -130,8 +129,8 @@ qkv_status qkv_fig_init(qkv_fig *f, const char *fn, const char *path)
 qkv_status qkv_fig_begin(qkv_fig *f, double w, double h)
 {
     if (!(w >= 1 && h >= 1 && w <= QKV_FIG_MAX_SIDE && h <= QKV_FIG_MAX_SIDE))
-        return qkv_fail(QKV_ERR_ARG, "%s: the figure would be %.0f x %.0f points, more than %d a side",
-                        f->fn, fmin(w, 1e9), fmin(h, 1e9), QKV_FIG_MAX_SIDE);
+        return qkv_fail(QKV_ERR_ARG, "%s: the figure would be %.0f x %.0f points, more than %d a side", f->fn,
+                        fmin(w, 1e9), fmin(h, 1e9), QKV_FIG_MAX_SIDE);
     f->w = ceil(w);
     f->h = ceil(h);
     QKV_TRY(qkv_plot_tmp_open(f->fn, f->path, &f->tmp, &f->file));
@@ -148,8 +147,8 @@ qkv_status qkv_fig_end(qkv_fig *f)
     FILE *file = f->file;
     char *tmp = f->tmp;
     f->file = NULL, f->tmp = NULL;
-    qkv_status c = qkv_plot_tmp_commit(f->fn, f->path, tmp, file, s != QKV_OK || f->write_errno,
-                                       f->write_errno);
+    qkv_status c =
+        qkv_plot_tmp_commit(f->fn, f->path, tmp, file, s != QKV_OK || f->write_errno, f->write_errno);
     return s != QKV_OK ? s : c;
 }
 
@@ -176,10 +175,14 @@ static int utf8_next(const unsigned char *s, uint32_t *cp)
     int n;
     uint32_t v, min;
     if (c < 0x80) return *cp = c, 1;
-    if ((c & 0xE0) == 0xC0) n = 1, v = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) n = 2, v = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) n = 3, v = c & 0x07, min = 0x10000;
-    else return *cp = 0xFFFD, 1;
+    if ((c & 0xE0) == 0xC0)
+        n = 1, v = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+        n = 2, v = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+        n = 3, v = c & 0x07, min = 0x10000;
+    else
+        return *cp = 0xFFFD, 1;
     for (int i = 1; i <= n; i++) {
         if ((s[i] & 0xC0) != 0x80) return *cp = 0xFFFD, i; /* also stops at the NUL */
         v = v << 6 | (s[i] & 0x3F);
@@ -192,7 +195,8 @@ static size_t utf8_put(char *out, uint32_t cp)
 {
     unsigned char *o = (unsigned char *)out;
     if (cp < 0x80) return o[0] = (unsigned char)cp, 1;
-    if (cp < 0x800) return o[0] = (unsigned char)(0xC0 | cp >> 6), o[1] = (unsigned char)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x800)
+        return o[0] = (unsigned char)(0xC0 | cp >> 6), o[1] = (unsigned char)(0x80 | (cp & 0x3F)), 2;
     if (cp < 0x10000) {
         o[0] = (unsigned char)(0xE0 | cp >> 12), o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
         o[2] = (unsigned char)(0x80 | (cp & 0x3F));
@@ -246,22 +250,29 @@ void qkv_fig_font_extents(qkv_fig *f, double size, double *ascent, double *desce
     *descent = e.descent;
 }
 
-void qkv_fig_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb,
-                  int halign, int valign, int rotated, int bold, int max_chars)
+const qkv_fig_style qkv_fig_title_style = {15, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 1, 200};
+const qkv_fig_style qkv_fig_note_style = {10, 0x404040, QKV_FIG_LEFT, QKV_FIG_TOP, 0, 0, 200};
+
+void qkv_fig_text(qkv_fig *f, double x, double y, const char *s, const qkv_fig_style *st)
 {
     char buf[TEXT_CAP];
     double asc, desc, d = 0;
-    qkv_fig_clean_text(buf, sizeof buf, s, max_chars);
+    qkv_fig_clean_text(buf, sizeof buf, s, st->max_chars);
     if (!buf[0]) return;
-    qkv_fig_font_extents(f, size, &asc, &desc);
+    qkv_fig_font_extents(f, st->size, &asc, &desc);
     /* DejaVu's capitals are 0.73 em tall: their middle is 0.365 em up. */
-    if (valign == QKV_FIG_MIDDLE) d = 0.365 * size;
-    else if (valign == QKV_FIG_TOP) d = asc;
-    else if (valign == QKV_FIG_BOTTOM) d = -desc;
+    if (st->valign == QKV_FIG_MIDDLE)
+        d = 0.365 * st->size;
+    else if (st->valign == QKV_FIG_TOP)
+        d = asc;
+    else if (st->valign == QKV_FIG_BOTTOM)
+        d = -desc;
     /* across the text: down the page, or (rotated) to the right */
-    if (rotated) x += d;
-    else y += d;
-    f->ops->text(f, x, y, buf, size, rgb, halign, rotated, bold);
+    if (st->rotated)
+        x += d;
+    else
+        y += d;
+    f->ops->text(f, x, y, buf, st->size, st->rgb, st->halign, st->rotated, st->bold);
 }
 
 /* ---- drawing ------------------------------------------------------------------ */
@@ -271,8 +282,7 @@ void qkv_fig_rect(qkv_fig *f, double x, double y, double w, double h, uint32_t r
     f->ops->rect(f, x, y, w, h, rgb, 1.0);
 }
 
-void qkv_fig_line(qkv_fig *f, double x0, double y0, double x1, double y1, uint32_t rgb, double lw,
-                  int dashed)
+void qkv_fig_line(qkv_fig *f, double x0, double y0, double x1, double y1, uint32_t rgb, double lw, int dashed)
 {
     const double xy[4] = {x0, y0, x1, y1};
     f->ops->polyline(f, xy, 2, rgb, lw, dashed);

@@ -28,15 +28,15 @@ typedef struct {
     qkv_fig *fig;
     int64_t R, C, br, bc; /* display rows/cols; block sizes */
     int nmaps;
-    float *cells;         /* (nmaps, R, C) */
+    float *cells; /* (nmaps, R, C) */
     double lo, hi;
     char notes[MAX_NOTES][192];
     int nnotes, nan_note; /* nan_note: index of the note with the hatched swatch, or -1 */
 } hm_data;
 
 typedef struct {
-    double s, fs, ann_fs;  /* cell side; label and annotation font sizes (0: none) */
-    int64_t krow, kcol;    /* every k-th label is drawn */
+    double s, fs, ann_fs; /* cell side; label and annotation font sizes (0: none) */
+    int64_t krow, kcol; /* every k-th label is drawn */
     int rotated;
     double head_h, axis_h, map_x, map_y, panel_w, panel_h;
     int gc, gr;
@@ -67,14 +67,16 @@ static qkv_status check(const qkv_heatmap *h)
     if (h->annotate < -1 || h->annotate > 1)
         return qkv_fail(QKV_ERR_ARG, "%s: annotate is %d, expected -1, 0 or 1", FN, h->annotate);
     if (!(isnan(h->lo) && isnan(h->hi)) && !(isfinite(h->lo) && isfinite(h->hi) && h->lo < h->hi))
-        return qkv_fail(QKV_ERR_ARG, "%s: colour range [%g, %g]: expected lo < hi, both finite (or both NaN: [0, 1])",
-                        FN, h->lo, h->hi);
+        return qkv_fail(QKV_ERR_ARG,
+                        "%s: colour range [%g, %g]: expected lo < hi, both finite (or both NaN: [0, 1])", FN,
+                        h->lo, h->hi);
     if (h->max_cells != 0) QKV_TRY(qkv_plot_check_size(FN, "max_cells", h->max_cells, 512));
     if (h->max_cells == 1) return qkv_fail(QKV_ERR_ARG, "%s: max_cells is 1, expected 2 to 512", FN);
     if (h->width || h->height) {
         if (h->width < 64 || h->height < 64 || h->width > QKV_FIG_MAX_SIDE || h->height > QKV_FIG_MAX_SIDE)
-            return qkv_fail(QKV_ERR_ARG, "%s: size %lld x %lld: expected 64 to %d a side (or 0 x 0: automatic)",
-                            FN, (long long)h->width, (long long)h->height, QKV_FIG_MAX_SIDE);
+            return qkv_fail(QKV_ERR_ARG,
+                            "%s: size %lld x %lld: expected 64 to %d a side (or 0 x 0: automatic)", FN,
+                            (long long)h->width, (long long)h->height, QKV_FIG_MAX_SIDE);
     }
     QKV_TRY(check_labels(h->row_labels, h->rows, "row_labels"));
     QKV_TRY(check_labels(h->col_labels, h->cols, "col_labels"));
@@ -116,22 +118,27 @@ static qkv_status data_init(hm_data *d, const qkv_heatmap *h, qkv_fig *fig)
             for (int64_t j = 0; j < d->C; j++) {
                 float v = cell_mean(h, d, m, i, j);
                 d->cells[(m * d->R + i) * d->C + j] = v;
-                if (isnan(v)) nan++;
-                else vmin = fmin(vmin, v), vmax = fmax(vmax, v);
+                if (isnan(v))
+                    nan++;
+                else
+                    vmin = fmin(vmin, v), vmax = fmax(vmax, v);
             }
     if (d->br > 1 || d->bc > 1)
         snprintf(d->notes[d->nnotes++], sizeof d->notes[0],
                  "downsampled from %lld x %lld to %lld x %lld: a cell is the mean of a block of %lld x %lld "
-                 "weights, labelled by its first index", (long long)h->rows, (long long)h->cols,
-                 (long long)d->R, (long long)d->C, (long long)d->br, (long long)d->bc);
+                 "weights, labelled by its first index",
+                 (long long)h->rows, (long long)h->cols, (long long)d->R, (long long)d->C, (long long)d->br,
+                 (long long)d->bc);
     if (vmin < d->lo || vmax > d->hi)
         snprintf(d->notes[d->nnotes++], sizeof d->notes[0],
-                 "weights range over [%.3g, %.3g]: those outside the colour range [%.3g, %.3g] take its end colours",
+                 "weights range over [%.3g, %.3g]: those outside the colour range [%.3g, %.3g] take its end "
+                 "colours",
                  vmin, vmax, d->lo, d->hi);
     if (nan) {
         d->nan_note = d->nnotes;
         snprintf(d->notes[d->nnotes++], sizeof d->notes[0],
-                 "no value (NaN weight): %lld cell%s, drawn white and hatched", (long long)nan, nan > 1 ? "s" : "");
+                 "no value (NaN weight): %lld cell%s, drawn white and hatched", (long long)nan,
+                 nan > 1 ? "s" : "");
     }
     return QKV_OK;
 }
@@ -204,7 +211,9 @@ static void layout(const hm_data *d, double s, hm_layout *L)
     double head_w = 0;
     for (int m = 0; m < d->nmaps; m++) {
         const char *t = head_title(d, m, buf, sizeof buf);
-        if (t) L->head_h = HEAD_FS * 1.7, head_w = fmax(head_w, qkv_fig_text_width(f, t, HEAD_FS, 1, LABEL_CHARS));
+        if (t)
+            L->head_h = HEAD_FS * 1.7,
+            head_w = fmax(head_w, qkv_fig_text_width(f, t, HEAD_FS, 1, LABEL_CHARS));
     }
     L->axis_h = ceil(AXIS_FS * 1.6);
     L->map_x = ceil(L->axis_h + row_lab_w);
@@ -248,21 +257,28 @@ static void draw_panel(const hm_data *d, const hm_layout *L, int m, double px, d
 {
     qkv_fig *f = d->fig;
     double s = L->s, mx = px + L->map_x, my = py + L->map_y, mw = d->C * s, mh = d->R * s;
+    const qkv_fig_style head = {HEAD_FS, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 1, LABEL_CHARS},
+                        col_axis = {AXIS_FS, 0x303030, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 0, LABEL_CHARS},
+                        row_axis = {AXIS_FS, 0x303030, QKV_FIG_CENTRE, QKV_FIG_MIDDLE, 1, 0, LABEL_CHARS},
+                        row_label = {L->fs, 0x000000, QKV_FIG_RIGHT, QKV_FIG_MIDDLE, 0, 0, LABEL_CHARS},
+                        col_label = {L->fs,
+                                     0x000000,
+                                     L->rotated ? QKV_FIG_LEFT : QKV_FIG_CENTRE,
+                                     L->rotated ? QKV_FIG_MIDDLE : QKV_FIG_BOTTOM,
+                                     L->rotated,
+                                     0,
+                                     LABEL_CHARS};
+    qkv_fig_style cell = {L->ann_fs, 0x000000, QKV_FIG_CENTRE, QKV_FIG_MIDDLE, 0, 0, 0};
     char buf[64];
     const char *t = head_title(d, m, buf, sizeof buf);
-    if (t) qkv_fig_text(f, mx + mw / 2, py + L->head_h - 6, t, HEAD_FS, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 1, LABEL_CHARS);
-    const char *col_axis = d->h->col_axis ? d->h->col_axis : "key";
-    const char *row_axis = d->h->row_axis ? d->h->row_axis : "query";
-    qkv_fig_text(f, mx + mw / 2, py + L->head_h + L->axis_h - 5, col_axis, AXIS_FS, 0x303030, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 0, LABEL_CHARS);
-    qkv_fig_text(f, px + L->axis_h / 2, my + mh / 2, row_axis, AXIS_FS, 0x303030, QKV_FIG_CENTRE, QKV_FIG_MIDDLE, 1, 0, LABEL_CHARS);
-    for (int64_t j = 0; j < d->C; j += L->kcol) {
-        const char *l = label(d, 1, j, buf, sizeof buf);
-        double cx = mx + (j + 0.5) * s;
-        if (L->rotated) qkv_fig_text(f, cx, my - 4, l, L->fs, 0x000000, QKV_FIG_LEFT, QKV_FIG_MIDDLE, 1, 0, LABEL_CHARS);
-        else qkv_fig_text(f, cx, my - 4, l, L->fs, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BOTTOM, 0, 0, LABEL_CHARS);
-    }
+    if (t) qkv_fig_text(f, mx + mw / 2, py + L->head_h - 6, t, &head);
+    qkv_fig_text(f, mx + mw / 2, py + L->head_h + L->axis_h - 5, d->h->col_axis ? d->h->col_axis : "key",
+                 &col_axis);
+    qkv_fig_text(f, px + L->axis_h / 2, my + mh / 2, d->h->row_axis ? d->h->row_axis : "query", &row_axis);
+    for (int64_t j = 0; j < d->C; j += L->kcol)
+        qkv_fig_text(f, mx + (j + 0.5) * s, my - 4, label(d, 1, j, buf, sizeof buf), &col_label);
     for (int64_t i = 0; i < d->R; i += L->krow)
-        qkv_fig_text(f, mx - 5, my + (i + 0.5) * s, label(d, 0, i, buf, sizeof buf), L->fs, 0x000000, QKV_FIG_RIGHT, QKV_FIG_MIDDLE, 0, 0, LABEL_CHARS);
+        qkv_fig_text(f, mx - 5, my + (i + 0.5) * s, label(d, 0, i, buf, sizeof buf), &row_label);
     const float *cells = d->cells + (int64_t)m * d->R * d->C;
     for (int64_t i = 0; i < d->R; i++)
         for (int64_t j = 0; j < d->C; j++) {
@@ -275,7 +291,8 @@ static void draw_panel(const hm_data *d, const hm_layout *L, int m, double px, d
             qkv_fig_rect(f, x, y, s, s, c);
             if (L->ann_fs > 0) {
                 snprintf(buf, sizeof buf, d->hi - d->lo <= 10 ? "%.2f" : "%.3g", v);
-                qkv_fig_text(f, x + s / 2, y + s / 2, buf, L->ann_fs, qkv_plot_ink_on(c), QKV_FIG_CENTRE, QKV_FIG_MIDDLE, 0, 0, 0);
+                cell.rgb = qkv_plot_ink_on(c);
+                qkv_fig_text(f, x + s / 2, y + s / 2, buf, &cell);
             }
         }
     qkv_fig_frame(f, mx - 0.5, my - 0.5, mw + 1, mh + 1, 0x808080, 1.0);
@@ -288,14 +305,15 @@ static qkv_status draw(const hm_data *d, const hm_layout *L, double W, double H)
     QKV_TRY(qkv_fig_begin(f, W, H));
     double ox = floor((W - L->W) / 2), oy = floor((H - L->H) / 2); /* centred in a fixed size */
     double gx = ox + MARGIN, gy = oy + MARGIN + L->title_h;
-    if (h->title) qkv_fig_text(f, gx + (L->W - 2 * MARGIN) / 2, oy + MARGIN + TITLE_FS, h->title, TITLE_FS, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 1, 200);
+    if (h->title)
+        qkv_fig_text(f, gx + (L->W - 2 * MARGIN) / 2, oy + MARGIN + TITLE_FS, h->title, &qkv_fig_title_style);
     for (int m = 0; m < d->nmaps; m++)
         draw_panel(d, L, m, gx + (m % L->gc) * (L->panel_w + GAP), gy + (m / L->gc) * (L->panel_h + GAP));
     qkv_colour_bar(f, gx + L->grid_w + GAP, gy + L->map_y, 14, L->bar_h, d->lo, d->hi);
     for (int i = 0; i < d->nnotes; i++) {
         double y = oy + L->notes_y + i * NOTE_FS * 1.6;
         if (i == d->nan_note) qkv_fig_no_value(f, gx, y + 1, 11, 11);
-        qkv_fig_text(f, gx + 16, y + 6.5, d->notes[i], NOTE_FS, 0x404040, QKV_FIG_LEFT, QKV_FIG_MIDDLE, 0, 0, 200);
+        qkv_fig_text(f, gx + 16, y, d->notes[i], &qkv_fig_note_style);
     }
     return qkv_fig_end(f);
 }
@@ -320,12 +338,16 @@ qkv_status qkv_plot_heatmap(const char *path, const qkv_heatmap *h)
     if (!s) {
         int fixed = h->width > 0;
         double gc = ceil(sqrt((double)d.nmaps)), target = gc == 1 ? 440 : gc == 2 ? 340 : 260;
-        double W = fixed ? (double)h->width : QKV_FIG_MAX_SIDE, H = fixed ? (double)h->height : QKV_FIG_MAX_SIDE;
+        double W = fixed ? (double)h->width : QKV_FIG_MAX_SIDE,
+               H = fixed ? (double)h->height : QKV_FIG_MAX_SIDE;
         if (!fit(&d, fixed ? 0 : target, W, H, &L))
-            s = qkv_fail(QKV_ERR_ARG, "%s: %lld map%s of %lld x %lld cells do not fit in %.0f x %.0f points "
-                         "(lower max_cells, average the heads, or give a larger size)", FN, (long long)d.nmaps,
-                         d.nmaps > 1 ? "s" : "", (long long)d.R, (long long)d.C, W, H);
-        else s = draw(&d, &L, fixed ? W : L.W, fixed ? H : L.H);
+            s = qkv_fail(QKV_ERR_ARG,
+                         "%s: %lld map%s of %lld x %lld cells do not fit in %.0f x %.0f points "
+                         "(lower max_cells, average the heads, or give a larger size)",
+                         FN, (long long)d.nmaps, d.nmaps > 1 ? "s" : "", (long long)d.R, (long long)d.C, W,
+                         H);
+        else
+            s = draw(&d, &L, fixed ? W : L.W, fixed ? H : L.H);
     }
     free(d.cells);
     qkv_fig_free(&f);

@@ -35,7 +35,8 @@ static uint32_t image_pixel(const void *ctx, int64_t x, int64_t y)
 {
     const qkv_overlay *o = ctx;
     const float *p = o->image + (y * o->w + x) * o->channels;
-    uint32_t r = byte_of(p[0]), g = o->channels == 3 ? byte_of(p[1]) : r, b = o->channels == 3 ? byte_of(p[2]) : r;
+    uint32_t r = byte_of(p[0]), g = o->channels == 3 ? byte_of(p[1]) : r,
+             b = o->channels == 3 ? byte_of(p[2]) : r;
     return r << 16 | g << 8 | b;
 }
 
@@ -66,12 +67,16 @@ qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o)
     int64_t nan = 0, n = o->grid_h * o->grid_w;
     for (int64_t i = 0; i < n; i++) {
         double v = o->weights[i];
-        if (isfinite(v)) lo = fmin(lo, v), hi = fmax(hi, v);
-        else nan++;
+        if (isfinite(v))
+            lo = fmin(lo, v), hi = fmax(hi, v);
+        else
+            nan++;
     }
     char notes[2][128];
     int nn = 0;
-    if (nan) snprintf(notes[nn++], sizeof notes[0], "%lld patch%s without a finite weight: not coloured", (long long)nan, nan > 1 ? "es" : "");
+    if (nan)
+        snprintf(notes[nn++], sizeof notes[0], "%lld patch%s without a finite weight: not coloured",
+                 (long long)nan, nan > 1 ? "es" : "");
     if (nan == n) lo = 0, hi = 1;
     if (!(lo < hi)) {
         double d = lo == 0 ? 1 : fabs(lo) * 0.1;
@@ -81,7 +86,8 @@ qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o)
     double side = (double)(o->h > o->w ? o->h : o->w), scale = fmin(16, 420 / side);
     double dw = ceil(o->w * scale), dh = ceil(o->h * scale), th = o->title ? 30 : 0, bar_h = fmax(dh, 80);
     double bar_w = qkv_colour_bar_width(&f, 14, bar_h, lo, hi);
-    double W = 2 * MARGIN + fmax(dw + GAP + bar_w, o->title ? qkv_fig_text_width(&f, o->title, 15, 1, 200) : 0);
+    double W =
+        2 * MARGIN + fmax(dw + GAP + bar_w, o->title ? qkv_fig_text_width(&f, o->title, 15, 1, 200) : 0);
     double H = MARGIN + th + bar_h + nn * 16 + (nn ? 8 : 0) + MARGIN;
     for (int i = 0; i < nn; i++) W = fmax(W, 2 * MARGIN + qkv_fig_text_width(&f, notes[i], 10, 0, 0));
     map_ctx mc = {o, lo, hi};
@@ -92,13 +98,13 @@ qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o)
     if (!s) s = qkv_fig_begin(&f, W, H);
     if (!s) {
         double x = MARGIN, y = MARGIN + th;
-        if (o->title) qkv_fig_text(&f, W / 2, MARGIN + 15, o->title, 15, 0x000000, QKV_FIG_CENTRE, QKV_FIG_BASELINE, 0, 1, 200);
+        if (o->title) qkv_fig_text(&f, W / 2, MARGIN + 15, o->title, &qkv_fig_title_style);
         f.ops->image(&f, x, y, dw, dh, img, 1.0);
         f.ops->image(&f, x, y, dw, dh, map, o->alpha > 0 ? o->alpha : 0.6);
         qkv_fig_frame(&f, x - 0.5, y - 0.5, dw + 1, dh + 1, 0x808080, 1.0);
         qkv_colour_bar(&f, x + dw + GAP, y, 14, bar_h, lo, hi);
         for (int i = 0; i < nn; i++)
-            qkv_fig_text(&f, x, y + bar_h + 8 + i * 16, notes[i], 10, 0x404040, QKV_FIG_LEFT, QKV_FIG_TOP, 0, 0, 0);
+            qkv_fig_text(&f, x, y + bar_h + 8 + i * 16, notes[i], &qkv_fig_note_style);
         s = qkv_fig_end(&f);
     }
     cairo_surface_destroy(img);

@@ -45,12 +45,11 @@ typedef struct {
     /* Text s (clean UTF-8) with its baseline through (x, y), anchored along
      * its direction by halign; rotated 90 degrees counter-clockwise (reading
      * upwards) about (x, y) when rotated. */
-    void (*text)(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb,
-                 int halign, int rotated, int bold);
+    void (*text)(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb, int halign,
+                 int rotated, int bold);
     /* An image (an RGB24 or ARGB32 Cairo surface) stretched over the
      * rectangle, pixels kept sharp (nearest neighbour). */
-    void (*image)(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img,
-                  double alpha);
+    void (*image)(qkv_fig *f, double x, double y, double w, double h, cairo_surface_t *img, double alpha);
     /* Clips what follows to a rectangle, until unclip. */
     void (*clip)(qkv_fig *f, double x, double y, double w, double h);
     void (*unclip)(qkv_fig *f);
@@ -61,21 +60,21 @@ typedef struct {
 } qkv_fig_ops;
 
 struct qkv_fig {
-    const char *fn;           /* the public call, for messages */
+    const char *fn; /* the public call, for messages */
     const char *path;
     qkv_fig_format format;
-    double w, h;              /* the figure's size in points */
+    double w, h; /* the figure's size in points */
     cairo_surface_t *measure_surface; /* a 1x1 image: text extents for the layout */
     cairo_t *measure;
     /* after qkv_fig_begin: */
-    char *tmp;                /* the temporary file beside path */
+    char *tmp; /* the temporary file beside path */
     FILE *file;
     const qkv_fig_ops *ops;
     cairo_surface_t *surface; /* Cairo backend: the PNG image or the PDF */
     cairo_t *cr;
-    int clip_depth;           /* SVG backend: open clipping groups */
-    int clip_id;              /* SVG backend: the next clipPath id */
-    int write_errno;          /* a failed write's errno */
+    int clip_depth; /* SVG backend: open clipping groups */
+    int clip_id; /* SVG backend: the next clipPath id */
+    int write_errno; /* a failed write's errno */
 };
 
 /* The backends: begin sets f->ops and draws a white background. */
@@ -100,8 +99,7 @@ void qkv_fig_free(qkv_fig *f);
 qkv_status qkv_plot_tmp_open(const char *fn, const char *path, char **tmp, FILE **file);
 /* ... then flushed, synced, closed and renamed over path (on failure:
  * removed, QKV_ERR_IO naming path and the system's reason). Frees tmp. */
-qkv_status qkv_plot_tmp_commit(const char *fn, const char *path, char *tmp, FILE *file, int failed,
-                               int err);
+qkv_status qkv_plot_tmp_commit(const char *fn, const char *path, char *tmp, FILE *file, int failed, int err);
 
 /* ---- drawing (figure.c): thin wrappers over the backend ---------------- */
 
@@ -110,10 +108,23 @@ void qkv_fig_rect(qkv_fig *f, double x, double y, double w, double h, uint32_t r
 void qkv_fig_frame(qkv_fig *f, double x, double y, double w, double h, uint32_t rgb, double lw);
 void qkv_fig_line(qkv_fig *f, double x0, double y0, double x1, double y1, uint32_t rgb, double lw,
                   int dashed);
-/* Text with any UTF-8 (invalid bytes and control characters become U+FFFD;
- * more than max_chars characters end in an ellipsis; 0: 256). */
-void qkv_fig_text(qkv_fig *f, double x, double y, const char *s, double size, uint32_t rgb,
-                  int halign, int valign, int rotated, int bold, int max_chars);
+/* How a text is drawn. */
+typedef struct {
+    double size; /* points */
+    uint32_t rgb;
+    int halign, valign; /* QKV_FIG_LEFT ..., QKV_FIG_BASELINE ... */
+    int rotated, bold; /* rotated: reading upwards */
+    int max_chars; /* more characters end in an ellipsis; 0: 256 */
+} qkv_fig_style;
+
+/* The figures' titles: 15 points, bold, centred on (x, baseline y). */
+extern const qkv_fig_style qkv_fig_title_style;
+/* Notes under a figure: 10 points, grey, from (x, top y). */
+extern const qkv_fig_style qkv_fig_note_style;
+
+/* Text with any UTF-8 (invalid bytes and control characters become U+FFFD),
+ * placed at (x, y) by the style's anchors. */
+void qkv_fig_text(qkv_fig *f, double x, double y, const char *s, const qkv_fig_style *st);
 /* A w x h Cairo image (CAIRO_FORMAT_RGB24: 0xRRGGBB; ARGB32: 0xAARRGGBB,
  * premultiplied) whose pixel (x, y) is pixel(ctx, x, y); check its status
  * (a failed allocation gives an image in an error state). */
@@ -162,6 +173,5 @@ uint32_t qkv_plot_ink_on(uint32_t rgb);
 /* Argument checks shared by the figures: a size n in [1, max]; a product
  * of sizes that fits (no overflow, at most max). */
 qkv_status qkv_plot_check_size(const char *fn, const char *what, int64_t n, int64_t max);
-qkv_status qkv_plot_check_product(const char *fn, const char *what, int n, const int64_t *sizes,
-                                  int64_t max);
+qkv_status qkv_plot_check_product(const char *fn, const char *what, int n, const int64_t *sizes, int64_t max);
 #endif
