@@ -21,25 +21,16 @@ static void svg_colour(FILE *o, const char *attr, uint32_t rgb)
 static void svg_escaped(FILE *o, const char *s)
 {
     for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", o);
-            break;
-        case '<':
-            fputs("&lt;", o);
-            break;
-        case '>':
-            fputs("&gt;", o);
-            break;
-        case '"':
-            fputs("&quot;", o);
-            break;
-        case '\'':
-            fputs("&#39;", o);
-            break;
-        default:
+        const char *e = *s == '&'    ? "&amp;"
+                        : *s == '<'  ? "&lt;"
+                        : *s == '>'  ? "&gt;"
+                        : *s == '"'  ? "&quot;"
+                        : *s == '\'' ? "&#39;"
+                                     : NULL;
+        if (e)
+            fputs(e, o);
+        else
             fputc(*s, o);
-        }
     }
 }
 
