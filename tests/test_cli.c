@@ -72,7 +72,7 @@ static void done(result r)
 static void test_command_help(void)
 {
     const char *const mentions[NCOMMANDS][16] = {
-        {"-p, --png FILE", "--svg FILE", "--pdf FILE"},
+        {"-p, --png FILE", "--svg FILE", "--pdf FILE", "--html FILE"},
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
          "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
@@ -227,8 +227,8 @@ static void test_demo(void)
         const char *opt, *name, *magic;
     } forms[] = {{"--png=", "a.png", "\x89PNG\r\n\x1a\n"}, {"--png", "b.png", "\x89PNG\r\n\x1a\n"},
                  {"-p", "c.png", "\x89PNG\r\n\x1a\n"},      {"--svg", "d.svg", "<?xml version=\"1.0\""},
-                 {"--pdf", "e.PDF", "%PDF-"}};
-    for (int i = 0; i < 5; i++) {
+                 {"--pdf", "e.PDF", "%PDF-"}, {"--html", "f.html", "<!DOCTYPE html>"}};
+    for (int i = 0; i < 6; i++) {
         char path[128], joined[160];
         snprintf(path, sizeof path, "%s/%s", tmpdir, forms[i].name);
         snprintf(joined, sizeof joined, "--png=%s", path);
@@ -243,6 +243,10 @@ static void test_demo(void)
             CHECK(strstr(body, "<svg") && strstr(body, ">cat</text>") && strstr(body, ">mat</text>") &&
                       strstr(body, ">head 1</text>"),
                   "the demo's SVG lacks the words or head titles as text");
+        if (i == 5) /* the explorer page: its data holds the sentence, 1 layer of 2 heads */
+            CHECK(body && strstr(body, "\"queries\":[\"the\",\"cat\",\"sat\",\"on\",\"the\",\"mat\"]") &&
+                      strstr(body, "\"layers\":1") && strstr(body, "\"heads\":2"),
+                  "the demo's explorer page lacks its tokens or sizes");
         free(body);
         unlink(path);
         done(r);

@@ -1,7 +1,8 @@
-/* demo.c: `qkv demo [--png FILE] [--svg FILE] [--pdf FILE]` (and `qkv`
- * alone): the lecture's worked example, then multi-head attention on a
- * built-in sentence, printing the attention weights as tables (and
- * drawing them as labelled heat maps, one per head, with the options). */
+/* demo.c: `qkv demo [--png FILE] [--svg FILE] [--pdf FILE] [--html FILE]`
+ * (and `qkv` alone): the lecture's worked example, then multi-head
+ * attention on a built-in sentence, printing the attention weights as
+ * tables (and drawing them as labelled heat maps, one per head, or as the
+ * interactive explorer page, with the options). */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -9,7 +10,7 @@
 #include "qkv/plot.h"
 
 const char qkv_cli_demo_usage[] =
-    "usage: qkv demo [--png FILE] [--svg FILE] [--pdf FILE]\n"
+    "usage: qkv demo [--png FILE] [--svg FILE] [--pdf FILE] [--html FILE]\n"
     "  prints the lecture's worked example (three 4-d inputs, unscaled dot-product\n"
     "  self-attention: keys, queries, values, scores, weights, outputs), then causal\n"
     "  multi-head self-attention over \"the cat sat on the mat\", as tables;\n"
@@ -18,11 +19,14 @@ const char qkv_cli_demo_usage[] =
     "                   heat map per head, the sentence's words on both axes\n"
     "      --svg FILE   the same as an SVG (the words as text)\n"
     "      --pdf FILE   the same as a PDF\n"
-    "  FILE must end in the option's extension (.png, .svg, .pdf)\n"
+    "      --html FILE  the interactive attention explorer: one self-contained page\n"
+    "                   (matrix and head views; hover a token or a cell)\n"
+    "  FILE must end in the option's extension (.png, .svg, .pdf, .html)\n"
     "  -h, --help       show this usage\n";
 
-/* The figure formats, in the order of the options. */
-static const char *const formats[3] = {"png", "svg", "pdf"};
+/* The output formats, in the order of the options. */
+enum { NFORMATS = 4, HTML = 3 };
+static const char *const formats[NFORMATS] = {"png", "svg", "pdf", "html"};
 
 static int fail(const char *what)
 {
@@ -87,7 +91,8 @@ static int demo_worked_example(qkv_ctx *c)
 }
 
 /* The heads' (T,T) weight maps as a labelled grid of heat maps, the words
- * on both axes, into each file asked for (files[k] in formats[k]). */
+ * on both axes, into each figure asked for (files[k] in formats[k]), and
+ * as the explorer page (one layer) for --html. */
 static int save_maps(const char *const *files, const float *w, int heads, int T, const char *const *words)
 {
     qkv_heatmap h = qkv_heatmap_default();
@@ -96,13 +101,17 @@ static int save_maps(const char *const *files, const float *w, int heads, int T,
     h.row_labels = words, h.col_labels = words;
     h.title = "causal self-attention weights, \"the cat sat on the mat\"";
     const char *gap = "\n";
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < HTML; k++) {
         if (!files[k]) continue;
         if (qkv_plot_heatmap(files[k], &h)) return fail(formats[k]);
         printf("%swrote %s: the heads' weights as heat maps (rows: queries, columns: keys; dark 0, "
                "yellow 1)\n", gap, files[k]);
         gap = "";
     }
+    if (!files[HTML]) return 0;
+    qkv_explorer e = {w, 1, heads, T, T, words, words, "The cat sat on the mat: causal self-attention"};
+    if (qkv_explorer_write(files[HTML], &e)) return fail("html");
+    printf("%swrote %s: the attention explorer (open it in a browser)\n", gap, files[HTML]);
     return 0;
 }
 
@@ -147,17 +156,18 @@ static int demo_multihead(qkv_ctx *c, const char *const *files)
 
 int qkv_cli_demo(int argc, char **argv)
 {
-    enum { SVG = 256, PDF };
+    enum { SVG = 256, PDF, OPT_HTML };
     static const struct option options[] = {{"png", required_argument, NULL, 'p'},
                                             {"svg", required_argument, NULL, SVG},
                                             {"pdf", required_argument, NULL, PDF},
+                                            {"html", required_argument, NULL, OPT_HTML},
                                             QKV_CLI_HELP_OPTION};
-    const char *files[3] = {NULL, NULL, NULL}; /* png, svg, pdf */
+    const char *files[NFORMATS] = {NULL, NULL, NULL, NULL}; /* png, svg, pdf, html */
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_demo_usage, options, 0, 0);
     int opt;
     while ((opt = qkv_cli_next(&a)) > 0) {
-        int k = opt == 'p' ? 0 : opt == SVG ? 1 : 2;
+        int k = opt == 'p' ? 0 : opt == SVG ? 1 : opt == PDF ? 2 : HTML;
         const char *dot = strrchr(a.value, '.');
         if (!dot || strchr(dot, '/') || strcasecmp(dot + 1, formats[k]))
             qkv_cli_error(&a, "--%s: '%s' does not end in .%s", formats[k], a.value, formats[k]);
