@@ -1,0 +1,264 @@
+/* test_layers_values.c: the values of the layers of include/qkv/nn.h:
+ * dropout by its statistics (kept fraction, scaling, its gradient, masks
+ * drawn from the seed), the activations, layer_norm and cat against plain
+ * formulas, and the modules' parameter names, shapes and initialisation
+ * (the lecture's Conv1d net, Linear, LayerNorm, Embedding). */
+#include "gradcheck.h"
+#include "layers_helpers.h"
+
+/* ---- dropout by its statistics --------------------------------------------- */
+
+static void test_dropout_stats(qkv_arena *a, qkv_rng *r)
+{
+    int64_t n = 200000, s1[1] = {n};
+    qkv_tensor *x = h_input(a, r, 1, s1, 1.0f);
+    for (int64_t i = 0; i < n; i++) x->data[i] += x->data[i] < 0 ? -0.5f : 0.5f; /* nonzero */
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_tensor *y = NULL, *y2 = NULL;
+
+    /* eval mode, and p == 0 in training: the input itself, nothing recorded */
+    CHECK_OK(qkv_dropout(c, x, 0.5f, &y));
+    CHECK(y == x, "dropout: eval mode did not return x itself");
+    qkv_ctx_set_training(c, 1);
+    CHECK_OK(qkv_dropout(c, x, 0.0f, &y));
+    CHECK(y == x, "dropout: p 0 did not return x itself");
+
+    const float ps[3] = {0.1f, 0.5f, 0.9f};
+    for (int k = 0; k < 3; k++) {
+        float p = ps[k];
+        qkv_ctx_reset(c);
+        qkv_ctx_set_seed(c, 1000 + (uint64_t)k);
+        CHECK_OK(qkv_dropout(c, x, p, &y));
+        if (!y) continue;
+        int64_t kept = 0, bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (y->data[i] == 0.0f) continue;
+            kept++;
+            if (fabsf(y->data[i] - x->data[i] / (1.0f - p)) > 1e-6f * fabsf(y->data[i])) bad++;
+        }
+        double frac = (double)kept / (double)n, sd = sqrt(p * (1.0 - p) / (double)n);
+        CHECK(fabs(frac - (1.0 - p)) < 6 * sd, "dropout p %g: kept %.5f, expected %.5f +- %.5f",
+              (double)p, frac, 1.0 - p, 6 * sd);
+        CHECK(bad == 0, "dropout p %g: %lld kept values not x/(1-p)", (double)p, (long long)bad);
+        printf("dropout p %.1f: kept fraction %.5f over %lld elements (expected %.1f)\n", (double)p,
+               frac, (long long)n, 1.0 - p);
+
+        /* backward: dx = dy * (mask / (1-p)), recomputed from the seed */
+        memset(x->grad, 0, (size_t)n * sizeof(float));
+        float *dy = malloc((size_t)n * sizeof *dy);
+        for (int64_t i = 0; i < n; i++) dy[i] = 1.0f + (float)(i % 7);
+        CHECK_OK(qkv_backward(c, y, dy));
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float want = y->data[i] == 0.0f ? 0.0f : dy[i] / (1.0f - p);
+            if (fabsf(x->grad[i] - want) > 1e-6f * fabsf(want)) wrong++;
+        }
+        CHECK(wrong == 0, "dropout p %g: %lld gradients not dy * mask / (1-p)", (double)p, (long long)wrong);
+        free(dy);
+
+        /* the same seed draws the same mask; the next op of a step a new one */
+        qkv_ctx_reset(c);
+        qkv_ctx_set_seed(c, 1000 + (uint64_t)k);
+        CHECK_OK(qkv_dropout(c, x, p, &y2));
+        qkv_tensor *y3 = NULL;
+        CHECK_OK(qkv_dropout(c, x, p, &y3));
+        if (y2 && y3) {
+            int64_t diff_same = 0, diff_next = 0;
+            for (int64_t i = 0; i < n; i++) {
+                diff_same += (y->data[i] == 0.0f) != (y2->data[i] == 0.0f);
+                diff_next += (y2->data[i] == 0.0f) != (y3->data[i] == 0.0f);
+            }
+            CHECK(diff_same == 0, "dropout p %g: same seed, %lld mask bits differ", (double)p, (long long)diff_same);
+            CHECK(diff_next > n / 20, "dropout p %g: consecutive calls share their mask (%lld differ)",
+                  (double)p, (long long)diff_next);
+        }
+    }
+
+    /* p == 1: zeros and zero gradients */
+    qkv_ctx_reset(c);
+    CHECK_OK(qkv_dropout(c, x, 1.0f, &y));
+    if (y) {
+        int nonzero = 0;
+        for (int64_t i = 0; i < n; i++) nonzero += y->data[i] != 0.0f;
+        memset(x->grad, 0, (size_t)n * sizeof(float));
+        float *dy = malloc((size_t)n * sizeof *dy);
+        for (int64_t i = 0; i < n; i++) dy[i] = 1.0f;
+        CHECK_OK(qkv_backward(c, y, dy));
+        for (int64_t i = 0; i < n; i++) nonzero += x->grad[i] != 0.0f;
+        CHECK(nonzero == 0, "dropout p 1: %d nonzero outputs or gradients", nonzero);
+        free(dy);
+    }
+    /* grad off: nothing recorded */
+    qkv_ctx_reset(c);
+    qkv_ctx_set_grad(c, 0);
+    CHECK_OK(qkv_dropout(c, x, 0.5f, &y));
+    CHECK(y && !y->requires_grad, "dropout: recorded with grad off");
+    qkv_ctx_free(c);
+}
+
+/* ---- values against plain formulas ------------------------------------------ */
+
+static void test_values(qkv_arena *a, qkv_rng *r)
+{
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    float xv[6] = {-2.0f, -0.5f, 0.0f, 0.5f, 1.0f, 3.0f};
+    int64_t s1[1] = {6};
+    qkv_tensor *x, *y = NULL;
+    CHECK_OK(qkv_tensor_wrap(qkv_ctx_arena(c), xv, 1, s1, &x));
+    double worst = 0;
+    for (int op = 0; op < 4; op++) {
+        if (op == 0) CHECK_OK(qkv_relu(c, x, &y));
+        if (op == 1) CHECK_OK(qkv_tanh(c, x, &y));
+        if (op >= 2) CHECK_OK(qkv_gelu(c, x, op == 2 ? "none" : "tanh", &y));
+        for (int i = 0; y && i < 6; i++) {
+            double v = xv[i], want = op == 0 ? fmax(v, 0) : op == 1 ? tanh(v)
+                : op == 2 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+                : 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+            worst = fmax(worst, fabs(y->data[i] - want));
+        }
+        CHECK(y && !y->requires_grad, "activation %d recorded without an input needing grad", op);
+    }
+    CHECK(worst < 1e-6, "activations: values off by %g", worst);
+
+    /* layer_norm: mean 0, biased variance 1 per row (eps tiny) */
+    int64_t s2[2] = {3, 8};
+    qkv_tensor *xl = h_input(a, r, 2, s2, 3.0f), *yl = NULL;
+    CHECK_OK(qkv_layer_norm(c, xl, NULL, NULL, 1e-12f, &yl));
+    for (int row = 0; yl && row < 3; row++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < 8; j++) m += yl->data[row * 8 + j];
+        for (int j = 0; j < 8; j++) v += (yl->data[row * 8 + j] - m / 8) * (yl->data[row * 8 + j] - m / 8);
+        CHECK(fabs(m / 8) < 1e-6 && fabs(v / 8 - 1) < 1e-5, "layer_norm row %d: mean %g, var %g", row, m / 8, v / 8);
+    }
+
+    /* cat of (N,C1,T) and (N,C2,T) along dim 1: the lecture's positional encoding */
+    int64_t sa[3] = {2, 1, 4}, sb[3] = {2, 3, 4};
+    qkv_tensor *ca = h_input(a, r, 3, sa, 1.0f), *cb = h_input(a, r, 3, sb, 1.0f), *yc = NULL;
+    CHECK_OK(qkv_cat(c, ca, cb, 1, &yc));
+    if (yc) {
+        CHECK(yc->ndim == 3 && yc->shape[0] == 2 && yc->shape[1] == 4 && yc->shape[2] == 4, "cat: shape");
+        CHECK(yc->data[16] == ca->data[4] && yc->data[20] == cb->data[12] && yc->data[31] == cb->data[23],
+              "cat: elements misplaced");
+    }
+    qkv_ctx_free(c);
+}
+
+/* ---- modules: names, shapes, initialisation --------------------------------- */
+
+static double max_abs_f(const float *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+static double max_abs(const qkv_tensor *t) { return max_abs_f(t->data, qkv_tensor_numel(t)); }
+
+static void test_module_init(qkv_rng *r)
+{
+    qkv_params *p;
+    CHECK_OK(qkv_params_new(&p));
+    /* The lecture's net: Sequential(Conv1d(1,64,5,padding=2), ReLU(),
+     * Conv1d(64,64,5,padding=2), ReLU(), Conv1d(64,1,5,padding=2)). */
+    qkv_nn_conv1d conv[3];
+    qkv_nn_relu relu[2];
+    qkv_sequential net;
+    CHECK_OK(qkv_sequential_init(&net));
+    int64_t cin[3] = {1, 64, 64}, cout[3] = {64, 64, 1};
+    for (int i = 0; i < 3; i++) {
+        qkv_conv1d_opts o = qkv_conv1d_opts_default(cin[i], cout[i], 5);
+        o.padding = 2;
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%d.", 2 * i);
+        CHECK_OK(qkv_nn_conv1d_init(&conv[i], &o, p, prefix, r));
+        CHECK_OK(qkv_sequential_add(&net, &conv[i].base));
+        if (i < 2) {
+            CHECK_OK(qkv_nn_relu_init(&relu[i]));
+            CHECK_OK(qkv_sequential_add(&net, &relu[i].base));
+        }
+    }
+    const char *names[6] = {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
+    CHECK(qkv_params_count(p) == 6, "lecture net: %d parameters, expected 6", qkv_params_count(p));
+    for (int i = 0; i < 6; i++) {
+        qkv_tensor *t = qkv_params_find(p, names[i]);
+        const qkv_nn_conv1d *cv = &conv[i / 2];
+        CHECK(t && t == (i % 2 ? cv->bias : cv->weight), "lecture net: %s missing", names[i]);
+        if (!t) continue;
+        double bound = 1.0 / sqrt((double)(cv->o.in_channels * 5));
+        double m = max_abs(t);
+        /* the largest of n uniform draws is near the bound when n is large */
+        double low = qkv_tensor_numel(t) >= 64 ? 0.8 * bound : 0.0;
+        CHECK(m <= bound && m > low, "%s: max |w| %g, bound %g", names[i], m, bound);
+    }
+    CHECK(conv[1].weight->ndim == 3 && conv[1].weight->shape[0] == 64 && conv[1].weight->shape[1] == 64 &&
+              conv[1].weight->shape[2] == 5, "Conv1d(64,64,5) weight shape");
+    CHECK(!strcmp(net.base.type, "Sequential") && !strcmp(conv[0].base.type, "Conv1d") &&
+              !strcmp(relu[0].base.type, "ReLU"), "module type names");
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_arena *a = qkv_ctx_arena(c);
+    int64_t sx[3] = {4, 1, 50}, sbad[3] = {4, 2, 50};
+    qkv_tensor *x = NULL, *y = NULL, *bad = NULL;
+    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, sx, &x));
+    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, sbad, &bad));
+    qkv_rng_fill_uniform(r, x->data, 200, -1, 1);
+    CHECK_OK(qkv_module_forward(c, &net.base, x, &y));
+    CHECK(y && y->ndim == 3 && y->shape[0] == 4 && y->shape[1] == 1 && y->shape[2] == 50,
+          "lecture net: output shape");
+    if (y) {
+        float dy[200];
+        for (int i = 0; i < 200; i++) dy[i] = 1.0f;
+        CHECK_OK(qkv_backward(c, y, dy));
+        CHECK(max_abs_f(conv[0].bias->grad, 64) > 0,
+              "lecture net: no gradient reached the first layer");
+    }
+    CHECK_ERR(qkv_module_forward(c, &net.base, bad, &y), QKV_ERR_SHAPE,
+              "sequential: layer 0 (Conv1d): conv1d: weight (64,1,5) in_channels 1 does not match x (4,2,50) channels 2");
+    qkv_ctx_free(c);
+    qkv_sequential_free(&net);
+    qkv_params_free(p);
+
+    /* Linear, LayerNorm, Embedding */
+    CHECK_OK(qkv_params_new(&p));
+    qkv_nn_linear lin, lin_nb;
+    qkv_nn_layernorm ln, ln_na;
+    qkv_nn_embedding emb;
+    CHECK_OK(qkv_nn_linear_init(&lin, 16, 8, 1, p, "fc.", r));
+    CHECK_OK(qkv_nn_linear_init(&lin_nb, 16, 8, 0, p, "fc2.", r));
+    CHECK_OK(qkv_nn_layernorm_init(&ln, 10, 1e-5f, 1, p, "norm."));
+    CHECK_OK(qkv_nn_layernorm_init(&ln_na, 10, 1e-5f, 0, NULL, NULL));
+    CHECK_OK(qkv_nn_embedding_init(&emb, 100, 32, 0, p, "tok.", r));
+    CHECK(qkv_params_count(p) == 6, "linear/layernorm/embedding: %d parameters, expected 6", qkv_params_count(p));
+    CHECK(qkv_params_find(p, "fc.weight") == lin.weight && qkv_params_find(p, "fc.bias") == lin.bias &&
+              qkv_params_find(p, "fc2.weight") == lin_nb.weight && !lin_nb.bias &&
+              qkv_params_find(p, "norm.weight") == ln.weight && qkv_params_find(p, "norm.bias") == ln.bias &&
+              qkv_params_find(p, "tok.weight") == emb.weight && !ln_na.weight && !ln_na.bias,
+          "linear/layernorm/embedding parameter names");
+    CHECK(lin.weight->shape[0] == 8 && lin.weight->shape[1] == 16, "Linear(16,8) weight shape");
+    CHECK(max_abs(lin.weight) <= 0.25 && max_abs(lin.weight) > 0.2 && max_abs(lin.bias) <= 0.25,
+          "Linear(16,8) init outside U(-1/4, 1/4): %g %g", max_abs(lin.weight), max_abs(lin.bias));
+    int ones = 1;
+    for (int i = 0; i < 10; i++) ones &= ln.weight->data[i] == 1.0f && ln.bias->data[i] == 0.0f;
+    CHECK(ones && ln.eps == 1e-5f, "LayerNorm init: weight ones, bias zeros");
+    double s = 0, ss = 0;
+    int pad_zero = 1;
+    for (int64_t i = 0; i < 100 * 32; i++) {
+        if (i < 32) pad_zero &= emb.weight->data[i] == 0.0f;
+        else s += emb.weight->data[i], ss += (double)emb.weight->data[i] * emb.weight->data[i];
+    }
+    double mean = s / 3168, sd = sqrt(ss / 3168 - mean * mean);
+    CHECK(pad_zero, "Embedding: padding_idx row not zeroed at init");
+    CHECK(fabs(mean) < 0.1 && fabs(sd - 1) < 0.1, "Embedding init: mean %g, std %g, expected N(0,1)", mean, sd);
+    qkv_params_free(p);
+}
+
+int main(void)
+{
+    if (!layers_setup()) return 1;
+    test_dropout_stats(A, &R);
+    test_values(A, &R);
+    test_module_init(&R);
+    return layers_finish("test_layers_values");
+}

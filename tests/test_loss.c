@@ -1,0 +1,190 @@
+/* test_loss.c: the losses of include/qkv/train.h.
+ *
+ *  - finite-difference checks of mse_loss and cross_entropy (every
+ *    reduction, ignore_index, label smoothing, every logits layout);
+ *  - a cross entropy whose every target is ignored, and an empty batch:
+ *    0 (PyTorch: NaN) with a zero gradient;
+ *  - bad input to mse_loss and cross_entropy.
+ * Parity with PyTorch's losses: test_train_oracle.c. */
+#include <stdint.h>
+#include "gradcheck.h"
+
+/* ---- finite differences ------------------------------------------------- */
+
+typedef struct {
+    qkv_tensor *x, *t;      /* mse: input, target; ce: logits, - */
+    qkv_tensor *y;          /* ce: I64 labels */
+    int64_t ignore;
+    double ls;
+    qkv_reduction r;
+} loss_args;
+
+static qkv_status f_mse(qkv_ctx *c, void *u, qkv_tensor **out)
+{
+    loss_args *a = u;
+    return qkv_mse_loss(c, a->x, a->t, a->r, out);
+}
+
+static qkv_status f_ce(qkv_ctx *c, void *u, qkv_tensor **out)
+{
+    loss_args *a = u;
+    return qkv_cross_entropy(c, a->x, a->y, a->ignore, a->ls, a->r, out);
+}
+
+/* An I64 tensor of labels in [0,C), with about every third one ignore. */
+static qkv_tensor *labels(qkv_arena *A, qkv_rng *r, int ndim, const int64_t *shape, int64_t C,
+                          int64_t ignore)
+{
+    qkv_tensor *y = NULL;
+    if (qkv_tensor_new(A, QKV_I64, ndim, shape, &y) != QKV_OK) return NULL;
+    for (int64_t i = 0; i < qkv_tensor_numel(y); i++)
+        y->idx[i] = (i % 3 == 1) ? ignore : (int64_t)(qkv_rng_next(r) % (uint64_t)C);
+    return y;
+}
+
+static void test_gradcheck(qkv_arena *A, qkv_rng *r)
+{
+    static const char *red[3] = {"mean", "sum", "none"};
+    for (int ri = 0; ri < 3; ri++) {
+        loss_args a = {0};
+        a.r = (qkv_reduction)ri;
+        int64_t shape[3] = {3, 4, 2};
+        a.x = h_input(A, r, 3, shape, 1);
+        a.t = h_input(A, r, 3, shape, 1);
+        qkv_tensor *in[2] = {a.x, a.t};
+        double e = h_gradcheck(f_mse, &a, in, 2, 1e-2f, 1e-2);
+        CHECK(e < 1e-2, "mse_loss gradcheck (%s): %g", red[ri], e);
+    }
+    /* logits layouts: (N,C), (N,C,d1), (N,C,d1,d2), (C) */
+    const int nd[4] = {2, 3, 4, 1};
+    const int64_t shapes[4][4] = {{5, 4}, {3, 5, 2}, {2, 3, 2, 2}, {6}};
+    const double smooth[3] = {0.0, 0.25, 1.0};
+    for (int li = 0; li < 4; li++)
+        for (int ri = 0; ri < 3; ri++)
+            for (int si = 0; si < 3; si++) {
+                loss_args a = {0};
+                a.r = (qkv_reduction)ri;
+                a.ls = smooth[si];
+                a.ignore = si == 1 ? 1 : -100; /* an ignore_index that is also a class */
+                const int64_t *sh = shapes[li];
+                int64_t C = nd[li] == 1 ? sh[0] : sh[1], tshape[3];
+                int tnd = nd[li] - 1;
+                if (tnd > 0) tshape[0] = sh[0];
+                for (int k = 1; k < tnd; k++) tshape[k] = sh[k + 1];
+                a.x = h_input(A, r, nd[li], sh, 2);
+                a.y = labels(A, r, tnd, tshape, C, nd[li] == 1 ? -100 : a.ignore);
+                double e = h_gradcheck(f_ce, &a, &a.x, 1, 1e-2f, 1e-2);
+                CHECK(e < 1e-2, "cross_entropy gradcheck (layout %d, %s, smoothing %g): %g", li,
+                      red[ri], a.ls, e);
+            }
+}
+
+/* A mean cross entropy whose every target is ignored: 0 with a zero
+ * gradient (PyTorch: NaN). Also sum and none: 0. */
+static void test_all_ignored(qkv_arena *A, qkv_rng *r)
+{
+    for (int ri = 0; ri < 3; ri++) {
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        qkv_tensor *x = h_input(A, r, 2, (int64_t[]){3, 4}, 1);
+        memset(x->grad, 0, 12 * sizeof(float));
+        int64_t lab[3] = {-100, -100, -100};
+        qkv_tensor *y, *loss;
+        CHECK_OK(qkv_tensor_wrap_i64(A, lab, 1, (int64_t[]){3}, &y));
+        CHECK_OK(qkv_cross_entropy(c, x, y, -100, 0.3, (qkv_reduction)ri, &loss));
+        int64_t n = qkv_tensor_numel(loss);
+        float dl[3] = {1, 1, 1};
+        CHECK_OK(qkv_backward(c, loss, n == 1 ? NULL : dl));
+        float zero[12] = {0};
+        int ok = 1;
+        for (int64_t i = 0; i < n; i++) ok &= loss->data[i] == 0.0f;
+        CHECK(ok && !memcmp(x->grad, zero, sizeof zero),
+              "all-ignored cross entropy (reduction %d): loss %g, want 0 and zero gradient", ri,
+              loss->data[0]);
+        qkv_ctx_free(c);
+    }
+}
+
+/* An empty batch: MEAN gives 0 (PyTorch: NaN), SUM 0, NONE an empty loss. */
+static void test_empty_batch(qkv_arena *A, qkv_rng *r)
+{
+    for (int ri = 0; ri < 3; ri++) {
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        qkv_tensor *x = h_input(A, r, 2, (int64_t[]){0, 5}, 1), *y, *loss = NULL;
+        CHECK_OK(qkv_tensor_new(A, QKV_I64, 1, (int64_t[]){0}, &y));
+        CHECK_OK(qkv_cross_entropy(c, x, y, -100, 0.1, (qkv_reduction)ri, &loss));
+        int64_t n = loss ? qkv_tensor_numel(loss) : -1;
+        CHECK(loss && (ri == 2 ? n == 0 : n == 1 && loss->data[0] == 0.0f),
+              "empty batch cross entropy (reduction %d): %lld elements", ri, (long long)n);
+        if (loss && n == 1) CHECK_OK(qkv_backward(c, loss, NULL));
+        qkv_ctx_free(c);
+    }
+}
+
+/* ---- bad input ------------------------------------------------------------------- */
+
+static void test_bad_losses(qkv_arena *A, qkv_rng *r)
+{
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_tensor *x = h_input(A, r, 2, (int64_t[]){3, 5}, 1), *t = h_input(A, r, 2, (int64_t[]){3, 5}, 1);
+    qkv_tensor *t2 = h_input(A, r, 2, (int64_t[]){5, 3}, 1), *loss = (qkv_tensor *)1;
+    const qkv_reduction M = QKV_REDUCTION_MEAN;
+    CHECK_ERR(qkv_mse_loss(c, x, t, M, NULL), QKV_ERR_ARG, "loss is NULL");
+    CHECK_ERR(qkv_mse_loss(NULL, x, t, M, &loss), QKV_ERR_ARG, "ctx is NULL");
+    CHECK(loss == NULL, "mse_loss: *loss not cleared on error");
+    CHECK_ERR(qkv_mse_loss(c, NULL, t, M, &loss), QKV_ERR_ARG, "input is NULL");
+    CHECK_ERR(qkv_mse_loss(c, x, NULL, M, &loss), QKV_ERR_ARG, "target is NULL");
+    CHECK_ERR(qkv_mse_loss(c, x, t2, M, &loss), QKV_ERR_SHAPE, "target (5,3), expected the shape of input (3,5)");
+    CHECK_ERR(qkv_mse_loss(c, x, t, (qkv_reduction)7, &loss), QKV_ERR_ARG, "reduction 7");
+    int64_t lab[3] = {0, 4, 2}, lab2[6] = {0};
+    qkv_tensor *y, *y_bad, *y23;
+    qkv_tensor_wrap_i64(A, lab, 1, (int64_t[]){3}, &y);
+    qkv_tensor_wrap_i64(A, lab2, 1, (int64_t[]){4}, &y_bad);
+    qkv_tensor_wrap_i64(A, lab2, 2, (int64_t[]){2, 3}, &y23);
+    CHECK_ERR(qkv_mse_loss(c, x, y, M, &loss), QKV_ERR_DTYPE, "must be F32");
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, 0, M, NULL), QKV_ERR_ARG, "loss is NULL");
+    CHECK_ERR(qkv_cross_entropy(NULL, x, y, -100, 0, M, &loss), QKV_ERR_ARG, "ctx is NULL");
+    CHECK_ERR(qkv_cross_entropy(c, NULL, y, -100, 0, M, &loss), QKV_ERR_ARG, "logits is NULL");
+    CHECK_ERR(qkv_cross_entropy(c, x, NULL, -100, 0, M, &loss), QKV_ERR_ARG, "target is NULL");
+    CHECK_ERR(qkv_cross_entropy(c, x, t, -100, 0, M, &loss), QKV_ERR_DTYPE, "target must be QKV_I64");
+    CHECK_ERR(qkv_cross_entropy(c, y, y, -100, 0, M, &loss), QKV_ERR_DTYPE, "logits must be F32");
+    CHECK_ERR(qkv_cross_entropy(c, x, y_bad, -100, 0, M, &loss), QKV_ERR_SHAPE, "logits (3,5) and target (4,)");
+    CHECK_ERR(qkv_cross_entropy(c, x, y23, -100, 0, M, &loss), QKV_ERR_SHAPE, "target (2,3)");
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, -0.1, M, &loss), QKV_ERR_ARG, "label_smoothing -0.1");
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, 1.5, M, &loss), QKV_ERR_ARG, "label_smoothing 1.5");
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, NAN, M, &loss), QKV_ERR_ARG, "label_smoothing nan");
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, 0, (qkv_reduction)-1, &loss), QKV_ERR_ARG, "reduction -1");
+    lab[1] = 5;
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, 0, M, &loss), QKV_ERR_ARG,
+              "target[1] = 5 is not a class in [0,5) nor ignore_index -100");
+    lab[1] = -1;
+    CHECK_ERR(qkv_cross_entropy(c, x, y, -100, 0, M, &loss), QKV_ERR_ARG, "target[1] = -1");
+    CHECK_OK(qkv_cross_entropy(c, x, y, -1, 0, M, &loss)); /* now it is the ignore_index */
+    /* (N,C,d1): the position is named in full. */
+    qkv_tensor *x3 = h_input(A, r, 3, (int64_t[]){2, 3, 3}, 1);
+    lab2[4] = 3;
+    CHECK_ERR(qkv_cross_entropy(c, x3, y23, -100, 0, M, &loss), QKV_ERR_ARG, "target[1][1] = 3");
+    lab2[4] = 0;
+    qkv_tensor *x0 = h_input(A, r, 2, (int64_t[]){2, 0}, 1);
+    qkv_tensor *y2;
+    qkv_tensor_wrap_i64(A, lab2, 1, (int64_t[]){2}, &y2);
+    CHECK_ERR(qkv_cross_entropy(c, x0, y2, -100, 0, M, &loss), QKV_ERR_SHAPE, "has no classes");
+    qkv_ctx_free(c);
+}
+
+
+int main(void)
+{
+    qkv_arena *A;
+    qkv_arena_new(&A, 0);
+    qkv_rng r;
+    qkv_rng_seed(&r, 2024);
+    test_gradcheck(A, &r);
+    test_all_ignored(A, &r);
+    test_empty_batch(A, &r);
+    test_bad_losses(A, &r);
+    qkv_arena_free(A);
+    return h_finish("test_loss");
+}
