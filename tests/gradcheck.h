@@ -72,17 +72,29 @@ static inline double h_gradcheck(h_forward_fn f, void *user, qkv_tensor **inputs
         qkv_tensor *t = inputs[i];
         for (int64_t j = 0; j < qkv_tensor_numel(t); j++) {
             float x0 = t->data[j];
-            int ok1, ok2;
-            t->data[j] = x0 + eps;
-            double lp = h_loss(c, f, user, R, &ok1);
-            t->data[j] = x0 - eps;
-            double lm = h_loss(c, f, user, R, &ok2);
-            t->data[j] = x0;
-            if (!ok1 || !ok2) {
+            int ok = 1;
+            /* Central differences at eps and eps/2, combined by Richardson
+             * extrapolation: (4 D(eps/2) - D(eps)) / 3 cancels the O(eps^2)
+             * truncation term, so eps can stay large enough for float32's
+             * rounding noise not to dominate. */
+            double d[2];
+            for (int k = 0; k < 2 && ok; k++) {
+                float h = k ? eps / 2 : eps;
+                int ok1, ok2;
+                t->data[j] = x0 + h;
+                double lp = h_loss(c, f, user, R, &ok1);
+                t->data[j] = x0 - h;
+                double lm = h_loss(c, f, user, R, &ok2);
+                t->data[j] = x0;
+                ok = ok1 && ok2;
+                /* the step actually taken, after float rounding of x0 +- h */
+                d[k] = (lp - lm) / ((double)(x0 + h) - (double)(x0 - h));
+            }
+            if (!ok) {
                 worst = INFINITY;
                 break;
             }
-            double num = (lp - lm) / (2.0 * eps), ana = t->grad[j];
+            double num = (4.0 * d[1] - d[0]) / 3.0, ana = t->grad[j];
             double m = fmax(fmax(fabs(num), fabs(ana)), floor_);
             double e = fabs(num - ana) / m;
             if (e > worst) {

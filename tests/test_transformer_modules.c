@@ -315,7 +315,7 @@ static void test_gradcheck(void)
     g->masks.src_key_padding_mask = kp;
     int n = gc_inputs(p, in, g->x, NULL);
     h_training = 1;
-    double e = h_gradcheck(gc_encoder, g, in, n, 1e-2f, 1e-2);
+    double e = h_gradcheck(gc_encoder, g, in, n, 2e-2f, 1e-2);
     CHECK(e < 1e-2, "TransformerEncoderLayer gradcheck (post-norm, gelu, masks, dropout), every "
           "input and parameter: %g", e);
     h_training = 0;
@@ -337,7 +337,7 @@ static void test_gradcheck(void)
     g->masks.tgt_causal = QKV_CAUSAL_TOP_LEFT;
     g->masks.memory_key_padding_mask = mk;
     n = gc_inputs(p, in, g->x, g->memory);
-    e = h_gradcheck(gc_decoder, g, in, n, 1e-2f, 1e-2);
+    e = h_gradcheck(gc_decoder, g, in, n, 2e-2f, 1e-2);
     CHECK(e < 1e-2, "TransformerDecoderLayer gradcheck (pre-norm, tanh-gelu, causal, float "
           "memory padding), every input and parameter: %g", e);
     qkv_params_free(p);
@@ -347,10 +347,10 @@ static void test_gradcheck(void)
 int main(void)
 {
     tf_setup();
-    /* Keep this order: test_gradcheck draws its inputs and parameters from
-     * R after the tests before it, values the encoder layer's finite
-     * differences pass with room (0.0057 against 1e-2); with step 1e-2 the
-     * truncation error is seed-dependent and other draws can exceed it. */
+    /* The finite differences are Richardson-extrapolated at step 2e-2
+     * (tests/gradcheck.h): over 13 seeds of R the worst errors were 0.0076
+     * (encoder layer) and 0.0068 (decoder layer) against 1e-2, so the order
+     * of the tests, which decides R's draws, no longer matters much. */
     test_defaults_and_names();
     test_square_mask();
     test_masks_modules_dropout();

@@ -2,7 +2,7 @@
 """PyTorch oracle for qkv's training code (run with /usr/bin/python3).
 
 Writes safetensors files (tools/safetensors_io.py) into --out DIR for
-tests/test_train.c:
+tests/test_train_oracle.c:
 
   loss_NNN.safetensors   F.cross_entropy / F.mse_loss cases: the inputs
                          (logits or input, target), the upstream gradient
