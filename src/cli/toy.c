@@ -46,7 +46,8 @@ typedef struct {
     pe_kind pe;
     int64_t params;
     double train_mse, test_mse, seconds;
-    toy_curve loss;
+    toy_curve loss; /* training loss, every tenth of an epoch */
+    toy_curve val;  /* test (validation) MSE after each epoch */
 } toy_result;
 
 typedef struct {
@@ -107,23 +108,37 @@ static qkv_status evaluate(qkv_ctx *c, qkv_toy_net *net, const toy_set *s, const
 }
 
 /* What the batch function needs: the data, the model, the encoding; and
- * the mean loss of the last epoch. */
+ * the mean loss of the last epoch. The test set is evaluated (on a ctx of
+ * its own) before each epoch after the first, for the validation curve. */
 typedef struct {
     const toy_opts *o;
-    const toy_set *train;
+    const toy_set *train, *test;
     qkv_toy_net *net;
     const float *pe;
     int64_t P;
     float mu, sd, *x, *t;
     double epoch_loss, last_epoch_loss;
-    toy_curve *curve;
+    toy_curve *curve, *val;
+    qkv_ctx *eval;
 } toy_run;
+
+static void curve_add(toy_curve *cv, double x, double y)
+{
+    if (cv->n >= cv->cap) return;
+    cv->x[cv->n] = x;
+    cv->y[cv->n++] = y;
+}
 
 /* Step s trains on batch s mod (n_train / batch), in order: epoch after epoch. */
 static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss, int64_t *units)
 {
     toy_run *r = user;
     int64_t B = r->o->batch, T = r->o->T, nb = r->train->n / B, b = step % nb;
+    if (b == 0 && step > 0) { /* epochs [0, step / nb) are done: the test MSE after them */
+        double mse;
+        QKV_CLI_TRY(evaluate(r->eval, r->net, r->test, r->o, r->mu, r->sd, r->pe, r->P, r->x, &mse, NULL));
+        curve_add(r->val, (double)(step / nb), mse);
+    }
     make_batch(r->train, b * B, B, T, r->mu, r->sd, r->pe, r->P, r->x, r->t);
     qkv_tensor *tx, *tt, *y;
     QKV_CLI_TRY(qkv_tensor_wrap(qkv_ctx_arena(c), r->x, 3, (int64_t[]){B, 1 + r->P, T}, &tx));
@@ -135,9 +150,8 @@ static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **l
     if (b == nb - 1) r->last_epoch_loss = r->epoch_loss;
     toy_curve *cv = r->curve;
     cv->sum += (*loss)->data[0];
-    if (++cv->in_window == cv->window && cv->n < cv->cap) {
-        cv->x[cv->n] = (double)(step + 1) / (double)nb;
-        cv->y[cv->n++] = cv->sum / (double)cv->window;
+    if (++cv->in_window == cv->window) {
+        curve_add(cv, (double)(step + 1) / (double)nb, cv->sum / (double)cv->window);
         cv->sum = 0, cv->in_window = 0;
     }
     *units = B;
@@ -145,7 +159,8 @@ static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **l
 }
 
 /* Windows of a tenth of an epoch, or longer so that a curve keeps at most
- * 100,000 points. */
+ * 100,000 points; per_epoch 0 gives a point a step (the test curve: a
+ * "step" is an epoch there). */
 static qkv_status curve_init(toy_curve *cv, int64_t steps, int64_t per_epoch)
 {
     int64_t w = per_epoch / 10 > 0 ? per_epoch / 10 : 1;
@@ -168,8 +183,8 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     for (int64_t i = 0; i < train->n * T; i++) m += train->in[i];
     m /= (double)(train->n * T);
     for (int64_t i = 0; i < train->n * T; i++) v += (train->in[i] - m) * (train->in[i] - m);
-    toy_run run = {.o = o, .train = train, .pe = pe, .P = P, .mu = (float)m,
-                   .sd = (float)sqrt(v / (double)(train->n * T - 1)), .curve = &r->loss};
+    toy_run run = {.o = o, .train = train, .test = test, .pe = pe, .P = P, .mu = (float)m,
+                   .sd = (float)sqrt(v / (double)(train->n * T - 1)), .curve = &r->loss, .val = &r->val};
     run.x = malloc((size_t)(B * (1 + P) * T) * sizeof(float));
     run.t = malloc((size_t)(B * T) * sizeof(float));
 
@@ -182,6 +197,7 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     qkv_rng_seed(&rng, o->seed + 17);
     qkv_status s = qkv_params_new(&p);
     if (!s) s = qkv_ctx_new(&c);
+    if (!s) s = qkv_ctx_new(&run.eval);
     if (!s) s = qkv_toy_net_init(&net, r->model, 1 + P, 64, 5, o->scaled, p, &rng);
     qkv_optim_opts oo = qkv_optim_adam_default(); /* lr 1e-3 */
     if (!s) s = qkv_optim_new(&opt, p, &oo);
@@ -197,7 +213,9 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     r->seconds = now() - t0;
     r->train_mse = run.last_epoch_loss;
     if (!s) s = evaluate(c, &net, test, o, run.mu, run.sd, pe, P, run.x, &r->test_mse, pred);
+    if (!s) curve_add(&r->val, (double)o->epochs, r->test_mse);
     qkv_optim_free(opt);
+    qkv_ctx_free(run.eval);
     qkv_toy_net_free(&net);
     qkv_ctx_free(c);
     qkv_params_free(p);
@@ -249,30 +267,38 @@ static qkv_status plot_sequences(const char *path, int task, const toy_set *test
     return s;
 }
 
-/* The runs' training loss, one panel per task, on a log scale. */
+/* The runs' training loss (solid) and test MSE after each epoch (dashed,
+ * the same colour), one panel per task, on a log scale. */
 static qkv_status plot_losses(const char *path, const toy_result *res, int nres)
 {
+    static const uint32_t colours[4] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728};
     qkv_line_plot panels[2];
     qkv_series series[2][8];
-    char names[8][64], titles[2][64];
+    char names[8][64], vnames[8][72], titles[2][64];
     int np = 0;
     for (int k = 0; k < 2; k++) {
         int n = 0;
         for (int i = 0; i < nres && n < 8; i++) {
             if ((int)res[i].task != k || res[i].loss.n == 0) continue;
             run_name(names[i], sizeof names[0], &res[i]);
-            const toy_curve *cv = &res[i].loss;
-            series[np][n++] = (qkv_series){.label = names[i], .x = cv->x, .y = cv->y, .n = cv->n};
+            snprintf(vnames[i], sizeof vnames[0], "%s, test", names[i]);
+            uint32_t col = colours[(n / 2) % 4];
+            const toy_curve *cv = &res[i].loss, *vv = &res[i].val;
+            series[np][n++] = (qkv_series){.label = names[i], .x = cv->x, .y = cv->y, .n = cv->n,
+                                           .colour = col};
+            series[np][n++] = (qkv_series){.label = vnames[i], .x = vv->x, .y = vv->y, .n = vv->n,
+                                           .colour = col, .dashed = 1};
         }
         if (!n) continue;
         snprintf(titles[np], sizeof titles[0], "%s task", task_names[k]);
         panels[np] = (qkv_line_plot){.series = series[np], .n_series = n, .title = titles[np],
-                                     .x_label = "epoch", .y_label = "training MSE", .log_y = 1,
+                                     .x_label = "epoch", .y_label = "MSE", .log_y = 1,
                                      .width = 560, .height = 340};
         np++;
     }
     if (!np) return QKV_OK;
-    return qkv_plot_lines_grid(path, panels, np, np, "training loss (mean over each tenth of an epoch)");
+    return qkv_plot_lines_grid(path, panels, np, np,
+                               "training loss (each tenth of an epoch) and test MSE (each epoch)");
 }
 
 /* The sizes' bounds: a set holds at most MAX_VALUES floats (1 GiB), so
@@ -298,8 +324,8 @@ const char qkv_cli_toy_usage[] =
     "  -s, --seed S       random seed (default 1; 0 to 2^63-1)\n"
     "      --scaled       scale the attention scores by 1/sqrt(D)\n"
     "  -p, --plots PREFIX  draw predictions on four test sequences per task into\n"
-    "                     PREFIX_pairs.png and PREFIX_positional.png, and the runs'\n"
-    "                     training loss curves into PREFIX_loss.png\n"
+    "                     PREFIX_pairs.png and PREFIX_positional.png, and the runs' training\n"
+    "                     loss and test MSE curves into PREFIX_loss.png\n"
     "      --format png|svg|pdf  the figures' format (default: PREFIX's extension\n"
     "                     if it has one, else png)\n"
     "      --png PREFIX   the same as --plots PREFIX\n"
@@ -397,7 +423,7 @@ static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *re
         fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
         return QKV_EXIT_FAILURE;
     }
-    printf("wrote %s: the runs' training loss curves\n", path);
+    printf("wrote %s: the runs' training loss and test MSE curves\n", path);
     return QKV_EXIT_OK;
 }
 
@@ -453,7 +479,8 @@ int qkv_cli_toy(int argc, char **argv)
         preds[nres] = malloc((size_t)(o.n_test * o.T) * 4);
         toy_opts oi = o;
         oi.epochs = o.epochs * task_epochs[r->task];
-        if (!preds[nres] || curve_init(&r->loss, oi.epochs * (o.n_train / o.batch), o.n_train / o.batch)) {
+        if (!preds[nres] || curve_init(&r->loss, oi.epochs * (o.n_train / o.batch), o.n_train / o.batch) ||
+            curve_init(&r->val, oi.epochs, 0)) {
             fprintf(stderr, "qkv toy: out of memory\n");
             return QKV_EXIT_FAILURE;
         }
@@ -471,7 +498,8 @@ int qkv_cli_toy(int argc, char **argv)
                (long long)(o.epochs * task_epochs[res[i].task] * (o.n_train / o.batch)),
                res[i].train_mse, res[i].test_mse, res[i].seconds);
     rc = o.plots[0] ? plot_all(&o, test, res, nres, preds) : QKV_EXIT_OK;
-    for (int i = 0; i < nres; i++) free(preds[i]), free(res[i].loss.x), free(res[i].loss.y);
+    for (int i = 0; i < nres; i++)
+        free(preds[i]), free(res[i].loss.x), free(res[i].loss.y), free(res[i].val.x), free(res[i].val.y);
     for (int k = 0; k < 2; k++) free(train[k].in), free(train[k].target), free(test[k].in), free(test[k].target);
     return rc;
 }
