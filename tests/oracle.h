@@ -44,6 +44,24 @@ static inline double h_meta_float(qkv_safetensors *st, const char *key)
     const char *v = qkv_safetensors_meta(st, key);
     return v ? atof(v) : 0.0;
 }
+/* Runs `/usr/bin/python3 tools/SCRIPT --out DIR --seed 1 EXTRA` into dir, a
+ * fresh temporary folder made from dir's XXXXXX template. A failing oracle
+ * is a failed check, never a skip. Returns 1 when the oracle ran. */
+static inline int h_oracle_run(const char *script, char *dir, const char *extra)
+{
+    char cmd[512];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp failed");
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/%s --out %s --seed 1%s%s", script, dir,
+             extra ? " " : "", extra ? extra : "");
+    int rc = system(cmd);
+    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s (run the test from the repo root)", rc,
+          cmd);
+    return rc == 0;
+}
+
 /* Runs `/usr/bin/python3 tools/SCRIPT --out DIR --cases N --seed 1` into a
  * fresh temporary DIR, then fn(path, "case_NNNN") on each file it wrote,
  * deleting them after. A failing oracle is a failed check, never a skip.
@@ -52,16 +70,10 @@ typedef void (*h_case_fn)(const char *path, const char *name);
 
 static inline int h_oracle_cases(const char *script, int cases, h_case_fn fn)
 {
-    char dir[] = "/tmp/qkv_oracle_XXXXXX", cmd[512];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp failed");
-        return 0;
-    }
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/%s --out %s --cases %d --seed 1", script,
-             dir, cases);
-    int rc = system(cmd), n = 0;
-    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s", rc, cmd);
-    for (int i = 0; rc == 0 && i < cases; i++, n++) {
+    char dir[] = "/tmp/qkv_oracle_XXXXXX", extra[32];
+    snprintf(extra, sizeof extra, "--cases %d", cases);
+    int ok = h_oracle_run(script, dir, extra), n = 0;
+    for (int i = 0; ok && i < cases; i++, n++) {
         char path[600], name[32];
         snprintf(name, sizeof name, "case_%04d", i);
         snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);

@@ -227,15 +227,8 @@ static void run_case(const char *path, const char *file, qkv_rng *r)
 
 static void test_parity(qkv_rng *r)
 {
-    char dir[] = "/tmp/qkv_layers_parity_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp failed");
-        return;
-    }
-    char cmd[256], path[320];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/layers_oracle.py --out %s --seed 1", dir);
-    int rc = system(cmd);
-    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s (run the test from the repo root)", rc, cmd);
+    char dir[] = "/tmp/qkv_layers_parity_XXXXXX", path[320];
+    int rc = h_oracle_run("layers_oracle.py", dir, NULL) ? 0 : 1;
     int cases = 0;
     snprintf(path, sizeof path, "%s/count", dir);
     FILE *f = rc == 0 ? fopen(path, "r") : NULL;

@@ -99,16 +99,22 @@ static void test_gradcheck(void)
     qkv_params_free(p);
 }
 
+/* nn.MultiheadAttention(16, 4, batch_first=True) in a new store. */
+static void make_mha16(qkv_params **p, qkv_mha *m)
+{
+    qkv_params_new(p);
+    qkv_mha_opts o = qkv_mha_opts_default(16, 4);
+    o.batch_first = 1;
+    CHECK_OK(qkv_mha_init(m, &o, *p, "", &R));
+}
+
 /* Weights requested or not, training (dropout 0) or eval: the same output;
  * and self-attention without positions is permutation-equivariant. */
 static void test_consistency(void)
 {
     qkv_params *p;
-    qkv_params_new(&p);
     qkv_mha m;
-    qkv_mha_opts o = qkv_mha_opts_default(16, 4);
-    o.batch_first = 1;
-    CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+    make_mha16(&p, &m);
     int64_t L = 7, E = 16;
     qkv_tensor *x = h_input(A, &R, 3, (int64_t[]){1, L, E}, 1), *xp;
     qkv_tensor_new(A, QKV_F32, 3, x->shape, &xp);
@@ -139,11 +145,8 @@ static void test_consistency(void)
 static void test_capture(void)
 {
     qkv_params *p;
-    qkv_params_new(&p);
     qkv_mha m;
-    qkv_mha_opts o = qkv_mha_opts_default(16, 4);
-    o.batch_first = 1;
-    CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
+    make_mha16(&p, &m);
     qkv_tensor *x = h_input(A, &R, 3, (int64_t[]){2, 5, 16}, 0), *x2 = h_input(A, &R, 3, (int64_t[]){2, 3, 16}, 0);
     qkv_ctx *c;
     qkv_ctx_new(&c);

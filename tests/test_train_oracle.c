@@ -228,15 +228,8 @@ static void parity_schedules(const char *path)
 
 static void test_parity(void)
 {
-    char dir[] = "/tmp/qkv_train_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp failed");
-        return;
-    }
-    char cmd[256], path[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/train_oracle.py --out %s --seed 1", dir);
-    int rc = system(cmd);
-    CHECK(rc == 0, "the PyTorch oracle failed (exit %d): %s", rc, cmd);
+    char dir[] = "/tmp/qkv_train_XXXXXX", path[512];
+    int rc = h_oracle_run("train_oracle.py", dir, NULL) ? 0 : 1;
     int n_loss = 0, n_optim = 0;
     snprintf(path, sizeof path, "%s/index.txt", dir);
     FILE *f = rc == 0 ? fopen(path, "r") : NULL;
