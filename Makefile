@@ -90,7 +90,7 @@ $(B)/libqkv-plot.so: $(PLOT_OBJ) $(B)/libqkv.so
 	$(CC) $(CFLAGS) -shared -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
 
 # Programs link the figures before the core: libqkv-plot uses libqkv.
-PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
+PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS) $(WRAP_LDFLAGS)
 
 $(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(PROG_LIBS)
@@ -100,7 +100,9 @@ $(B)/tests/%: tests/%.c $(wildcard tests/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(PROG_LIBS)
 
 # test_nomem makes the library's allocations fail one by one (tests/test_nomem.c).
-$(B)/tests/test_nomem: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
+# (Not through LDFLAGS: `make sanitize` sets LDFLAGS on the command line,
+# which overrides a target's additions to it.)
+$(B)/tests/test_nomem: WRAP_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 
 $(B)/bench/%: bench/%.c $(wildcard bench/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	@mkdir -p $(B)/bench
