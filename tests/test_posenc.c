@@ -372,7 +372,9 @@ static void test_bad_input(qkv_arena *a, qkv_rng *r)
     CHECK_ERR(qkv_add_positional(c, mask, pe, 0, 1, &y), QKV_ERR_DTYPE, "add_positional: x is BOOL, expected F32");
     CHECK_ERR(qkv_add_positional(c, x3, NULL, 0, 1, &y), QKV_ERR_ARG, "add_positional: pe is NULL");
     CHECK_ERR(qkv_add_positional(NULL, x3, pe, 0, 1, &y), QKV_ERR_ARG, "add_positional: ctx is NULL");
-    CHECK_ERR(qkv_positions(c, pe, 2, 4, &y), QKV_ERR_SHAPE, "positions: rows [2,6) (offset 2, T 4) are outside weight (5,4)");
+    CHECK_ERR(qkv_positions(c, pe, 2, 4, &y), QKV_ERR_SHAPE, "positions: 4 rows from row 2 (offset 2, T 4) are outside weight (5,4)");
+    /* offset + T near INT64_MAX: the message does not overflow (UBSan flagged it). */
+    CHECK_ERR(qkv_positions(c, pe, INT64_MAX, 2, &y), QKV_ERR_SHAPE, "2 rows from row 9223372036854775807");
     CHECK_ERR(qkv_positions(c, x3, 0, 1, &y), QKV_ERR_SHAPE, "positions: weight (2,3,4) has 3 dims");
     CHECK_ERR(qkv_scale(c, x3, NAN, &y), QKV_ERR_ARG, "scale: alpha nan is not finite");
     CHECK_ERR(qkv_scale(c, NULL, 1.0f, &y), QKV_ERR_ARG, "scale: x is NULL");
@@ -398,6 +400,12 @@ static void test_bad_input(qkv_arena *a, qkv_rng *r)
     CHECK_ERR(qkv_alibi_slopes(0, buf), QKV_ERR_ARG, "alibi_slopes: num_heads 0 must be positive");
     CHECK_ERR(qkv_alibi_slopes(4, NULL), QKV_ERR_ARG, "alibi_slopes: slopes is NULL");
     CHECK_ERR(qkv_alibi_bias_fill(1, 2, 0, 3, QKV_ALIBI_CAUSAL, buf), QKV_ERR_ARG, "alibi_bias: N 1, H 2, L 0 and S 3 must be positive");
+    /* Sizes whose product does not fit: refused before anything is written
+     * (the fill wrote out of bounds once, the product never checked). */
+    CHECK_ERR(qkv_alibi_bias_fill(1 << 20, 1 << 20, 1 << 20, 1 << 20, QKV_ALIBI_CAUSAL, buf), QKV_ERR_ARG,
+              "do not fit in memory");
+    CHECK_ERR(qkv_alibi_bias_fill(1, 1, 1LL << 32, 1LL << 32, QKV_ALIBI_SYMMETRIC, buf), QKV_ERR_ARG,
+              "L 4294967296 x S 4294967296 floats do not fit");
     CHECK_ERR(qkv_alibi_bias(c, 1, 2, 2, 3, (qkv_alibi_kind)9, &y), QKV_ERR_ARG, "alibi_bias: kind 9");
 
     qkv_params *p;

@@ -396,6 +396,13 @@ static void test_bad_input(void)
     CHECK(o != NULL, "sdpa with need_weights and weights NULL gives the output");
     opt.causal = 7;
     CHECK_ERR(qkv_sdpa(c, p.q, p.k, p.v, &opt, &o, &w), QKV_ERR_ARG, "causal is 7");
+    {
+        /* A damaged tensor (ndim 7, more than shape[] holds): a clear error,
+         * and its shape is not read past shape[3] while the message is made. */
+        qkv_tensor bad = *p.q;
+        bad.ndim = 7;
+        CHECK_ERR(qkv_sdpa(c, &bad, p.k, p.v, NULL, &o, NULL), QKV_ERR_SHAPE, "(with ndim 7)");
+    }
     opt = qkv_sdpa_opts_default();
     opt.mask_keys = 9;
     CHECK_ERR(qkv_sdpa(c, p.q, p.k, p.v, &opt, &o, NULL), QKV_ERR_ARG, "mask_keys 9");

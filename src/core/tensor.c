@@ -5,7 +5,7 @@
 
 int64_t qkv_tensor_numel(const qkv_tensor *t)
 {
-    if (!t) return 0;
+    if (!t || t->ndim < 0 || t->ndim > QKV_MAX_DIMS) return 0; /* damaged: shape[] holds 4 */
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
     return n;
@@ -16,6 +16,10 @@ const char *qkv_shape_str(const qkv_tensor *t, char *buf, size_t n)
     if (!buf || n == 0) return "";
     if (!t) {
         snprintf(buf, n, "(null)");
+        return buf;
+    }
+    if (t->ndim < 0 || t->ndim > QKV_MAX_DIMS) { /* a damaged tensor: shape[] holds only 4 */
+        snprintf(buf, n, "(with ndim %d)", t->ndim);
         return buf;
     }
     size_t k = (size_t)snprintf(buf, n, "(");

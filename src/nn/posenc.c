@@ -220,9 +220,9 @@ qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t
         return qkv_fail(QKV_ERR_SHAPE, "positions: weight %s has %d dims, expected 2 (max_len,d)",
                         qkv_shape_str(weight, bw, sizeof bw), weight->ndim);
     if (T < 0 || offset < 0 || offset > weight->shape[0] - T)
-        return qkv_fail(QKV_ERR_SHAPE, "positions: rows [%lld,%lld) (offset %lld, T %lld) are "
-                        "outside weight %s", (long long)offset, (long long)(offset + T),
-                        (long long)offset, (long long)T, qkv_shape_str(weight, bw, sizeof bw));
+        return qkv_fail(QKV_ERR_SHAPE, "positions: %lld rows from row %lld (offset %lld, T %lld) "
+                        "are outside weight %s", (long long)T, (long long)offset, (long long)offset,
+                        (long long)T, qkv_shape_str(weight, bw, sizeof bw));
     int64_t d = weight->shape[1], shape[2] = {T, d};
     qkv_tensor *in[1] = {weight};
     int rec = qkv_ctx_recording(c, in, 1);
@@ -487,6 +487,17 @@ static qkv_status alibi_check(int64_t N, int64_t H, int64_t L, int64_t S, qkv_al
     if (kind != QKV_ALIBI_CAUSAL && kind != QKV_ALIBI_SYMMETRIC)
         return qkv_fail(QKV_ERR_ARG, "alibi_bias: kind %d is neither QKV_ALIBI_CAUSAL nor QKV_ALIBI_SYMMETRIC",
                         (int)kind);
+    /* N*H*L*S floats must be addressable: the product is checked step by
+     * step, so it cannot wrap (the fill writes that many). */
+    const int64_t dims[4] = {N, H, L, S}, most = INT64_MAX / (int64_t)sizeof(float);
+    int64_t n = 1;
+    for (int i = 0; i < 4; i++) {
+        if (dims[i] > most / n)
+            return qkv_fail(QKV_ERR_ARG, "alibi_bias: N %lld x H %lld x L %lld x S %lld floats "
+                            "do not fit in memory", (long long)N, (long long)H, (long long)L,
+                            (long long)S);
+        n *= dims[i];
+    }
     return QKV_OK;
 }
 
