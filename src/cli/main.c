@@ -13,6 +13,7 @@
     X(demo, "the lecture's worked example and multi-head attention weights, as tables")       \
     X(toy, "the lecture's toy experiment: convolution vs attention, positional encodings")   \
     X(inspect, "list a safetensors file's tensors, totals and metadata")                      \
+    X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
     X(help, "list the commands, or show one command's usage")
 
 #define DECLARE(name, summary)                                                                 \

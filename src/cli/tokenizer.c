@@ -1,0 +1,215 @@
+/* tokenizer.c: qkv tokenizer train|encode|decode
+ *   train   learns a byte-level BPE (or a character set) from a corpus and
+ *           saves it (docs/tokenizers.md has the file formats)
+ *   encode  text -> ids, one line of ids per line of text
+ *   decode  ids -> text, one line of text per line of ids */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+
+const char qkv_cli_tokenizer_usage[] =
+    "usage: qkv tokenizer train [--type bpe|chars] [--vocab-size N] CORPUS -o FILE\n"
+    "       qkv tokenizer encode --tokenizer SPEC [FILE]\n"
+    "       qkv tokenizer decode --tokenizer SPEC [FILE]\n"
+    "  train: learns a tokenizer from CORPUS (UTF-8 text) and saves it to FILE\n"
+    "    --type bpe|chars      byte-level BPE (default) or the corpus's characters\n"
+    "    -n, --vocab-size N    BPE's vocabulary: 256 bytes + merges + <|endoftext|>\n"
+    "                          (257 to 16777216; default 1024; fewer if the corpus runs out of pairs)\n"
+    "    -o, --output FILE     the tokenizer file to write\n"
+    "  encode: each line of FILE (default or '-': stdin) as ids, one line of ids\n"
+    "    separated by spaces per line of text (the line's newline is not encoded)\n"
+    "  decode: each line of ids back to a line of text\n"
+    "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE or gpt2:DIR (DIR holds\n"
+    "                          encoder.json and vocab.bpe: tools/get_data.sh gpt2)\n"
+    "  -h, --help   show this usage\n"
+    "  exit status: 0 success, 1 a file or text that cannot be read or tokenized, 2 usage\n";
+
+static int fail(const char *cmd)
+{
+    fprintf(stderr, "qkv tokenizer %s: %s\n", cmd, qkv_last_error());
+    return QKV_EXIT_FAILURE;
+}
+
+/* The whole of path ("-" or NULL: stdin), NUL-terminated. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = (!path || !strcmp(path, "-")) ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "qkv tokenizer: cannot open %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *b = realloc(buf, cap * 2);
+        if (!b) free(buf);
+        buf = b, cap *= 2;
+    }
+    int bad = !buf || ferror(f);
+    if (f != stdin) fclose(f);
+    if (bad) {
+        free(buf);
+        fprintf(stderr, "qkv tokenizer: cannot read %s\n", path ? path : "stdin");
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int train(int argc, char **argv)
+{
+    static const struct option options[] = {{"type", required_argument, NULL, 256},
+                                            {"vocab-size", required_argument, NULL, 'n'},
+                                            {"output", required_argument, NULL, 'o'},
+                                            QKV_CLI_HELP_OPTION};
+    static const char *const types[] = {"bpe", "chars"};
+    int64_t vocab = 1024;
+    int type = 0;
+    const char *out = NULL;
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_tokenizer_usage, options, 1, 1);
+    int c;
+    while ((c = qkv_cli_next(&a)) > 0) {
+        if (c == 256) type = qkv_cli_choice(&a, types, 2);
+        else if (c == 'n') vocab = qkv_cli_int(&a, 257, 1 << 24);
+        else if (c == 'o') out = a.value;
+    }
+    if (c < 0) return a.status;
+    if (!out) {
+        qkv_cli_error(&a, "-o FILE is needed");
+        return a.status;
+    }
+    size_t len;
+    char *text = slurp(a.operands[0], &len);
+    if (!text) return QKV_EXIT_FAILURE;
+    qkv_tokenizer *t = NULL;
+    qkv_status s = type ? qkv_tokenizer_chars_train(text, len, &t) : qkv_tokenizer_bpe_train(text, len, vocab, &t);
+    free(text);
+    if (s == QKV_OK) s = qkv_tokenizer_save(t, out);
+    if (s != QKV_OK) return qkv_tokenizer_free(t), fail("train");
+    fprintf(stderr, "qkv tokenizer train: %s: %s, vocabulary %" PRId64 "\n", out, type ? "chars" : "bpe",
+            qkv_tokenizer_vocab_size(t));
+    qkv_tokenizer_free(t);
+    return QKV_EXIT_OK;
+}
+
+/* Parses one line of ids into *ids (grown as needed); 0 on a bad id. */
+static int parse_ids(char *p, char *end, int64_t **ids, int64_t *n, int64_t *cap)
+{
+    *n = 0;
+    while (p < end) {
+        if (*p == ' ' || *p == '\t' || *p == '\r') {
+            p++;
+            continue;
+        }
+        if (*p < '0' || *p > '9') return 0;
+        char *e;
+        errno = 0;
+        long long v = strtoll(p, &e, 10);
+        if (errno || e > end || (e < end && *e != ' ' && *e != '\t' && *e != '\r')) return 0;
+        if (*n == *cap) {
+            int64_t c2 = *cap ? *cap * 2 : 256, *b = realloc(*ids, (size_t)c2 * sizeof *b);
+            if (!b) return 0;
+            *ids = b, *cap = c2;
+        }
+        (*ids)[(*n)++] = v;
+        p = e;
+    }
+    return 1;
+}
+
+static int code(int argc, char **argv, int decode)
+{
+    static const struct option options[] = {{"tokenizer", required_argument, NULL, 't'}, QKV_CLI_HELP_OPTION};
+    const char *spec = NULL, *cmd = decode ? "decode" : "encode";
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_tokenizer_usage, options, 0, 1);
+    int c;
+    while ((c = qkv_cli_next(&a)) > 0)
+        if (c == 't') spec = a.value;
+    if (c < 0) return a.status;
+    if (!spec) {
+        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE or gpt2:DIR)");
+        return a.status;
+    }
+    qkv_tokenizer *t;
+    if (qkv_tokenizer_open(spec, &t) != QKV_OK) return fail(cmd);
+    size_t len;
+    char *text = slurp(a.noperands ? a.operands[0] : NULL, &len);
+    if (!text) return qkv_tokenizer_free(t), QKV_EXIT_FAILURE;
+    int status = QKV_EXIT_OK;
+    int64_t *ids = NULL, n = 0, cap = 0, line = 1;
+    for (char *p = text; p < text + len; line++) {
+        char *e = memchr(p, '\n', (size_t)(text + len - p));
+        if (!e) e = text + len;
+        if (decode) {
+            char *out;
+            size_t olen;
+            if (!parse_ids(p, e, &ids, &n, &cap)) {
+                fprintf(stderr, "qkv tokenizer decode: line %" PRId64 ": expected ids (whole numbers) separated by spaces\n", line);
+                status = QKV_EXIT_FAILURE;
+                break;
+            }
+            if (qkv_tokenizer_decode(t, ids, n, &out, &olen) != QKV_OK) {
+                fprintf(stderr, "qkv tokenizer decode: line %" PRId64 ": %s\n", line, qkv_last_error());
+                status = QKV_EXIT_FAILURE;
+                break;
+            }
+            fwrite(out, 1, olen, stdout);
+            putchar('\n');
+            free(out);
+        } else {
+            int64_t *v, m;
+            if (qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m) != QKV_OK) {
+                fprintf(stderr, "qkv tokenizer encode: line %" PRId64 ": %s\n", line, qkv_last_error());
+                status = QKV_EXIT_FAILURE;
+                break;
+            }
+            for (int64_t i = 0; i < m; i++) printf(i ? " %" PRId64 : "%" PRId64, v[i]);
+            putchar('\n');
+            free(v);
+        }
+        p = e + 1;
+    }
+    free(ids), free(text);
+    qkv_tokenizer_free(t);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "qkv tokenizer %s: cannot write the output\n", cmd);
+        status = QKV_EXIT_FAILURE;
+    }
+    return status;
+}
+
+int qkv_cli_tokenizer(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(qkv_cli_tokenizer_usage, stdout);
+        return QKV_EXIT_OK;
+    }
+    static const char *const subs[] = {"train", "encode", "decode"};
+    int which = -1;
+    for (int i = 0; i < 3 && argc >= 2; i++)
+        if (!strcmp(argv[1], subs[i])) which = i;
+    if (which < 0) {
+        if (argc < 2) fprintf(stderr, "qkv tokenizer: expected train, encode or decode (try: qkv tokenizer --help)\n");
+        else fprintf(stderr, "qkv tokenizer: unknown subcommand '%s', expected train, encode or decode (try: qkv tokenizer --help)\n", argv[1]);
+        return QKV_EXIT_USAGE;
+    }
+    /* the subcommand's arguments, named "tokenizer SUB" in messages */
+    char name[32];
+    snprintf(name, sizeof name, "tokenizer %s", subs[which]);
+    char **args = malloc((size_t)argc * sizeof *args);
+    if (!args) return fprintf(stderr, "qkv tokenizer: out of memory\n"), QKV_EXIT_FAILURE;
+    args[0] = name;
+    for (int i = 2; i < argc; i++) args[i - 1] = argv[i];
+    int status = which == 0 ? train(argc - 1, args) : code(argc - 1, args, which == 2);
+    free(args);
+    return status;
+}

@@ -1,0 +1,380 @@
+/* tokenizer.c: the tokenizer interface (encode, decode, specials, files)
+ * and the bytes and chars tokenizers. BPE and GPT-2 are in
+ * tokenizer_bpe.c, GPT-2's pre-tokenisation in tokenizer_pretok.c;
+ * docs/tokenizers.md describes them and their file formats. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+#include "data/tokenizer_internal.h"
+
+static const char EOT[] = "<|endoftext|>";
+
+qkv_status tok_ids_push(tok_ids *a, int64_t id, const char *fn)
+{
+    if (a->n == a->cap) {
+        int64_t cap = a->cap ? a->cap * 2 : 64;
+        int64_t *v = realloc(a->v, (size_t)cap * sizeof *v);
+        if (!v) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for %" PRId64 " ids", fn, cap);
+        a->v = v, a->cap = cap;
+    }
+    a->v[a->n++] = id;
+    return QKV_OK;
+}
+
+static uint64_t pair_key(int64_t l, int64_t r) { return ((uint64_t)l << 32 | (uint64_t)r) + 1; }
+static size_t pair_hash(uint64_t k, size_t cap)
+{
+    k ^= k >> 33, k *= 0xff51afd7ed558ccdULL, k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+qkv_status tok_pairmap_init(tok_pairmap *m, size_t n, const char *fn)
+{
+    size_t cap = 16;
+    while (cap < 2 * n + 16) cap *= 2;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->cap = cap;
+    if (!m->keys || !m->vals) {
+        tok_pairmap_free(m);
+        return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for a map of %zu pairs", fn, n);
+    }
+    return QKV_OK;
+}
+
+void tok_pairmap_free(tok_pairmap *m)
+{
+    free(m->keys), free(m->vals);
+    m->keys = NULL, m->vals = NULL, m->cap = 0;
+}
+
+/* The caller sized the map for every pair it puts (at most half full). */
+qkv_status tok_pairmap_put(tok_pairmap *m, int64_t l, int64_t r, int64_t val)
+{
+    uint64_t k = pair_key(l, r);
+    for (size_t i = pair_hash(k, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == 0 || m->keys[i] == k) {
+            m->keys[i] = k, m->vals[i] = val; /* a pair put again keeps the last value */
+            return QKV_OK;
+        }
+    }
+}
+
+int64_t tok_pairmap_get(const tok_pairmap *m, int64_t l, int64_t r)
+{
+    if (!m->cap || l < 0 || r < 0) return -1;
+    uint64_t k = pair_key(l, r);
+    for (size_t i = pair_hash(k, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == k) return m->vals[i];
+        if (m->keys[i] == 0) return -1;
+    }
+}
+
+qkv_status tok_read_file(const char *path, char **text, size_t *len, const char *fn)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return qkv_fail(QKV_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory reading %s", fn, path);
+        }
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *b = realloc(buf, cap * 2);
+        if (!b) free(buf);
+        buf = b, cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return qkv_fail(QKV_ERR_IO, "%s: cannot read %s", fn, path);
+    }
+    buf[n] = 0;
+    *text = buf, *len = n;
+    return QKV_OK;
+}
+
+static qkv_status new_tok(qkv_tokenizer_kind kind, qkv_tokenizer **out, const char *fn)
+{
+    qkv_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    t->kind = kind, t->eot = -1;
+    *out = t;
+    return QKV_OK;
+}
+
+void qkv_tokenizer_free(qkv_tokenizer *t)
+{
+    if (!t) return;
+    free(t->chars), free(t->merges), free(t->tok_bytes), free(t->tok_off);
+    tok_pairmap_free(&t->ranks);
+    free(t);
+}
+
+qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out)
+{
+    QKV_NEED(out, "tokenizer_bytes_init", "out");
+    *out = NULL;
+    QKV_TRY(new_tok(QKV_TOKENIZER_BYTES, out, "tokenizer_bytes_init"));
+    (*out)->vocab_size = 256;
+    return QKV_OK;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Makes a chars tokenizer of the sorted, distinct code points cps[0..n). */
+static qkv_status chars_make(uint32_t *cps, int64_t n, qkv_tokenizer **out, const char *fn)
+{
+    qkv_status s = new_tok(QKV_TOKENIZER_CHARS, out, fn);
+    if (s != QKV_OK) return free(cps), s;
+    (*out)->chars = cps, (*out)->nchars = n;
+    (*out)->vocab_size = n + 2, (*out)->eot = n + 1;
+    return QKV_OK;
+}
+
+qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_chars_train";
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    QKV_NEED(text, fn, "text");
+    if (len == 0) return qkv_fail(QKV_ERR_ARG, "%s: the text is empty", fn);
+    /* a bitmap of the code points seen */
+    uint8_t *seen = calloc(0x110000 / 8, 1);
+    if (!seen) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    const unsigned char *s = (const unsigned char *)text;
+    int64_t n = 0;
+    for (size_t i = 0, l; i < len; i += l) {
+        int32_t cp = tok_utf8_decode(s + i, len - i, &l);
+        if (cp < 0) {
+            free(seen);
+            return qkv_fail(QKV_ERR_ARG, "%s: invalid UTF-8 at byte %zu", fn, i);
+        }
+        if (!(seen[cp >> 3] & (1 << (cp & 7)))) seen[cp >> 3] |= (uint8_t)(1 << (cp & 7)), n++;
+    }
+    uint32_t *cps = malloc((size_t)n * sizeof *cps);
+    if (!cps) return free(seen), qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    int64_t k = 0;
+    for (uint32_t c = 0; c < 0x110000; c++)
+        if (seen[c >> 3] & (1 << (c & 7))) cps[k++] = c;
+    free(seen);
+    return chars_make(cps, n, out, fn);
+}
+
+qkv_tokenizer_kind qkv_tokenizer_kind_of(const qkv_tokenizer *t) { return t ? t->kind : QKV_TOKENIZER_BYTES; }
+int64_t qkv_tokenizer_vocab_size(const qkv_tokenizer *t) { return t ? t->vocab_size : 0; }
+
+qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64_t *id)
+{
+    static const char fn[] = "tokenizer_special";
+    QKV_NEED(t, fn, "t");
+    QKV_NEED(name, fn, "name");
+    QKV_NEED(id, fn, "id");
+    if (strcmp(name, EOT) || t->eot < 0)
+        return qkv_fail(QKV_ERR_NOTFOUND, "%s: this tokenizer has no special token '%.64s'", fn, name);
+    *id = t->eot;
+    return QKV_OK;
+}
+
+qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len, int64_t **ids,
+                                int64_t *n)
+{
+    static const char fn[] = "tokenizer_encode";
+    QKV_NEED(ids, fn, "ids");
+    QKV_NEED(n, fn, "n");
+    *ids = NULL, *n = 0;
+    QKV_NEED(t, fn, "t");
+    if (len) QKV_NEED(text, fn, "text");
+    const unsigned char *s = (const unsigned char *)text;
+    tok_ids a = {0};
+    qkv_status st = QKV_OK;
+    if (t->kind == QKV_TOKENIZER_BYTES) {
+        for (size_t i = 0; i < len && st == QKV_OK; i++) st = tok_ids_push(&a, s[i], fn);
+    } else if (t->kind == QKV_TOKENIZER_CHARS) {
+        for (size_t i = 0, l; i < len && st == QKV_OK; i += l) {
+            int32_t cp = tok_utf8_decode(s + i, len - i, &l);
+            if (cp < 0) {
+                st = qkv_fail(QKV_ERR_ARG, "%s: invalid UTF-8 at byte %zu", fn, i);
+                break;
+            }
+            uint32_t c = (uint32_t)cp, *hit = bsearch(&c, t->chars, (size_t)t->nchars, sizeof c, cmp_u32);
+            st = tok_ids_push(&a, hit ? hit - t->chars + 1 : 0, fn);
+        }
+    } else {
+        for (size_t i = 0; i < len && st == QKV_OK;) {
+            size_t l = tok_pretok_next(s + i, len - i);
+            int64_t start = a.n;
+            for (size_t j = 0; j < l && st == QKV_OK; j++) st = tok_ids_push(&a, t->byte_id[s[i + j]], fn);
+            if (st != QKV_OK) break;
+            int64_t m = a.n - start;
+            tok_bpe_apply(t, a.v + start, &m);
+            a.n = start + m;
+            i += l;
+        }
+    }
+    if (st != QKV_OK) return free(a.v), st;
+    *ids = a.v, *n = a.n;
+    if (a.n == 0) free(a.v), *ids = NULL;
+    return QKV_OK;
+}
+
+qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n, char **text,
+                                size_t *len)
+{
+    static const char fn[] = "tokenizer_decode";
+    QKV_NEED(text, fn, "text");
+    QKV_NEED(len, fn, "len");
+    *text = NULL, *len = 0;
+    QKV_NEED(t, fn, "t");
+    if (n < 0) return qkv_fail(QKV_ERR_ARG, "%s: n is %" PRId64 ", expected >= 0", fn, n);
+    if (n) QKV_NEED(ids, fn, "ids");
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = ids[i];
+        if (id < 0 || id >= t->vocab_size)
+            return qkv_fail(QKV_ERR_ARG, "%s: ids[%" PRId64 "] = %" PRId64 " is out of range (vocab size %" PRId64 ")",
+                            fn, i, id, t->vocab_size);
+        if (t->kind == QKV_TOKENIZER_BYTES) total += 1;
+        else if (t->kind == QKV_TOKENIZER_CHARS) total += id == t->eot ? sizeof EOT - 1 : 4;
+        else total += (size_t)(t->tok_off[id + 1] - t->tok_off[id]);
+    }
+    unsigned char *o = malloc(total + 1);
+    if (!o) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for %zu bytes", fn, total + 1);
+    size_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = ids[i];
+        if (t->kind == QKV_TOKENIZER_BYTES) o[k++] = (unsigned char)id;
+        else if (t->kind == QKV_TOKENIZER_CHARS) {
+            if (id == t->eot) memcpy(o + k, EOT, sizeof EOT - 1), k += sizeof EOT - 1;
+            else k += (size_t)tok_utf8_encode(id == 0 ? 0xFFFD : t->chars[id - 1], o + k);
+        } else {
+            size_t l = (size_t)(t->tok_off[id + 1] - t->tok_off[id]);
+            memcpy(o + k, t->tok_bytes + t->tok_off[id], l), k += l;
+        }
+    }
+    o[k] = 0;
+    *text = (char *)o, *len = k;
+    return QKV_OK;
+}
+
+/* ---- files: "qkv-chars 1" and "qkv-bpe 1" (docs/tokenizers.md) ---- */
+
+qkv_status tok_bpe_save(const qkv_tokenizer *t, FILE *f);
+qkv_status tok_bpe_parse(const char *path, char *text, qkv_tokenizer **out);
+
+qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path)
+{
+    static const char fn[] = "tokenizer_save";
+    QKV_NEED(t, fn, "t");
+    QKV_NEED(path, fn, "path");
+    if (t->kind != QKV_TOKENIZER_CHARS && t->kind != QKV_TOKENIZER_BPE)
+        return qkv_fail(QKV_ERR_ARG, "%s: only chars and bpe tokenizers are saved (bytes needs no file; gpt2 has its own)", fn);
+    FILE *f = fopen(path, "wb");
+    if (!f) return qkv_fail(QKV_ERR_IO, "%s: cannot create %s: %s", fn, path, strerror(errno));
+    if (t->kind == QKV_TOKENIZER_CHARS) {
+        fprintf(f, "qkv-chars 1\n%" PRId64 "\n", t->nchars);
+        for (int64_t i = 0; i < t->nchars; i++) fprintf(f, "%" PRIX32 "\n", t->chars[i]);
+    } else {
+        tok_bpe_save(t, f);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return qkv_fail(QKV_ERR_IO, "%s: cannot write %s", fn, path);
+    return QKV_OK;
+}
+
+/* Reads a whole number in [lo, hi] at *p (decimal, or hex when hex), then
+ * the end of the line; 0 if malformed. */
+int tok_parse_line_int(char **p, int hex, int64_t lo, int64_t hi, int64_t *v)
+{
+    char *s = *p, *end;
+    if (!((*s >= '0' && *s <= '9') || (hex && ((*s >= 'A' && *s <= 'F')))))
+        return 0;
+    errno = 0;
+    long long x = strtoll(s, &end, hex ? 16 : 10);
+    if (errno || x < lo || x > hi) return 0;
+    *v = x, *p = end;
+    return 1;
+}
+
+static qkv_status chars_parse(const char *path, char *text, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_load";
+    char *p = text + strlen("qkv-chars 1\n");
+    int64_t n, prev = -1;
+    if (!tok_parse_line_int(&p, 0, 1, 0x110000, &n) || *p++ != '\n')
+        return qkv_fail(QKV_ERR_FORMAT, "%s: %s: line 2: expected the count of characters", fn, path);
+    uint32_t *cps = malloc((size_t)n * sizeof *cps);
+    if (!cps) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c;
+        if (!tok_parse_line_int(&p, 1, 0, 0x10FFFF, &c) || *p++ != '\n' || c <= prev ||
+            (c >= 0xD800 && c <= 0xDFFF)) {
+            free(cps);
+            return qkv_fail(QKV_ERR_FORMAT,
+                            "%s: %s: line %" PRId64 ": expected a code point in upper-case hex, above the previous one",
+                            fn, path, i + 3);
+        }
+        cps[i] = (uint32_t)c, prev = c;
+    }
+    if (*p) return free(cps), qkv_fail(QKV_ERR_FORMAT, "%s: %s: text after the last character", fn, path);
+    return chars_make(cps, n, out, fn);
+}
+
+qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_load";
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    QKV_NEED(path, fn, "path");
+    char *text;
+    size_t len;
+    QKV_TRY(tok_read_file(path, &text, &len, fn));
+    qkv_status s;
+    if (strlen(text) != len)
+        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s: a NUL byte in the file", fn, path);
+    else if (!strncmp(text, "qkv-chars 1\n", 12))
+        s = chars_parse(path, text, out);
+    else if (!strncmp(text, "qkv-bpe 1\n", 10))
+        s = tok_bpe_parse(path, text, out);
+    else
+        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s is not a qkv tokenizer file (its first line is not 'qkv-chars 1' or 'qkv-bpe 1')",
+                     fn, path);
+    free(text);
+    return s;
+}
+
+qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_open";
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    QKV_NEED(spec, fn, "spec");
+    if (!strcmp(spec, "bytes")) return qkv_tokenizer_bytes_init(out);
+    qkv_tokenizer_kind want;
+    const char *arg;
+    if (!strncmp(spec, "chars:", 6)) want = QKV_TOKENIZER_CHARS, arg = spec + 6;
+    else if (!strncmp(spec, "bpe:", 4)) want = QKV_TOKENIZER_BPE, arg = spec + 4;
+    else if (!strncmp(spec, "gpt2:", 5)) return *spec && spec[5] ? qkv_tokenizer_gpt2_load(spec + 5, out)
+                                                                  : qkv_fail(QKV_ERR_ARG, "%s: gpt2: needs a folder", fn);
+    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE or gpt2:DIR", fn, spec);
+    if (!*arg) return qkv_fail(QKV_ERR_ARG, "%s: '%s' needs a file", fn, spec);
+    QKV_TRY(qkv_tokenizer_load(arg, out));
+    if ((*out)->kind != want) {
+        qkv_tokenizer_free(*out), *out = NULL;
+        return qkv_fail(QKV_ERR_FORMAT, "%s: %s is a %s tokenizer file, not %s", fn, arg,
+                        want == QKV_TOKENIZER_BPE ? "chars" : "bpe", want == QKV_TOKENIZER_BPE ? "bpe" : "chars");
+    }
+    return QKV_OK;
+}

@@ -1,0 +1,63 @@
+/* tokenizer_internal.h: what src/data/tokenizer*.c share (private).
+ * docs/tokenizers.md describes the tokenizers and their file formats. */
+#ifndef QKV_DATA_TOKENIZER_INTERNAL_H
+#define QKV_DATA_TOKENIZER_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "qkv.h"
+
+/* A growable array of int64 ids. */
+typedef struct {
+    int64_t *v;
+    int64_t n, cap;
+} tok_ids;
+qkv_status tok_ids_push(tok_ids *a, int64_t id, const char *fn);
+
+/* One bigram merge: (left, right) -> merged, at rank = its index. */
+typedef struct {
+    int64_t left, right, merged;
+} tok_merge;
+
+/* An open-addressing map from a (left, right) pair to a rank. */
+typedef struct {
+    uint64_t *keys; /* (left << 32 | right) + 1; 0 = empty */
+    int64_t *vals;
+    size_t cap;
+} tok_pairmap;
+qkv_status tok_pairmap_init(tok_pairmap *m, size_t n, const char *fn);
+void tok_pairmap_free(tok_pairmap *m);
+qkv_status tok_pairmap_put(tok_pairmap *m, int64_t left, int64_t right, int64_t val);
+int64_t tok_pairmap_get(const tok_pairmap *m, int64_t left, int64_t right); /* -1 if absent */
+
+struct qkv_tokenizer {
+    qkv_tokenizer_kind kind;
+    int64_t vocab_size;
+    /* bytes: ids are the bytes. chars: id 0 unknown, 1..nchars the sorted
+     * code points, then <|endoftext|>. */
+    uint32_t *chars;
+    int64_t nchars;
+    /* bpe and gpt2: the byte -> id of each byte, the merges in rank order,
+     * the pair -> rank map, and each id's bytes (tok_bytes[off[i]..off[i+1])). */
+    int64_t byte_id[256];
+    tok_merge *merges;
+    int64_t nmerges;
+    tok_pairmap ranks;
+    unsigned char *tok_bytes;
+    int64_t *tok_off;
+    int64_t eot; /* <|endoftext|>'s id, -1 if none */
+};
+
+/* GPT-2's pre-tokenisation: the length in bytes of the piece that starts at
+ * s[0] (n > 0 bytes left); never 0. */
+size_t tok_pretok_next(const unsigned char *s, size_t n);
+/* The code point at s[0] and its length; an invalid byte gives -1, length 1. */
+int32_t tok_utf8_decode(const unsigned char *s, size_t n, size_t *len);
+/* Writes cp's UTF-8 (1..4 bytes) into out; returns its length. */
+int tok_utf8_encode(uint32_t cp, unsigned char *out);
+
+/* The BPE merge loop on one piece: ids[0..*n) are its symbols; merges the
+ * lowest-ranked adjacent pair, all its occurrences left to right, until no
+ * pair has a rank. */
+void tok_bpe_apply(const qkv_tokenizer *t, int64_t *ids, int64_t *n);
+qkv_status tok_read_file(const char *path, char **text, size_t *len, const char *fn);
+#endif
