@@ -85,6 +85,10 @@ struct qkv_tensor {
     qkv_tensor *base;
     int64_t offset;
     const char *name; /* parameters: their state_dict key */
+    /* An op's recorded output: the ctx graph that made it, so that
+     * qkv_backward refuses it once that graph is consumed or reset; 0 for
+     * leaves (parameters, inputs, views). */
+    uint64_t graph;
 };
 
 int64_t qkv_tensor_numel(const qkv_tensor *t);
@@ -183,7 +187,10 @@ int qkv_ctx_captured_count(const qkv_ctx *c);
 qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i);
 
 /* Backpropagates from out: seeds out's gradient with dout (a tensor of the
- * same numel), or with 1 when out has one element and dout is NULL. */
+ * same numel), or with 1 when out has one element and dout is NULL. A
+ * graph is backpropagated once, as in PyTorch: the call consumes the tape,
+ * and a second backward from an output of that graph (or from one made
+ * before a qkv_ctx_reset, or on another ctx) is QKV_ERR_STATE. */
 qkv_status qkv_backward(qkv_ctx *c, qkv_tensor *out, const float *dout);
 
 /* Forces the reference kernels (plain loops) everywhere; for tests.

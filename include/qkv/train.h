@@ -107,7 +107,7 @@ double qkv_schedule_lr_at(const qkv_schedule *s, int64_t step);
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
-#define QKV_CHECKPOINT_VERSION 1
+#define QKV_CHECKPOINT_VERSION 2 /* 2: the metadata inside the checksum */
 #define QKV_CHECKPOINT_USER_INTS 4
 
 /* Where training stands; saved with the checkpoint, restored by load. */
@@ -118,8 +118,12 @@ typedef struct {
 
 /* Saves the parameters ("param/<name>"), the optimizer's state
  * ("optim/<name>/exp_avg", ...) and hyper-parameters, pos and rng's state
- * into one safetensors file, atomically (a temporary file, fsync, rename).
- * optim, pos and rng may each be NULL (then not saved). */
+ * into one safetensors file, atomically (a temporary file made exclusively,
+ * fsync, rename). optim, pos and rng may each be NULL (then not saved).
+ * Refused (QKV_ERR_ARG, nothing written): a NaN or infinite parameter or
+ * optimizer state, pos's step, epoch or batch outside [0, 2^53], an
+ * optimizer step outside [0, 2^53]. The checksum covers tensors and
+ * metadata (version 2; version 1 files are refused on load). */
 qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
                                const qkv_train_pos *pos, const qkv_rng *rng);
 /* Restores what save wrote: every parameter name and shape must match the

@@ -4,14 +4,21 @@
  * the forward ran. qkv_backward walks it in reverse; each backward adds into
  * its inputs' gradients. Saved state and gradients of activations live in the
  * arena, so qkv_ctx_reset drops a whole step at once. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+
+/* Graph ids, unique in the process: a recorded output carries its graph's
+ * id, so a backward can tell an output of the live graph from a stale one. */
+static atomic_uint_fast64_t qkv_graphs;
 
 typedef struct {
     qkv_backward_fn fn;
     void *saved;
 } tape_entry;
+
+static uint64_t graph_next(void) { return (uint64_t)atomic_fetch_add(&qkv_graphs, 1) + 1; }
 
 struct qkv_ctx {
     qkv_arena *arena;
@@ -19,6 +26,8 @@ struct qkv_ctx {
     int n, cap;
     int training, grad;
     uint64_t seed, counter;
+    /* The graph now recording, and the last one consumed by a backward. */
+    uint64_t graph, consumed;
     /* Attention maps captured since the last reset (in the arena). */
     int capture, n_captured, cap_captured;
     qkv_tensor **captured;
@@ -37,6 +46,7 @@ qkv_status qkv_ctx_new(qkv_ctx **out)
     }
     c->grad = 1;
     c->seed = 0x5EED;
+    c->graph = graph_next();
     *out = c;
     return QKV_OK;
 }
@@ -54,6 +64,7 @@ void qkv_ctx_reset(qkv_ctx *c)
     if (!c) return;
     qkv_arena_reset(c->arena);
     c->n = 0;
+    c->graph = graph_next(); /* outputs made before the reset are stale */
     c->n_captured = c->cap_captured = 0;
     c->captured = NULL;
 }
@@ -131,7 +142,16 @@ qkv_status qkv_ctx_tensor(qkv_ctx *c, int ndim, const int64_t *shape, int rec, q
 {
     QKV_TRY(qkv_tensor_new(c->arena, QKV_F32, ndim, shape, out));
     (*out)->requires_grad = rec;
+    (*out)->graph = rec ? c->graph : 0;
     return QKV_OK;
+}
+
+/* Empties the tape; what the next ops record is a new graph. */
+static void graph_consume(qkv_ctx *c)
+{
+    c->n = 0;
+    c->consumed = c->graph;
+    c->graph = graph_next();
 }
 
 qkv_status qkv_backward(qkv_ctx *c, qkv_tensor *out, const float *dout)
@@ -142,6 +162,14 @@ qkv_status qkv_backward(qkv_ctx *c, qkv_tensor *out, const float *dout)
     if (!out->requires_grad)
         return qkv_fail(QKV_ERR_STATE, "backward: out does not require grad (no parameter or "
                                        "input with a gradient led to it, or grad was off)");
+    if (out->graph && out->graph != c->graph) {
+        if (out->graph == c->consumed)
+            return qkv_fail(QKV_ERR_STATE, "backward: out's graph was consumed by an earlier "
+                            "backward (PyTorch: 'Trying to backward through the graph a second "
+                            "time'): run the forward again");
+        return qkv_fail(QKV_ERR_STATE, "backward: out is stale: its graph was dropped by "
+                        "qkv_ctx_reset (or it was made on another ctx)");
+    }
     int64_t n = qkv_tensor_numel(out);
     if (!dout && n != 1)
         return qkv_fail(QKV_ERR_ARG, "backward: dout is NULL but out has %lld elements, not 1",
@@ -152,11 +180,11 @@ qkv_status qkv_backward(qkv_ctx *c, qkv_tensor *out, const float *dout)
     for (int i = c->n - 1; i >= 0; i--) {
         qkv_status s = c->tape[i].fn(c, c->tape[i].saved);
         if (s != QKV_OK) {
-            c->n = 0;
+            graph_consume(c);
             return s;
         }
     }
-    c->n = 0; /* like PyTorch, the graph is consumed by one backward */
+    graph_consume(c); /* like PyTorch, the graph is consumed by one backward */
     return QKV_OK;
 }
 

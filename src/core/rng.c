@@ -74,9 +74,30 @@ static qkv_status check_init(const char *fn, qkv_rng *r, const qkv_tensor *t)
     return QKV_OK;
 }
 
+/* A gain for the xavier initialisers: finite and >= 0 (torch takes any
+ * number, but a NaN, infinite or negative gain only makes NaN, inf or a
+ * mirrored draw: refused rather than returned as OK). */
+static qkv_status check_gain(const char *fn, float gain)
+{
+    if (!isfinite(gain) || gain < 0)
+        return qkv_fail(QKV_ERR_ARG, "%s: gain %g must be finite and >= 0", fn, (double)gain);
+    return QKV_OK;
+}
+
+/* uniform_(a, b): torch refuses a > b ("uniform_ expects to return a
+ * [from, to) range"); bounds must be finite and b - a must be too (the
+ * draw is a + (b - a) u). */
 qkv_status qkv_init_uniform(qkv_rng *r, qkv_tensor *t, float lo, float hi)
 {
     QKV_TRY(check_init("init_uniform", r, t));
+    if (!isfinite(lo) || !isfinite(hi))
+        return qkv_fail(QKV_ERR_ARG, "init_uniform: low %g and high %g must be finite", (double)lo,
+                        (double)hi);
+    if (lo > hi)
+        return qkv_fail(QKV_ERR_ARG, "init_uniform: low %g > high %g", (double)lo, (double)hi);
+    if (!isfinite(hi - lo))
+        return qkv_fail(QKV_ERR_ARG, "init_uniform: high - low = %g - %g overflows a float",
+                        (double)hi, (double)lo);
     qkv_rng_fill_uniform(r, t->data, qkv_tensor_numel(t), lo, hi);
     return QKV_OK;
 }
@@ -85,6 +106,7 @@ qkv_status qkv_init_xavier_uniform(qkv_rng *r, qkv_tensor *t, float gain)
 {
     double fi = 0, fo = 0;
     QKV_TRY(check_init("init_xavier_uniform", r, t));
+    QKV_TRY(check_gain("init_xavier_uniform", gain));
     QKV_TRY(fans("init_xavier_uniform", t, &fi, &fo));
     float a = (float)(gain * sqrt(6.0 / (fi + fo)));
     qkv_rng_fill_uniform(r, t->data, qkv_tensor_numel(t), -a, a);
@@ -95,6 +117,7 @@ qkv_status qkv_init_xavier_normal(qkv_rng *r, qkv_tensor *t, float gain)
 {
     double fi = 0, fo = 0;
     QKV_TRY(check_init("init_xavier_normal", r, t));
+    QKV_TRY(check_gain("init_xavier_normal", gain));
     QKV_TRY(fans("init_xavier_normal", t, &fi, &fo));
     qkv_rng_fill_normal(r, t->data, qkv_tensor_numel(t), 0.0f, (float)(gain * sqrt(2.0 / (fi + fo))));
     return QKV_OK;
@@ -116,6 +139,8 @@ qkv_status qkv_init_constant(qkv_tensor *t, float v)
     QKV_NEED(t, "init_constant", "tensor");
     if (t->dtype != QKV_F32 || !t->data)
         return qkv_fail(QKV_ERR_DTYPE, "init_constant: tensor is not F32");
+    if (!isfinite(v)) /* torch fills it; a NaN or inf parameter is never wanted */
+        return qkv_fail(QKV_ERR_ARG, "init_constant: value %g must be finite", (double)v);
     int64_t n = qkv_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) t->data[i] = v;
     return QKV_OK;

@@ -86,6 +86,13 @@ static qkv_status sample_args(const char *fn, qkv_ctx *c, const float *logits, i
     for (int64_t i = 0; i < V; i++)
         if (isnan(logits[i]) || logits[i] == INFINITY)
             return qkv_fail(QKV_ERR_ARG, "%s: logits[%lld] is %g", fn, (long long)i, logits[i]);
+    /* All -inf: every probability would be 0/0 (PyTorch's multinomial
+     * raises on such a row). */
+    int64_t finite = 0;
+    while (finite < V && logits[finite] == -INFINITY) finite++;
+    if (finite == V)
+        return qkv_fail(QKV_ERR_ARG, "%s: every logit is -inf (all %lld tokens are masked): "
+                        "there is no distribution to sample from", fn, (long long)V);
     return dec_check_sampling(fn, o);
 }
 
@@ -98,7 +105,10 @@ qkv_status qkv_sample_probs(qkv_ctx *c, const float *logits, int64_t V,
     qkv_arena *a = qkv_ctx_arena(c);
     qkv_arena_mark mk = qkv_arena_get_mark(a);
     scored_id *sid = qkv_arena_alloc(a, (size_t)V * sizeof *sid); // (V)
-    if (!sid) return QKV_ERR_NOMEM;
+    if (!sid) {
+        qkv_arena_release(a, mk);
+        return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for %lld scores", fn, (long long)V);
+    }
     sampling_probs(logits, V, o, probs, sid);
     qkv_arena_release(a, mk);
     return QKV_OK;
@@ -130,7 +140,10 @@ qkv_status qkv_sample_token(qkv_ctx *c, const float *logits, int64_t V,
     qkv_arena_mark mk = qkv_arena_get_mark(a);
     float *probs = qkv_arena_alloc(a, (size_t)V * sizeof(float));         // (V)
     scored_id *sid = qkv_arena_alloc(a, (size_t)V * sizeof(scored_id)); // (V)
-    if (!probs || !sid) return QKV_ERR_NOMEM;
+    if (!probs || !sid) {
+        qkv_arena_release(a, mk);
+        return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for %lld scores", fn, (long long)V);
+    }
     sampling_probs(logits, V, o, probs, sid);
     *token = draw(probs, V, qkv_rng_uniform(rng));
     qkv_arena_release(a, mk);

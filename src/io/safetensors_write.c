@@ -2,14 +2,17 @@
  * string metadata, written atomically.
  *
  * Everything is checked before a byte is written (names unique and valid
- * UTF-8, tensors with memory behind them); then the file goes to path.tmp,
- * is flushed and fsynced, and renamed over path, so a failed or interrupted
- * save leaves any existing file as it was.
+ * UTF-8, tensors with memory behind them); then the file goes to a new
+ * temporary file beside path (created exclusively, never through a
+ * symlink), is flushed and fsynced, and renamed over path, so a failed or
+ * interrupted save leaves any existing file as it was and no temporary
+ * file behind.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,24 +276,55 @@ static void st_sync_dir(const char *path)
     free(dir);
 }
 
-/* Writes to path.tmp, flushes it to disk, then renames it over path, so a
- * crash leaves either the old file or the new one, never half of one. */
+/* Creates the temporary file beside path: "path.tmp.<pid>.<n>", opened
+ * with O_CREAT|O_EXCL|O_NOFOLLOW, so it is always a new file of ours: a
+ * symlink or a file planted at the name makes the open fail (EEXIST) and
+ * the next name is tried, never followed or overwritten. Mode 0666 less
+ * the umask, as fopen gives. *tmp is malloc'd. */
+static qkv_status st_create_tmp(const st_where *w, const char *path, char **tmp, FILE **file)
+{
+    static atomic_uint counter; /* distinct names within the process */
+    size_t len = strlen(path) + 48;
+    char *name = malloc(len);
+    if (!name) return st_fail(w, QKV_ERR_NOMEM, "out of memory");
+    int fd = -1, err = 0;
+    for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
+        snprintf(name, len, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 (unsigned)atomic_fetch_add(&counter, 1u));
+        fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd < 0 && err != EEXIST) break;
+    }
+    if (fd < 0) {
+        qkv_status s = st_fail(w, QKV_ERR_IO, "cannot create %s: %s", name, strerror(err));
+        free(name);
+        return s;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        err = errno;
+        close(fd);
+        unlink(name);
+        qkv_status s = st_fail(w, QKV_ERR_IO, "cannot create %s: %s", name, strerror(err));
+        free(name);
+        return s;
+    }
+    *tmp = name;
+    *file = f;
+    return QKV_OK;
+}
+
+/* Writes to a new temporary file, flushes it to disk, then renames it over
+ * path, so a crash leaves either the old file or the new one, never half of
+ * one; on any failure the temporary file is removed. */
 static qkv_status st_write_atomic(const st_where *w, const char *path, const st_buf *hdr, int n,
                                   const qkv_tensor *const *tensors, const int *order)
 {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    char *tmp = NULL;
+    FILE *f = NULL;
     const char *step = NULL;
     int err = 0;
-    if (!tmp) return st_fail(w, QKV_ERR_NOMEM, "out of memory");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        qkv_status s = st_fail(w, QKV_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
+    QKV_TRY(st_create_tmp(w, path, &tmp, &f));
     if (st_write_body(f, hdr, n, tensors, order) != 0) step = "write";
     else if (fflush(f) != 0) step = "flush";
     else if (fsync(fileno(f)) != 0) step = "fsync";
@@ -304,7 +338,7 @@ static qkv_status st_write_atomic(const st_where *w, const char *path, const st_
         err = errno;
     }
     if (step) {
-        remove(tmp);
+        unlink(tmp);
         qkv_status s = st_fail(w, QKV_ERR_IO, "%s of %s failed: %s", step, tmp, strerror(err));
         free(tmp);
         return s;

@@ -20,6 +20,14 @@ static qkv_status sinusoidal_check(int64_t offset, int64_t T, int64_t d)
     if (T < 0 || offset < 0)
         return qkv_fail(QKV_ERR_ARG, "sinusoidal: T %lld and offset %lld must be >= 0",
                         (long long)T, (long long)offset);
+    /* Positions offset .. offset + T - 1 are angles in double: past 2^53 a
+     * double no longer holds every integer, neighbouring positions share
+     * one angle, and offset + T may wrap. Refused rather than wrong. */
+    const int64_t lim = (int64_t)1 << 53;
+    if (T > lim || offset > lim - T)
+        return qkv_fail(QKV_ERR_ARG, "sinusoidal: positions offset %lld .. + T %lld reach past "
+                        "2^53, where a double angle no longer tells positions apart",
+                        (long long)offset, (long long)T);
     return QKV_OK;
 }
 

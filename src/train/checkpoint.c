@@ -6,12 +6,16 @@
  * momentum_buffer), all F32. Integers and hyper-parameters go in the
  * metadata as decimal strings (doubles with 17 significant digits, so they
  * read back exactly; RNG words in hex), with a checksum of every tensor's
- * name and bytes. Saving is atomic (the safetensors writer's temporary file,
- * fsync, rename). Loading checks everything and reads every tensor into
- * scratch memory before it changes anything. */
+ * name and bytes and of every metadata entry (version 2; version 1 left the
+ * metadata outside the checksum and is refused by name). Saving is atomic
+ * (the safetensors writer's temporary file, fsync, rename) and refuses
+ * non-finite parameters or optimizer state. Loading checks everything
+ * (numbers must be written exactly as a save writes them, and in range) and
+ * reads every tensor into scratch memory before it changes anything. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,9 @@
 
 #define CKPT_FORMAT "qkv-checkpoint"
 enum { META_MAX = 32, VAL_LEN = 40 };
+/* Counters (train.step, .epoch, .batch, optim.step) stay at or below 2^53:
+ * a double still counts every step there, and step + 1 cannot overflow. */
+#define COUNT_MAX ((int64_t)1 << 53)
 
 /* ---- the checksum ----------------------------------------------------------- */
 
@@ -47,6 +54,35 @@ static uint64_t hash_f32(const char *name, const float *x, int64_t n)
         h = fnv(h, b, 4);
     }
     return h;
+}
+
+/* A metadata entry: FNV-1a over "__metadata__/", key and value, each with
+ * its NUL, summed with the tensors' hashes (so order does not matter and
+ * no entry can pass for a tensor). Every entry but "checksum" counts. */
+static uint64_t hash_meta(const char *key, const char *val)
+{
+    uint64_t h = hash_name("__metadata__/");
+    h = fnv(h, (const uint8_t *)key, strlen(key) + 1);
+    return fnv(h, (const uint8_t *)val, strlen(val) + 1);
+}
+
+int qkv_first_nonfinite(const float *x, int64_t n, int64_t *at)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+const qkv_tensor *qkv_params_nonfinite(qkv_params *p, int64_t *at)
+{
+    for (int i = 0; i < qkv_params_count(p); i++) {
+        const qkv_tensor *t = qkv_params_at(p, i);
+        if (qkv_first_nonfinite(t->data, qkv_tensor_numel(t), at)) return t;
+    }
+    return NULL;
 }
 
 /* ---- saving --------------------------------------------------------------- */
@@ -133,12 +169,50 @@ static qkv_status check_pair(const char *fn, qkv_params *p, const qkv_optim *o)
     return QKV_OK;
 }
 
+/* What a load would refuse is never saved: counters out of [0, 2^53], an
+ * all-zero RNG, a NaN or infinite parameter or optimizer state. */
+static qkv_status check_savable(qkv_params *p, const qkv_optim *o, const qkv_train_pos *pos,
+                                const qkv_rng *rng)
+{
+    const char *fn = "checkpoint_save";
+    if (pos) {
+        const int64_t v[3] = {pos->step, pos->epoch, pos->batch};
+        static const char *k[3] = {"train.step", "train.epoch", "train.batch"};
+        for (int i = 0; i < 3; i++)
+            if (v[i] < 0 || v[i] > COUNT_MAX)
+                return qkv_fail(QKV_ERR_ARG, "%s: %s %lld outside [0, 2^53]", fn, k[i],
+                                (long long)v[i]);
+    }
+    if (rng && !(rng->s[0] | rng->s[1] | rng->s[2] | rng->s[3]))
+        return qkv_fail(QKV_ERR_ARG, "%s: the RNG state is all zeros", fn);
+    if (o && (o->step < 0 || o->step > COUNT_MAX))
+        return qkv_fail(QKV_ERR_ARG, "%s: optim.step %lld outside [0, 2^53]", fn,
+                        (long long)o->step);
+    int64_t at;
+    const qkv_tensor *t = qkv_params_nonfinite(p, &at);
+    if (t)
+        return qkv_fail(QKV_ERR_ARG, "%s: parameter '%s' has a non-finite value (%g at element "
+                        "%lld): not saved, a checkpoint must be resumable", fn, t->name,
+                        (double)t->data[at], (long long)at);
+    for (int b = 0; o && b < o->nbuf; b++)
+        for (int i = 0; i < o->n; i++) {
+            const float *x = qkv_optim_buf(o, b, i);
+            if (qkv_first_nonfinite(x, qkv_tensor_numel(qkv_params_at(p, i)), &at))
+                return qkv_fail(QKV_ERR_ARG, "%s: optimizer state %s of '%s' has a non-finite "
+                                "value (%g at element %lld): not saved", fn,
+                                qkv_optim_buf_name(o, b), qkv_params_at(p, i)->name,
+                                (double)x[at], (long long)at);
+        }
+    return QKV_OK;
+}
+
 qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
                                const qkv_train_pos *pos, const qkv_rng *rng)
 {
     QKV_NEED(path, "checkpoint_save", "path");
     QKV_NEED(params, "checkpoint_save", "params");
     QKV_TRY(check_pair("checkpoint_save", params, optim));
+    QKV_TRY(check_savable(params, optim, pos, rng));
     int np = qkv_params_count(params), nb = optim ? optim->nbuf : 0;
     int n = np * (1 + nb);
     char **names = calloc((size_t)n + 1, sizeof *names);
@@ -167,6 +241,7 @@ qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_o
         uint64_t sum = 0;
         for (int i = 0; i < n; i++) sum += hash_f32(names[i], ts[i]->data, qkv_tensor_numel(ts[i]));
         meta_train(m, params, optim, pos, rng);
+        for (int i = 0; i < m->n; i++) sum += hash_meta(m->keys[i], m->ptrs[i]);
         meta_add(m, "checksum", "%016" PRIx64, sum);
         s = qkv_safetensors_save(path, n, (const char *const *)names, ts, m->n, m->keys, m->ptrs);
     }
@@ -209,11 +284,14 @@ static qkv_status meta_i64(const ckpt_file *f, const char *key, int64_t *out)
 {
     const char *v;
     QKV_TRY(meta_str(f, key, &v));
-    char *end;
+    char *end, back[VAL_LEN];
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end)
-        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not an integer", key, v);
+    /* Strict: exactly as a save writes it (no sign, space or leading zero). */
+    if (!errno && end != v && !*end) snprintf(back, sizeof back, "%lld", x);
+    if (errno || end == v || *end || strcmp(back, v) != 0)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not an integer written "
+                       "canonically", key, v);
     *out = x;
     return QKV_OK;
 }
@@ -222,11 +300,13 @@ static qkv_status meta_f64(const ckpt_file *f, const char *key, double *out)
 {
     const char *v;
     QKV_TRY(meta_str(f, key, &v));
-    char *end;
+    char *end, back[VAL_LEN];
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end)
-        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not a number", key, v);
+    if (!errno && end != v && !*end) snprintf(back, sizeof back, "%.17g", x);
+    if (errno || end == v || *end || !isfinite(x) || strcmp(back, v) != 0)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not a finite number written "
+                       "as a save writes it (%%.17g)", key, v);
     *out = x;
     return QKV_OK;
 }
@@ -251,6 +331,11 @@ static qkv_status read_header(const ckpt_file *f)
                        fmt ? fmt : "(none)", CKPT_FORMAT);
     int64_t v;
     QKV_TRY(meta_i64(f, "format_version", &v));
+    if (v == 1)
+        return ck_fail(f, QKV_ERR_FORMAT, "format version 1 predates the metadata checksum: its "
+                       "step, learning rate and RNG state cannot be verified, so it is refused "
+                       "(this library reads version %d; docs/reliability.md)",
+                       QKV_CHECKPOINT_VERSION);
     if (v != QKV_CHECKPOINT_VERSION)
         return ck_fail(f, QKV_ERR_FORMAT, "format version %lld, this library reads %d",
                        (long long)v, QKV_CHECKPOINT_VERSION);
@@ -264,19 +349,38 @@ static qkv_status read_header(const ckpt_file *f)
         QKV_TRY(qkv_safetensors_info(f->st, name, NULL, NULL, NULL, &data, &nbytes));
         sum += fnv(hash_name(name), data, nbytes);
     }
+    for (int i = 0; i < qkv_safetensors_meta_count(f->st); i++) {
+        const char *key = qkv_safetensors_meta_key(f->st, i);
+        if (strcmp(key, "checksum") != 0) sum += hash_meta(key, qkv_safetensors_meta(f->st, key));
+    }
     char got[20];
     snprintf(got, sizeof got, "%016" PRIx64, sum);
     if (strcmp(got, want) != 0)
         return ck_fail(f, QKV_ERR_FORMAT, "checksum %s, the file says %s: the file is corrupt",
                        got, want);
+    int64_t np;
+    QKV_TRY(meta_i64(f, "params", &np));
+    if (np < 0 || np > qkv_safetensors_count(f->st))
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata 'params' = %lld, but the file has %d tensors",
+                       (long long)np, qkv_safetensors_count(f->st));
+    return QKV_OK;
+}
+
+/* A counter in [0, 2^53]. */
+static qkv_status meta_count(const ckpt_file *f, const char *key, int64_t *out)
+{
+    QKV_TRY(meta_i64(f, key, out));
+    if (*out < 0 || *out > COUNT_MAX)
+        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = %lld outside [0, 2^53]", key,
+                       (long long)*out);
     return QKV_OK;
 }
 
 static qkv_status read_pos(const ckpt_file *f, qkv_train_pos *pos)
 {
-    QKV_TRY(meta_i64(f, "train.step", &pos->step));
-    QKV_TRY(meta_i64(f, "train.epoch", &pos->epoch));
-    QKV_TRY(meta_i64(f, "train.batch", &pos->batch));
+    QKV_TRY(meta_count(f, "train.step", &pos->step));
+    QKV_TRY(meta_count(f, "train.epoch", &pos->epoch));
+    QKV_TRY(meta_count(f, "train.batch", &pos->batch));
     for (int i = 0; i < QKV_CHECKPOINT_USER_INTS; i++)
         QKV_TRY(meta_i64(f, user_keys[i], &pos->user[i]));
     return QKV_OK;
@@ -291,7 +395,9 @@ static qkv_status read_rng(const ckpt_file *f, qkv_rng *r)
         char *end;
         errno = 0;
         unsigned long long x = strtoull(v, &end, 16);
-        if (errno || strlen(v) != 16 || *end)
+        int lower = 1; /* as written: 16 lower-case hex digits, nothing else */
+        for (const char *d = v; *d; d++) lower &= (*d >= '0' && *d <= '9') || (*d >= 'a' && *d <= 'f');
+        if (errno || strlen(v) != 16 || *end || !lower)
             return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not 16 hex digits", k[i], v);
         r->s[i] = x;
     }
@@ -311,7 +417,7 @@ static qkv_status read_optim(const ckpt_file *f, const qkv_optim *o, qkv_optim_o
         return ck_fail(f, QKV_ERR_ARG, "the checkpoint's optimizer is %s, this one is %s", kind,
                        qkv_optim_kind_name(o->o.kind));
     *q = o->o;
-    QKV_TRY(meta_i64(f, "optim.step", step));
+    QKV_TRY(meta_count(f, "optim.step", step));
     QKV_TRY(meta_f64(f, "optim.lr", &q->lr));
     QKV_TRY(meta_f64(f, "optim.weight_decay", &q->weight_decay));
     QKV_TRY(meta_flag(f, "optim.maximize", &q->maximize));
@@ -423,6 +529,18 @@ static qkv_status load_checked(const ckpt_file *f, qkv_params *p, const qkv_opti
             s = key ? qkv_safetensors_read_f32(f->st, key, at, qkv_tensor_numel(t))
                     : qkv_fail(QKV_ERR_NOMEM, "checkpoint_load: out of memory");
             free(key);
+            at += qkv_tensor_numel(t);
+        }
+    /* Non-finite values would poison the run that resumes from here. */
+    at = buf;
+    for (int b = -1; !s && b < nb; b++)
+        for (int i = 0; !s && i < np; i++) {
+            const qkv_tensor *t = qkv_params_at(p, i);
+            int64_t bad;
+            if (qkv_first_nonfinite(at, qkv_tensor_numel(t), &bad))
+                s = ck_fail(f, QKV_ERR_FORMAT, "'%s%s%s' element %lld is %g: a checkpoint with "
+                            "non-finite values is not resumable", b < 0 ? "param/" : "optim/",
+                            t->name, b < 0 ? "" : "/...", (long long)bad, (double)at[bad]);
             at += qkv_tensor_numel(t);
         }
     if (s) {

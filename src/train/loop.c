@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-#include "core/internal.h"
+#include "train/optim_internal.h"
 
 static double now(void)
 {
@@ -111,6 +111,18 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
         }
         if ((s = qkv_optim_step(t->optim)) != QKV_OK) break;
         qkv_params_zero_grad(t->params);
+        /* A finite loss and norm can still give a non-finite update (an
+         * overflowing lr or step counter): such parameters are never saved
+         * nor named as resumable. O(parameters), small beside the step. */
+        int64_t at;
+        const qkv_tensor *bad = qkv_params_nonfinite(t->params, &at);
+        if (bad) {
+            s = qkv_fail(QKV_ERR_STATE, "train: parameter '%s' is %g (element %lld) after the "
+                         "update at step %lld: not saved; the parameters in memory are unusable%s",
+                         bad->name, (double)bad->data[at], (long long)at, (long long)step,
+                         kept(t, saved, buf, sizeof buf));
+            break;
+        }
         pos->step++;
         qkv_progress_step(&pr, step, l, qkv_optim_get_lr(t->optim), units);
         if (t->checkpoint && (pos->step % t->checkpoint_every == 0 || pos->step == t->steps)) {

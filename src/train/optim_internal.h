@@ -27,6 +27,13 @@ int qkv_optim_nbuf_for(const qkv_optim_opts *o);
 qkv_status qkv_optim_check_opts(const char *fn, const qkv_optim_opts *o);
 const char *qkv_optim_kind_name(qkv_optim_kind k);
 
+/* Whether x (n) holds a NaN or infinity; *at gets the first one's index
+ * (checkpoint.c). */
+int qkv_first_nonfinite(const float *x, int64_t n, int64_t *at);
+/* The first parameter of p holding a non-finite value (its element in
+ * *at), or NULL: checkpoints and the training loop refuse such a store. */
+const qkv_tensor *qkv_params_nonfinite(qkv_params *p, int64_t *at);
+
 static inline float *qkv_optim_buf(const qkv_optim *o, int b, int i)
 {
     return o->state + (int64_t)b * o->numel + o->off[i];
