@@ -183,6 +183,63 @@ qkv_status qkv_sequential_init(qkv_sequential *s);
 qkv_status qkv_sequential_add(qkv_sequential *s, qkv_module *m);
 void qkv_sequential_free(qkv_sequential *s);
 
+/* ---- recurrent layers (torch.nn.GRU, torch.nn.LSTM) ---------------------
+ * docs/rnn.md has the equations, the shapes and how lengths work. */
+
+/* The options nn.GRU and nn.LSTM share; qkv_rnn_opts_default(input_size,
+ * hidden_size) gives PyTorch's defaults: num_layers 1, bias 1,
+ * batch_first 0, dropout 0, bidirectional 0. */
+typedef struct {
+    int64_t input_size, hidden_size, num_layers;
+    int bias, batch_first, bidirectional;
+    float dropout; /* on each layer's output but the last, training only; [0,1] */
+} qkv_rnn_opts;
+qkv_rnn_opts qkv_rnn_opts_default(int64_t input_size, int64_t hidden_size);
+
+typedef enum { QKV_RNN_GRU = 0, QKV_RNN_LSTM } qkv_rnn_mode;
+
+/* nn.GRU / nn.LSTM. Parameters, per layer k and direction (suffix "" or
+ * "_reverse"), in PyTorch's order and gate order (GRU r,z,n: G = 3; LSTM
+ * i,f,g,o: G = 4), all U(-1/sqrt(H), 1/sqrt(H)):
+ *   weight_ih_l{k}{suffix} (G*H, in_k), in_0 = input_size, in_k = D*H after;
+ *   weight_hh_l{k}{suffix} (G*H, H); bias_ih_l{k}{suffix}, bias_hh_l{k}{suffix}
+ *   (G*H) when bias. D = 2 if bidirectional, else 1.
+ * weights holds them in that order: weights[4*(k*D + d) + j], j = 0..3 for
+ * weight_ih, weight_hh, bias_ih, bias_hh (NULL without bias). The struct's
+ * base runs the module in a Sequential (x -> output, no states). */
+typedef struct {
+    qkv_module base;
+    qkv_rnn_mode mode;
+    qkv_rnn_opts o;
+    qkv_tensor **weights; /* (4*num_layers*D), malloc'd: qkv_nn_gru_free / _lstm_free */
+} qkv_nn_rnn;
+typedef qkv_nn_rnn qkv_nn_gru;
+typedef qkv_nn_rnn qkv_nn_lstm;
+
+qkv_status qkv_nn_gru_init(qkv_nn_gru *m, const qkv_rnn_opts *o, qkv_params *p,
+                           const char *prefix, qkv_rng *rng);
+qkv_status qkv_nn_lstm_init(qkv_nn_lstm *m, const qkv_rnn_opts *o, qkv_params *p,
+                            const char *prefix, qkv_rng *rng);
+void qkv_nn_gru_free(qkv_nn_gru *m);
+void qkv_nn_lstm_free(qkv_nn_lstm *m);
+
+/* output, h_n = gru(x, h0); output, (h_n, c_n) = lstm(x, (h0, c0)).
+ *   x      (L,N,input_size), (N,L,input_size) when batch_first, or (L,input_size) unbatched
+ *   h0, c0 (D*num_layers,N,H) ((D*num_layers,H) unbatched), or NULL for zeros
+ *   lengths (N) in [1,L], or NULL for all L: as pack_padded_sequence(x, lengths,
+ *          enforce_sorted=False): steps t >= lengths[n] leave sequence n's
+ *          state unchanged and give output 0 there, so h_n (and c_n) hold each
+ *          sequence's state at its own end and the reverse direction starts
+ *          at its own last step (pad_packed_sequence(total_length=L))
+ *   output (L,N,D*H) ((N,L,D*H) batch_first, (L,D*H) unbatched)
+ *   h_n, c_n (D*num_layers,N,H) ((D*num_layers,H) unbatched); h_n, c_n may
+ *          be NULL when not wanted. */
+qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tensor *h0,
+                              const int64_t *lengths, qkv_tensor **output, qkv_tensor **h_n);
+qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
+                               qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
+                               qkv_tensor **h_n, qkv_tensor **c_n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,546 @@
+/* rnn.c: torch.nn.GRU and torch.nn.LSTM, forward and backward through time.
+ *
+ * One tape entry per layer (both directions): the input projection of every
+ * time step is one GEMM, x (L*N,In) W_ih^T; each step is then one
+ * (N,H) x (H,G*H) GEMM h W_hh^T and the gates' nonlinearities. The backward
+ * runs the steps in reverse by hand, keeping the gates' gradients of every
+ * step, and ends with three GEMMs for dW_ih, dW_hh and dx. Under
+ * qkv_reference() both directions run plain per-element loops (double
+ * accumulation, one dot product per gate unit) instead of the GEMMs;
+ * the gate formulas are shared. docs/rnn.md has the equations. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nn/nn_check.h"
+#include "kernels/gemm.h"
+#include "kernels/rows.h"
+
+static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+/* ---- the gate formulas of one (time step, batch entry) -------------------- */
+
+/* GRU, PyTorch's equations; ax = W_ih x + b_ih, ah = W_hh h + b_hh (3H each,
+ * gate order r,z,n):
+ *   r = sigmoid(ax_r + ah_r), z = sigmoid(ax_z + ah_z),
+ *   n = tanh(ax_n + r * ah_n), h' = (1 - z) * n + z * h.
+ * Saves r, z, n, ah_n in g (4H). h is updated in place. */
+static void gru_cell(int64_t H, const float *ax, const float *ah, float *h, float *g)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float r = sigm(ax[j] + ah[j]);
+        float z = sigm(ax[H + j] + ah[H + j]);
+        float hn = ah[2 * H + j];
+        float n = tanhf(ax[2 * H + j] + r * hn);
+        g[j] = r, g[H + j] = z, g[2 * H + j] = n, g[3 * H + j] = hn;
+        h[j] = (1.0f - z) * n + z * h[j];
+    }
+}
+
+/* Differentiates gru_cell at (hprev, g): dh is dL/dh' on entry and the
+ * direct part of dL/dh on return (the W_hh part is added by the caller from
+ * dah); dax, dah (3H) are dL/d(ax), dL/d(ah). */
+static void gru_cell_backward(int64_t H, const float *hprev, const float *g, float *dh, float *dax,
+                              float *dah)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float r = g[j], z = g[H + j], n = g[2 * H + j], hn = g[3 * H + j], d = dh[j];
+        float dn = d * (1.0f - z);             // h' = (1 - z) n + z h
+        float dz = d * (hprev[j] - n);         //   "
+        dh[j] = d * z;                         //   "
+        float dan = dn * (1.0f - n * n);       // n = tanh(ax_n + r ah_n)
+        float dr = dan * hn;                   //   "
+        float dar = dr * r * (1.0f - r);       // r = sigmoid(ax_r + ah_r)
+        float daz = dz * z * (1.0f - z);       // z = sigmoid(ax_z + ah_z)
+        dax[j] = dar, dax[H + j] = daz, dax[2 * H + j] = dan;
+        dah[j] = dar, dah[H + j] = daz, dah[2 * H + j] = dan * r;
+    }
+}
+
+/* LSTM, PyTorch's equations; a = W_ih x + b_ih + W_hh h + b_hh (4H, gate
+ * order i,f,g,o):
+ *   i = sigmoid(a_i), f = sigmoid(a_f), g = tanh(a_g), o = sigmoid(a_o),
+ *   c' = f * c + i * g, h' = o * tanh(c').
+ * Saves i, f, g, o in gs (4H) and tanh(c') in tc (H); h, cs in place. */
+static void lstm_cell(int64_t H, const float *ax, const float *ah, float *h, float *cs, float *gs,
+                      float *tc)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float i = sigm(ax[j] + ah[j]);
+        float f = sigm(ax[H + j] + ah[H + j]);
+        float g = tanhf(ax[2 * H + j] + ah[2 * H + j]);
+        float o = sigm(ax[3 * H + j] + ah[3 * H + j]);
+        float cn = f * cs[j] + i * g, t = tanhf(cn);
+        gs[j] = i, gs[H + j] = f, gs[2 * H + j] = g, gs[3 * H + j] = o;
+        tc[j] = t;
+        cs[j] = cn;
+        h[j] = o * t;
+    }
+}
+
+/* Differentiates lstm_cell at (cprev, gs, tc): dh, dc are dL/dh', dL/dc' on
+ * entry; on return dh is 0 (all of dL/dh goes through W_hh, added by the
+ * caller from da) and dc is dL/dc. da (4H) = dL/d(ax) = dL/d(ah). */
+static void lstm_cell_backward(int64_t H, const float *cprev, const float *gs, const float *tc,
+                               float *dh, float *dc, float *da)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float i = gs[j], f = gs[H + j], g = gs[2 * H + j], o = gs[3 * H + j], t = tc[j];
+        float dct = dc[j] + dh[j] * o * (1.0f - t * t); // h' = o tanh(c')
+        float dout = dh[j] * t;                          //   "
+        da[j] = dct * g * i * (1.0f - i);                // c' = f c + i g, i = sigmoid(a_i)
+        da[H + j] = dct * cprev[j] * f * (1.0f - f);     // c' = f c + i g, f = sigmoid(a_f)
+        da[2 * H + j] = dct * i * (1.0f - g * g);        // c' = f c + i g, g = tanh(a_g)
+        da[3 * H + j] = dout * o * (1.0f - o);           // o = sigmoid(a_o)
+        dc[j] = dct * f;                                 // c' = f c + i g
+        dh[j] = 0.0f;
+    }
+}
+
+/* ---- plain loops for the reference path ---------------------------------- */
+
+/* y (G) = b + W v, W (G,K), double accumulation; b may be NULL. */
+static void ref_matvec(int64_t G, int64_t K, const float *W, const float *v, const float *b, float *y)
+{
+    for (int64_t j = 0; j < G; j++) {
+        double s = b ? b[j] : 0.0;
+        for (int64_t k = 0; k < K; k++) s += (double)W[j * K + k] * v[k];
+        y[j] = (float)s;
+    }
+}
+
+/* y (K) += W^T d, W (G,K), double accumulation. */
+static void ref_matvec_t(int64_t G, int64_t K, const float *W, const float *d, float *y)
+{
+    for (int64_t k = 0; k < K; k++) {
+        double s = 0;
+        for (int64_t j = 0; j < G; j++) s += (double)W[j * K + k] * d[j];
+        y[k] += (float)s;
+    }
+}
+
+/* dW (G,K) += d v^T; db (G) += d (db may be NULL). */
+static void ref_outer(int64_t G, int64_t K, const float *d, const float *v, float *dW, float *db)
+{
+    for (int64_t j = 0; j < G; j++) {
+        for (int64_t k = 0; k < K; k++) dW[j * K + k] += d[j] * v[k];
+        if (db) db[j] += d[j];
+    }
+}
+
+/* ---- one layer, both directions: the tape op ----------------------------- */
+
+typedef struct {
+    qkv_rnn_mode mode;
+    int64_t L, N, In, H, G, D, layer;
+    const int64_t *lengths;       /* (N) copy in the arena, or NULL */
+    qkv_tensor *x, *y, *h0, *c0;  /* x (L,N,In), y (L,N,D*H); h0, c0 (D*nl,N,H) or NULL */
+    qkv_tensor *hn, *cn;          /* (D*nl,N,H); cn NULL for GRU */
+    qkv_tensor *w[2][4];          /* per direction: W_ih (GH,In), W_hh (GH,H), b_ih, b_hh (GH) */
+    float *gates[2];              /* (L,N,4H): GRU r,z,n,ah_n; LSTM i,f,g,o */
+    float *hprev[2], *cprev[2];   /* (L,N,H): the state before step t */
+    float *tc[2];                 /* (L,N,H): LSTM tanh(c') */
+    int ref;
+} rnn_saved;
+
+static int active(const rnn_saved *s, int64_t t, int64_t n)
+{
+    return !s->lengths || t < s->lengths[n];
+}
+
+/* Forward of direction d. Scratch comes from the arena (caller releases). */
+static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
+{
+    qkv_arena *a = qkv_ctx_arena(c);
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int lstm = s->mode == QKV_RNN_LSTM;
+    const float *x = s->x->data;                      // (L,N,In)
+    float *y = s->y->data;                            // (L,N,D*H)
+    const float *Wih = s->w[d][0]->data, *Whh = s->w[d][1]->data; // (GH,In), (GH,H)
+    const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL;       // (GH)
+    const float *bhh = s->w[d][3] ? s->w[d][3]->data : NULL;       // (GH)
+    float *h = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));  // (N,H) the state
+    float *cs = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float)); // (N,H) LSTM cell
+    float *ah = qkv_arena_alloc(a, (size_t)(N * GH) * sizeof(float)); // (N,GH) h W_hh^T + b_hh
+    float *ax = qkv_arena_alloc(a, (size_t)(s->ref ? GH : L * N * GH) * sizeof(float)); // (L,N,GH) or (GH)
+    if (!h || !cs || !ah || !ax) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    int64_t row0 = s->layer * s->D + d; /* this layer and direction's row of h0/h_n */
+    if (s->h0) memcpy(h, s->h0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
+    if (lstm && s->c0) memcpy(cs, s->c0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
+    if (!s->ref) { /* ax = x W_ih^T + b_ih, all steps at once */
+        if (bih) qkv_rows_broadcast(ax, bih, L * N, GH);
+        qkv_gemm(0, 1, L * N, GH, In, 1.0f, x, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
+    }
+    for (int64_t st = 0; st < L; st++) {
+        int64_t t = d ? L - 1 - st : st;
+        memcpy(s->hprev[d] + t * N * H, h, (size_t)(N * H) * sizeof(float));
+        if (lstm) memcpy(s->cprev[d] + t * N * H, cs, (size_t)(N * H) * sizeof(float));
+        if (!s->ref) { /* ah = h W_hh^T + b_hh */
+            if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
+            qkv_gemm(0, 1, N, GH, H, 1.0f, h, H, Whh, H, bhh ? 1.0f : 0.0f, ah, GH);
+        }
+        for (int64_t n = 0; n < N; n++) {
+            float *yo = y + (t * N + n) * DH + d * H; // (H)
+            if (!active(s, t, n)) { /* past its end: state unchanged, output 0 */
+                memset(yo, 0, (size_t)H * sizeof(float));
+                continue;
+            }
+            const float *axn = ax + (s->ref ? 0 : (t * N + n) * GH); // (GH)
+            if (s->ref) {
+                ref_matvec(GH, In, Wih, x + (t * N + n) * In, bih, ax);
+                ref_matvec(GH, H, Whh, h + n * H, bhh, ah + n * GH);
+            }
+            float *g = s->gates[d] + (t * N + n) * 4 * H; // (4H)
+            if (lstm)
+                lstm_cell(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+            else
+                gru_cell(H, axn, ah + n * GH, h + n * H, g);
+            memcpy(yo, h + n * H, (size_t)H * sizeof(float));
+        }
+    }
+    memcpy(s->hn->data + row0 * N * H, h, (size_t)(N * H) * sizeof(float));
+    if (lstm) memcpy(s->cn->data + row0 * N * H, cs, (size_t)(N * H) * sizeof(float));
+    return QKV_OK;
+}
+
+/* Backward of direction d: differentiates rnn_dir_forward's steps in
+ * reverse (the cells' comments name each expression), then
+ *   ax = x W_ih^T + b_ih:  dx += dAx W_ih, dW_ih += dAx^T x, db_ih += sum dAx
+ *   ah = h W_hh^T + b_hh:  dh += dAh W_hh (per step), dW_hh += dAh^T hprev,
+ *                          db_hh += sum dAh
+ * with dAx, dAh (L,N,GH) the gates' gradients of every step. */
+static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
+{
+    qkv_arena *a = qkv_ctx_arena(c);
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int lstm = s->mode == QKV_RNN_LSTM;
+    int64_t row0 = s->layer * s->D + d;
+    const float *dy = s->y->grad; // (L,N,D*H) or NULL
+    const float *x = s->x->data;  // (L,N,In)
+    qkv_tensor **w = s->w[d];
+    float *dh = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
+    float *dc = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
+    float *dax = qkv_arena_alloc(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
+    float *dah = lstm ? dax : qkv_arena_alloc(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
+    if (!dh || !dc || !dax || !dah) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    if (s->hn->grad) memcpy(dh, s->hn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
+    if (lstm && s->cn->grad) memcpy(dc, s->cn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
+    const float *Whh = w[1]->data; // (GH,H)
+    for (int64_t st = L - 1; st >= 0; st--) {
+        int64_t t = d ? L - 1 - st : st;
+        float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
+        for (int64_t n = 0; n < N; n++) {
+            if (!active(s, t, n)) continue; /* state passed through: dh, dc unchanged; dA = 0 */
+            int64_t tn = t * N + n;
+            float *dhn = dh + n * H;
+            if (dy) /* y[t,n,dH:(d+1)H] = h' */
+                for (int64_t j = 0; j < H; j++) dhn[j] += dy[tn * DH + d * H + j];
+            if (lstm)
+                lstm_cell_backward(H, s->cprev[d] + tn * H, s->gates[d] + tn * 4 * H, s->tc[d] + tn * H,
+                                   dhn, dc + n * H, daxt + n * GH);
+            else
+                gru_cell_backward(H, s->hprev[d] + tn * H, s->gates[d] + tn * 4 * H, dhn, daxt + n * GH,
+                                  daht + n * GH);
+            if (s->ref) ref_matvec_t(GH, H, Whh, daht + n * GH, dhn); /* ah = W_hh h + b_hh */
+        }
+        if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
+            qkv_gemm(0, 0, N, H, GH, 1.0f, daht, GH, Whh, H, 1.0f, dh, H);
+    }
+    /* The gradients were allocated by rnn_backward, before this scratch. */
+    if (s->h0 && s->h0->requires_grad) qkv_vec_add_into(s->h0->grad + row0 * N * H, dh, N * H);
+    if (lstm && s->c0 && s->c0->requires_grad) qkv_vec_add_into(s->c0->grad + row0 * N * H, dc, N * H);
+    float *gw[4] = {NULL, NULL, NULL, NULL};
+    for (int j = 0; j < 4; j++)
+        if (w[j] && w[j]->requires_grad) gw[j] = w[j]->grad;
+    float *dx = s->x->requires_grad ? s->x->grad : NULL;
+    if (s->ref) {
+        for (int64_t tn = 0; tn < L * N; tn++) {
+            if (!active(s, tn / N, tn % N)) continue;
+            if (dx) ref_matvec_t(GH, In, w[0]->data, dax + tn * GH, dx + tn * In);
+            if (gw[0]) ref_outer(GH, In, dax + tn * GH, x + tn * In, gw[0], NULL);
+            if (gw[1]) ref_outer(GH, H, dah + tn * GH, s->hprev[d] + tn * H, gw[1], NULL);
+            if (gw[2]) for (int64_t j = 0; j < GH; j++) gw[2][j] += dax[tn * GH + j];
+            if (gw[3]) for (int64_t j = 0; j < GH; j++) gw[3][j] += dah[tn * GH + j];
+        }
+        return QKV_OK;
+    }
+    if (dx) qkv_gemm(0, 0, L * N, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
+    if (gw[0]) qkv_gemm(1, 0, GH, In, L * N, 1.0f, dax, GH, x, In, 1.0f, gw[0], In);
+    if (gw[1]) qkv_gemm(1, 0, GH, H, L * N, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
+    if (gw[2]) qkv_rows_sum_into(gw[2], dax, L * N, GH);
+    if (gw[3]) qkv_rows_sum_into(gw[3], dah, L * N, GH);
+    return QKV_OK;
+}
+
+static qkv_status rnn_backward(qkv_ctx *c, void *p)
+{
+    rnn_saved *s = p;
+    int lstm = s->mode == QKV_RNN_LSTM;
+    if (!s->y->grad && !s->hn->grad && !(lstm && s->cn->grad)) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    /* Every gradient this op adds into, allocated before the scratch
+     * (which is released after each direction). */
+    qkv_tensor *need[11] = {s->x, s->h0, lstm ? s->c0 : NULL};
+    int n = 3;
+    for (int d = 0; d < s->D; d++)
+        for (int j = 0; j < 4; j++) need[n++] = s->w[d][j];
+    for (int i = 0; i < n; i++)
+        if (need[i] && need[i]->requires_grad && !qkv_tensor_grad(a, need[i]))
+            return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for %s's gradient",
+                            need[i]->name ? need[i]->name : i == 0 ? "x" : i == 1 ? "h0" : "c0");
+    for (int d = 0; d < s->D; d++) {
+        qkv_arena_mark mk = qkv_arena_get_mark(a);
+        qkv_status st = rnn_dir_backward(c, s, d);
+        qkv_arena_release(a, mk);
+        QKV_TRY(st);
+    }
+    return QKV_OK;
+}
+
+/* One layer: x (L,N,In) -> *y (L,N,D*H), writing rows layer*D.. of hn, cn. */
+static qkv_status rnn_layer(qkv_ctx *c, const qkv_nn_rnn *m, int64_t layer, qkv_tensor *x,
+                            qkv_tensor *h0, qkv_tensor *c0, const int64_t *lengths, qkv_tensor *hn,
+                            qkv_tensor *cn, qkv_tensor **y)
+{
+    int64_t D = m->o.bidirectional ? 2 : 1, H = m->o.hidden_size;
+    int64_t L = x->shape[0], N = x->shape[1], In = x->shape[2];
+    qkv_tensor *in[11] = {x, h0, c0};
+    int nin = 3;
+    for (int d = 0; d < D; d++)
+        for (int j = 0; j < 4; j++) in[nin++] = m->weights[4 * (layer * D + d) + j];
+    int rec = qkv_ctx_recording(c, in, nin);
+    int64_t shape[3] = {L, N, D * H};
+    QKV_TRY(qkv_ctx_tensor(c, 3, shape, rec, y));
+    qkv_arena *a = qkv_ctx_arena(c);
+    rnn_saved sv, *s = &sv;
+    if (rec && !(s = qkv_ctx_alloc(c, sizeof *s))) return QKV_ERR_NOMEM;
+    memset(s, 0, sizeof *s);
+    s->mode = m->mode;
+    s->L = L, s->N = N, s->In = In, s->H = H, s->G = m->mode == QKV_RNN_LSTM ? 4 : 3, s->D = D;
+    s->layer = layer;
+    s->x = x, s->y = *y, s->h0 = h0, s->c0 = c0, s->hn = hn, s->cn = cn;
+    s->ref = qkv_reference();
+    for (int d = 0; d < D; d++)
+        for (int j = 0; j < 4; j++) s->w[d][j] = m->weights[4 * (layer * D + d) + j];
+    /* What the backward keeps (in the arena for good when recording, else
+     * scratch released below). */
+    qkv_arena_mark mk = qkv_arena_get_mark(a);
+    if (lengths) {
+        int64_t *l = rec ? qkv_ctx_alloc(c, (size_t)N * sizeof *l) : NULL;
+        if (rec && !l) return QKV_ERR_NOMEM;
+        if (l) memcpy(l, lengths, (size_t)N * sizeof *l);
+        s->lengths = l ? l : lengths;
+    }
+    int lstm = m->mode == QKV_RNN_LSTM;
+    for (int d = 0; d < D; d++) {
+        size_t nh = (size_t)(L * N * H) * sizeof(float);
+        s->gates[d] = qkv_arena_alloc(a, 4 * nh);
+        s->hprev[d] = qkv_arena_alloc(a, nh);
+        s->cprev[d] = lstm ? qkv_arena_alloc(a, nh) : NULL;
+        s->tc[d] = lstm ? qkv_arena_alloc(a, nh) : NULL;
+        if (!s->gates[d] || !s->hprev[d] || (lstm && (!s->cprev[d] || !s->tc[d]))) {
+            if (!rec) qkv_arena_release(a, mk);
+            return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for the saved gates");
+        }
+    }
+    qkv_status st = QKV_OK;
+    for (int d = 0; d < D && st == QKV_OK; d++) {
+        qkv_arena_mark m2 = qkv_arena_get_mark(a);
+        st = rnn_dir_forward(c, s, d);
+        qkv_arena_release(a, m2);
+    }
+    if (!rec) {
+        qkv_arena_release(a, mk);
+        return st;
+    }
+    return st == QKV_OK ? qkv_ctx_record(c, rnn_backward, s) : st;
+}
+
+/* ---- modules --------------------------------------------------------------- */
+
+qkv_rnn_opts qkv_rnn_opts_default(int64_t input_size, int64_t hidden_size)
+{
+    return (qkv_rnn_opts){input_size, hidden_size, 1, 1, 0, 0, 0.0f};
+}
+
+static const char *mode_fn(qkv_rnn_mode mode, const char *what)
+{
+    static const char *names[2][2] = {{"nn_gru_init", "nn_gru_forward"}, {"nn_lstm_init", "nn_lstm_forward"}};
+    return names[mode == QKV_RNN_LSTM][!strcmp(what, "forward")];
+}
+
+static qkv_status rnn_module_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y);
+
+static qkv_status rnn_init(qkv_nn_rnn *m, qkv_rnn_mode mode, const qkv_rnn_opts *o, qkv_params *p,
+                           const char *prefix, qkv_rng *rng)
+{
+    const char *fn = mode_fn(mode, "init");
+    QKV_NEED(m, fn, "module");
+    m->weights = NULL;
+    QKV_NEED(o, fn, "opts");
+    QKV_NEED(p, fn, "params");
+    QKV_NEED(rng, fn, "rng");
+    if (o->input_size < 1 || o->hidden_size < 1 || o->num_layers < 1)
+        return qkv_fail(QKV_ERR_ARG, "%s: input_size %lld, hidden_size %lld and num_layers %lld must be positive",
+                        fn, (long long)o->input_size, (long long)o->hidden_size, (long long)o->num_layers);
+    if (o->num_layers > 1024)
+        return qkv_fail(QKV_ERR_ARG, "%s: num_layers %lld is more than 1024", fn, (long long)o->num_layers);
+    if (!(o->dropout >= 0.0f && o->dropout <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "%s: dropout %g is not in [0,1]", fn, (double)o->dropout);
+    int64_t D = o->bidirectional ? 2 : 1, H = o->hidden_size, G = mode == QKV_RNN_LSTM ? 4 : 3;
+    qkv_tensor **w = calloc((size_t)(4 * o->num_layers * D), sizeof *w);
+    if (!w) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    float bound = 1.0f / sqrtf((float)H);
+    static const char *const kind[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+    for (int64_t k = 0; k < o->num_layers; k++)
+        for (int64_t d = 0; d < D; d++)
+            for (int j = 0; j < (o->bias ? 4 : 2); j++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s_l%lld%s", kind[j], (long long)k, d ? "_reverse" : "");
+                int64_t shape[2] = {G * H, j == 0 ? (k ? D * H : o->input_size) : H};
+                qkv_tensor **t = &w[4 * (k * D + d) + j];
+                qkv_status st = qkv_params_add(p, prefix, name, j < 2 ? 2 : 1, shape, t);
+                if (st == QKV_OK) st = qkv_init_uniform(rng, *t, -bound, bound);
+                if (st != QKV_OK) {
+                    free(w);
+                    return st;
+                }
+            }
+    m->mode = mode;
+    m->o = *o;
+    m->o.bias = o->bias != 0, m->o.batch_first = o->batch_first != 0;
+    m->o.bidirectional = o->bidirectional != 0;
+    m->weights = w;
+    m->base = (qkv_module){mode == QKV_RNN_LSTM ? "LSTM" : "GRU", rnn_module_forward};
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_gru_init(qkv_nn_gru *m, const qkv_rnn_opts *o, qkv_params *p, const char *prefix,
+                           qkv_rng *rng)
+{
+    return rnn_init(m, QKV_RNN_GRU, o, p, prefix, rng);
+}
+
+qkv_status qkv_nn_lstm_init(qkv_nn_lstm *m, const qkv_rnn_opts *o, qkv_params *p, const char *prefix,
+                            qkv_rng *rng)
+{
+    return rnn_init(m, QKV_RNN_LSTM, o, p, prefix, rng);
+}
+
+static void rnn_free(qkv_nn_rnn *m)
+{
+    if (!m) return;
+    free(m->weights);
+    m->weights = NULL;
+    m->base.forward = NULL;
+}
+
+void qkv_nn_gru_free(qkv_nn_gru *m) { rnn_free(m); }
+void qkv_nn_lstm_free(qkv_nn_lstm *m) { rnn_free(m); }
+
+/* Checks a state h0 / c0: (D*nl,N,H) batched, (D*nl,H) unbatched. */
+static qkv_status check_state(const char *fn, const char *arg, const qkv_tensor *t, int batched,
+                              int64_t rows, int64_t N, int64_t H)
+{
+    if (!t) return QKV_OK;
+    QKV_NEED_F32(t, fn, arg);
+    char b[64];
+    int ok = batched ? t->ndim == 3 && t->shape[0] == rows && t->shape[1] == N && t->shape[2] == H
+                     : t->ndim == 2 && t->shape[0] == rows && t->shape[1] == H;
+    if (ok) return QKV_OK;
+    if (batched)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: %s %s, expected (D*num_layers,N,H) = (%lld,%lld,%lld)", fn, arg,
+                        qkv_shape_str(t, b, sizeof b), (long long)rows, (long long)N, (long long)H);
+    return qkv_fail(QKV_ERR_SHAPE, "%s: %s %s, expected (D*num_layers,H) = (%lld,%lld) for an unbatched x", fn,
+                    arg, qkv_shape_str(t, b, sizeof b), (long long)rows, (long long)H);
+}
+
+static qkv_status rnn_forward(qkv_ctx *c, qkv_nn_rnn *m, qkv_rnn_mode mode, qkv_tensor *x, qkv_tensor *h0,
+                              qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
+                              qkv_tensor **h_n, qkv_tensor **c_n)
+{
+    const char *fn = mode_fn(mode, "forward");
+    QKV_NEED(output, fn, "output");
+    *output = NULL;
+    if (h_n) *h_n = NULL;
+    if (c_n) *c_n = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED(m, fn, "module");
+    if (!m->weights || !m->base.forward)
+        return qkv_fail(QKV_ERR_STATE, "%s: module not initialised (call its _init first)", fn);
+    if (m->mode != mode)
+        return qkv_fail(QKV_ERR_ARG, "%s: module is an %s", fn, m->mode == QKV_RNN_LSTM ? "LSTM" : "GRU");
+    QKV_NEED_F32(x, fn, "x");
+    char b[64];
+    const qkv_rnn_opts *o = &m->o;
+    int64_t D = o->bidirectional ? 2 : 1, H = o->hidden_size, rows = D * o->num_layers;
+    if (x->ndim != 2 && x->ndim != 3)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s has %d dims, expected 3 (%s) or 2 (L,input_size) unbatched", fn,
+                        qkv_shape_str(x, b, sizeof b), x->ndim, o->batch_first ? "N,L,input_size" : "L,N,input_size");
+    if (x->shape[x->ndim - 1] != o->input_size)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s last dim does not match input_size %lld", fn,
+                        qkv_shape_str(x, b, sizeof b), (long long)o->input_size);
+    int batched = x->ndim == 3;
+    int64_t L = batched && o->batch_first ? x->shape[1] : x->shape[0];
+    int64_t N = batched ? (o->batch_first ? x->shape[0] : x->shape[1]) : 1;
+    if (L < 1 || N < 1)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s has no time steps or no batch entries", fn,
+                        qkv_shape_str(x, b, sizeof b));
+    QKV_TRY(check_state(fn, "h0", h0, batched, rows, N, H));
+    if (mode == QKV_RNN_LSTM) QKV_TRY(check_state(fn, "c0", c0, batched, rows, N, H));
+    if (lengths)
+        for (int64_t n = 0; n < N; n++)
+            if (lengths[n] < 1 || lengths[n] > L)
+                return qkv_fail(QKV_ERR_ARG, "%s: lengths[%lld] = %lld is not in [1,%lld] (L)", fn,
+                                (long long)n, (long long)lengths[n], (long long)L);
+    /* Everything in the time-major layout (L,N,.). */
+    qkv_tensor *xt = x;
+    int64_t s3[3] = {L, N, o->input_size};
+    if (!batched) QKV_TRY(qkv_reshape(c, x, 3, s3, &xt));
+    else if (o->batch_first) QKV_TRY(qkv_permute(c, x, (const int[]){1, 0, 2}, &xt));
+    int64_t sh[3] = {rows, 1, H};
+    if (!batched && h0) QKV_TRY(qkv_reshape(c, h0, 3, sh, &h0));
+    if (!batched && c0) QKV_TRY(qkv_reshape(c, c0, 3, sh, &c0));
+    int nw = (int)(4 * rows);
+    int rec = qkv_ctx_recording(c, (qkv_tensor *[]){xt, h0, c0}, 3) ||
+              qkv_ctx_recording(c, m->weights, nw);
+    int64_t shn[3] = {rows, N, H};
+    qkv_tensor *hn = NULL, *cn = NULL, *y = xt;
+    QKV_TRY(qkv_ctx_tensor(c, 3, shn, rec, &hn));
+    if (mode == QKV_RNN_LSTM) QKV_TRY(qkv_ctx_tensor(c, 3, shn, rec, &cn));
+    for (int64_t k = 0; k < o->num_layers; k++) {
+        if (k > 0 && o->dropout > 0.0f) QKV_TRY(qkv_dropout(c, y, o->dropout, &y));
+        QKV_TRY(rnn_layer(c, m, k, y, h0, mode == QKV_RNN_LSTM ? c0 : NULL, lengths, hn, cn, &y));
+    }
+    if (!batched) {
+        QKV_TRY(qkv_reshape(c, y, 2, (int64_t[]){L, D * H}, &y));
+        QKV_TRY(qkv_reshape(c, hn, 2, (int64_t[]){rows, H}, &hn));
+        if (cn) QKV_TRY(qkv_reshape(c, cn, 2, (int64_t[]){rows, H}, &cn));
+    } else if (o->batch_first) {
+        QKV_TRY(qkv_permute(c, y, (const int[]){1, 0, 2}, &y));
+    }
+    *output = y;
+    if (h_n) *h_n = hn;
+    if (c_n) *c_n = cn;
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tensor *h0,
+                              const int64_t *lengths, qkv_tensor **output, qkv_tensor **h_n)
+{
+    return rnn_forward(c, m, QKV_RNN_GRU, x, h0, NULL, lengths, output, h_n, NULL);
+}
+
+qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
+                               qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
+                               qkv_tensor **h_n, qkv_tensor **c_n)
+{
+    return rnn_forward(c, m, QKV_RNN_LSTM, x, h0, c0, lengths, output, h_n, c_n);
+}
+
+/* In a Sequential: output = rnn(x), zero initial states, no lengths. */
+static qkv_status rnn_module_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_rnn *m = (qkv_nn_rnn *)base;
+    return rnn_forward(c, m, m->mode, x, NULL, NULL, NULL, y, NULL, NULL);
+}
