@@ -102,24 +102,31 @@ qkv_status qkv_init_uniform(qkv_rng *r, qkv_tensor *t, float lo, float hi)
     return QKV_OK;
 }
 
-qkv_status qkv_init_xavier_uniform(qkv_rng *r, qkv_tensor *t, float gain)
+/* What both xavier initialisers check, and their fan_in + fan_out. */
+static qkv_status xavier_fans(const char *fn, qkv_rng *r, qkv_tensor *t, float gain, double *fan_sum)
 {
     double fi = 0, fo = 0;
-    QKV_TRY(check_init("init_xavier_uniform", r, t));
-    QKV_TRY(check_gain("init_xavier_uniform", gain));
-    QKV_TRY(fans("init_xavier_uniform", t, &fi, &fo));
-    float a = (float)(gain * sqrt(6.0 / (fi + fo)));
+    QKV_TRY(check_init(fn, r, t));
+    QKV_TRY(check_gain(fn, gain));
+    QKV_TRY(fans(fn, t, &fi, &fo));
+    *fan_sum = fi + fo;
+    return QKV_OK;
+}
+
+qkv_status qkv_init_xavier_uniform(qkv_rng *r, qkv_tensor *t, float gain)
+{
+    double f;
+    QKV_TRY(xavier_fans("init_xavier_uniform", r, t, gain, &f));
+    float a = (float)(gain * sqrt(6.0 / f));
     qkv_rng_fill_uniform(r, t->data, qkv_tensor_numel(t), -a, a);
     return QKV_OK;
 }
 
 qkv_status qkv_init_xavier_normal(qkv_rng *r, qkv_tensor *t, float gain)
 {
-    double fi = 0, fo = 0;
-    QKV_TRY(check_init("init_xavier_normal", r, t));
-    QKV_TRY(check_gain("init_xavier_normal", gain));
-    QKV_TRY(fans("init_xavier_normal", t, &fi, &fo));
-    qkv_rng_fill_normal(r, t->data, qkv_tensor_numel(t), 0.0f, (float)(gain * sqrt(2.0 / (fi + fo))));
+    double f;
+    QKV_TRY(xavier_fans("init_xavier_normal", r, t, gain, &f));
+    qkv_rng_fill_normal(r, t->data, qkv_tensor_numel(t), 0.0f, (float)(gain * sqrt(2.0 / f)));
     return QKV_OK;
 }
 
