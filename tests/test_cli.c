@@ -19,7 +19,7 @@ extern char **environ;
 
 static char qkv_bin[512], tmpdir[64], out_path[128], err_path[128];
 
-static const char *const commands[] = {"demo", "toy", "inspect", "help"};
+static const char *const commands[] = {"demo", "toy", "inspect", "train", "help"};
 enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
 
 typedef struct {
@@ -76,6 +76,7 @@ static void test_command_help(void)
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
          "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
+        {"KIND", "toy"},
         {"[COMMAND]"}};
     for (int i = 0; i < NCOMMANDS; i++) {
         const char *cmd = commands[i];
@@ -149,6 +150,11 @@ static void test_unknown(void)
     check_usage_error(RUN("help", "bogus"), "qkv help bogus", "unknown command 'bogus'");
     check_usage_error(RUN("--bogus"), "qkv --bogus", "unknown option '--bogus'");
     check_usage_error(RUN("--version", "x"), "qkv --version x", "--version");
+    check_usage_error(RUN("train"), "qkv train", "qkv train: which kind of model?");
+    check_usage_error(RUN("train", "bogus"), "qkv train bogus", "qkv train: unknown kind 'bogus'");
+    /* a kind's own errors name it */
+    check_usage_error(RUN("train", "toy", "--epochs", "x"), "qkv train toy --epochs x",
+                      "qkv train toy: --epochs: 'x' is not a whole number");
 }
 
 /* Values toy must refuse, each before any training starts. */

@@ -14,6 +14,7 @@
     X(toy, "the lecture's toy experiment: convolution vs attention, positional encodings")   \
     X(inspect, "list a safetensors file's tensors, totals and metadata")                      \
     X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
+    X(train, "train a model of a kind (toy, ...) with built-in defaults")                     \
     X(help, "list the commands, or show one command's usage")
 
 #define DECLARE(name, summary)                                                                 \
