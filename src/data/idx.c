@@ -211,8 +211,9 @@ qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx 
 {
     QKV_NEED(out, "idx_parse", "out");
     *out = NULL;
-    QKV_NEED(bytes, "idx_parse", "bytes");
     if (!name) name = "(memory)";
+    if (!bytes && n) return qkv_fail(QKV_ERR_ARG, "idx_parse: %s: bytes is NULL, n %zu", name, n);
+    if (!bytes) bytes = "";
     qkv_idx *x = calloc(1, sizeof *x);
     if (!x) return qkv_fail(QKV_ERR_NOMEM, "idx_read: %s: out of memory", name);
     idx_src s = {.in = bytes, .n = n, .name = name, .gz = is_gzip(bytes, n)};

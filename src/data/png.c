@@ -88,6 +88,10 @@ static qkv_status decode(png_job *j, int64_t *c, int64_t *h, int64_t *w)
  * the job, which lives in the caller. */
 static qkv_status read_png(png_job *j, int64_t *c, int64_t *h, int64_t *w)
 {
+    /* A bad CRC is an error in every chunk: a dropped tRNS would change
+     * the channel count unseen (libpng's default only warns for
+     * ancillary chunks). */
+    png_set_crc_action(j->png, PNG_CRC_ERROR_QUIT, PNG_CRC_ERROR_QUIT);
     if (setjmp(png_jmpbuf(j->png)))
         return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: not a valid PNG (%s)", j->path, j->msg);
     return decode(j, c, h, w);
@@ -131,10 +135,13 @@ qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h
 
 /* ---- fitting an image to a model's input -------------------------------- */
 
-/* PyTorch's area_pixel_compute_source_index for align_corners=False:
- * src = scale (dst + 0.5) - 0.5, negative values clamped to 0; scale =
- * in/out; then the two neighbours and their weights (upsample_bilinear2d's
- * compute_indices_weights, in float as its CPU kernel is). */
+/* PyTorch's source index for align_corners=False: src = scale (dst + 0.5)
+ * - 0.5, negative values clamped to 0, scale = in/out; then the two
+ * neighbours and their weights. The scale is a float, as PyTorch's; src
+ * comes out as PyTorch 1.13's CPU kernel computes it, in double (the
+ * float scale times dst + 0.5, a double: measured against F.interpolate,
+ * a float src is up to 3e-6 off, this one within an ulp); the weights are
+ * floats. */
 typedef struct {
     int64_t i0, i1;
     float l0, l1;
@@ -143,12 +150,12 @@ typedef struct {
 static void lerp_at(int64_t in, int64_t out, int64_t d, lerp_idx *e)
 {
     float scale = (float)in / (float)out;
-    float src = scale * ((float)d + 0.5f) - 0.5f;
+    double src = (double)scale * ((double)d + 0.5) - 0.5;
     if (src < 0) src = 0;
     e->i0 = (int64_t)src;
     if (e->i0 > in - 1) e->i0 = in - 1;
     e->i1 = e->i0 + (e->i0 < in - 1 ? 1 : 0);
-    e->l1 = src - (float)e->i0;
+    e->l1 = (float)(src - (double)e->i0);
     e->l0 = 1.0f - e->l1;
 }
 
