@@ -487,6 +487,13 @@ static void test_fashion(void)
         ok = 1;
         for (int c = 0; c < 10; c++) ok &= counts[c] == s->n / 10;
         CHECK(ok, "split %d: not %lld images per class", part, (long long)(s->n / 10));
+        if (part == 0) {
+            /* numpy over the bytes / 255 in float64: 0.2860405969887955, 0.35302424451492237 */
+            float mean = 0, sd = 0;
+            CHECK_OK(qkv_image_set_stats(s, &mean, &sd));
+            CHECK(fabs(mean - 0.2860405969887955) < 1e-6 && fabs(sd - 0.35302424451492237) < 1e-6,
+                  "training set mean %.7f std %.7f, numpy 0.2860406 0.3530242", mean, sd);
+        }
     }
     qkv_image_set_free(s);
 }

@@ -54,6 +54,20 @@ static unsigned char *slurp(const char *path, size_t *n)
     return b;
 }
 
+/* Recomputes the CRC-32 of a PNG's IHDR chunk (bytes 12..28: "IHDR" and
+ * its 13 bytes; the CRC at 29..32), after editing it. */
+static void fix_ihdr_crc(unsigned char *b)
+{
+    unsigned long c = 0xffffffffUL;
+    for (size_t i = 12; i < 29; i++) {
+        c ^= b[i];
+        for (int j = 0; j < 8; j++) c = c >> 1 ^ (0xEDB88320UL & (0 - (c & 1)));
+    }
+    c ^= 0xffffffffUL;
+    b[29] = (unsigned char)(c >> 24), b[30] = (unsigned char)(c >> 16);
+    b[31] = (unsigned char)(c >> 8), b[32] = (unsigned char)c;
+}
+
 static int refused(const char *path)
 {
     float *px = (float *)1;
@@ -111,21 +125,29 @@ static void test_corrupt(void)
         /* a corrupt IHDR: bit depth 3 (with its CRC made right) is refused
          * by libpng's checks, not by the CRC */
         b[24] = 3;
-        {
-            /* CRC-32 of "IHDR" + 13 bytes, recomputed */
-            unsigned long c = 0xffffffffUL;
-            for (size_t i = 12; i < 29; i++) {
-                c ^= b[i];
-                for (int j = 0; j < 8; j++) c = c >> 1 ^ (0xEDB88320UL & (0 - (c & 1)));
-            }
-            c ^= 0xffffffffUL;
-            b[29] = (unsigned char)(c >> 24), b[30] = (unsigned char)(c >> 16), b[31] = (unsigned char)(c >> 8), b[32] = (unsigned char)c;
-        }
+        fix_ihdr_crc(b);
         FILE *f = fopen(cut, "wb");
         fwrite(b, 1, n, f);
         fclose(f);
         CHECK(refused(cut), "%s with bit depth 3: %s", files[k], qkv_last_error());
         free(b);
+    }
+    /* a header claiming 20000 x 20000 pixels (IHDR's CRC made right) */
+    {
+        size_t n = 0;
+        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        if (b) {
+            const unsigned char dim[8] = {0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20};
+            memcpy(b + 16, dim, 8);
+            fix_ihdr_crc(b);
+            FILE *f = fopen(cut, "wb");
+            fwrite(b, 1, n, f);
+            fclose(f);
+            float *px = NULL;
+            int64_t c3, h3, w3;
+            CHECK_ERR(qkv_png_read(cut, &px, &c3, &h3, &w3), QKV_ERR_FORMAT, "20000x20000 pixels, more than");
+            free(b);
+        }
     }
     float *px = NULL;
     int64_t c, h, w;

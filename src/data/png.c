@@ -56,11 +56,11 @@ static qkv_status decode(png_job *j, int64_t *c, int64_t *h, int64_t *w)
     if (C < 1 || C > 4 || (bits != 8 && bits != 16) || rowbytes != (size_t)W * C * (bits / 8))
         return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: unexpected layout after expansion (%d channels "
                         "of %d bits)", j->path, C, bits);
-    /* Width and height are at most 2^31 - 1 (libpng checks, and its
-     * default limit is 10^6); the products below are bounded in size_t. */
-    if ((uint64_t)H * rowbytes > ((uint64_t)1 << 40) / 4)
-        return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: %ux%u pixels, too large", j->path, (unsigned)W,
-                        (unsigned)H);
+    /* libpng allows up to 10^6 x 10^6 pixels; a header that claims more
+     * than 2^28 (16384 x 16384) is refused before allocating for it. */
+    if ((uint64_t)H * W > ((uint64_t)1 << 28))
+        return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: %ux%u pixels, more than qkv reads (2^28)",
+                        j->path, (unsigned)W, (unsigned)H);
     j->raw = malloc((size_t)H * rowbytes); /* H, W >= 1: libpng refuses 0 */
     j->rows = malloc((size_t)H * sizeof *j->rows);
     j->pixels = malloc((size_t)H * W * C * sizeof *j->pixels);
