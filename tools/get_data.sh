@@ -37,10 +37,13 @@ fashion-mnist)
     tmp=data/deb/fashion-mnist
     rm -rf "$tmp"
     mkdir -p "$tmp" "$out"
-    # apt-get download writes into the current folder; as root, apt's
-    # sandbox user must be able to write there, so fetch in a fresh folder.
+    # apt-get download writes into the current folder (as root it warns
+    # that its sandbox user _apt cannot write there and downloads anyway:
+    # that warning is dropped on the first try). A second try after
+    # apt-get update, for a machine whose package lists are missing or old,
+    # shows apt's messages.
     (cd "$tmp" && apt-get download -qq dataset-fashion-mnist 2>/dev/null) ||
-        (cd "$tmp" && apt-get update -qq && apt-get download -qq dataset-fashion-mnist 2>/dev/null) || {
+        (cd "$tmp" && apt-get update -qq && apt-get download -qq dataset-fashion-mnist) || {
         echo "get_data: apt-get download dataset-fashion-mnist failed (Debian's archive needed)" >&2
         exit 1
     }
