@@ -201,9 +201,73 @@ static void test_errors(void)
     qkv_ctx_free(c);
 }
 
+/* Random strings over the grammar's characters: every call either works
+ * (and then y has x's elements) or fails with a message; none crashes
+ * (the sanitizer build checks the parser's bounds). */
+static void test_random_strings(void)
+{
+    static const char *tok[] = {"a", "b", "c", "h", "w", "(a b)", "(h w)", "(b c a)", "1", "()",
+                                "...", "(...)", "(a", ")", "2", ".", "-", "->", "=", "(1 h)"};
+    static const char *sz[] = {"a=2", "h=2", "w=3", "b=4", "c=6", "h=0", "a", "=", ",", " "};
+    qkv_ctx *c;
+    qkv_arena *a;
+    qkv_rng r;
+    qkv_rng_seed(&r, 12);
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *x;
+    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){2, 4, 6}, &x));
+    int ok = 0, bad_msg = 0, bad_numel = 0;
+    for (int i = 0; i < 20000; i++) {
+        /* Mostly "L1 .. Lk -> R1 .. Rm" from the tokens; now and then one
+         * of the tokens that break the grammar. */
+        char pat[160] = "", sizes[64] = "";
+        int nl = i % 3 ? 1 + (int)(qkv_rng_next(&r) % 4) : 3, nr = (int)(qkv_rng_next(&r) % 5);
+        int ntok = i % 4 ? 10 : 20; /* a quarter may use the bad tokens */
+        int left[4];
+        for (int j = 0; j < nl; j++) {
+            left[j] = (int)(qkv_rng_next(&r) % (uint64_t)ntok);
+            strcat(pat, tok[left[j]]);
+            strcat(pat, " ");
+        }
+        strcat(pat, "-> ");
+        if (i % 2) { /* the left's tokens in another order */
+            for (int j = nl - 1; j > 0; j--) {
+                int k = (int)(qkv_rng_next(&r) % (uint64_t)(j + 1)), t = left[j];
+                left[j] = left[k], left[k] = t;
+            }
+            nr = nl;
+        }
+        for (int j = 0; j < nr; j++) {
+            strcat(pat, tok[i % 2 ? left[j] : (int)(qkv_rng_next(&r) % (uint64_t)ntok)]);
+            strcat(pat, " ");
+        }
+        int ns = (int)(qkv_rng_next(&r) % 4);
+        for (int j = 0; j < ns; j++) {
+            strcat(sizes, sz[qkv_rng_next(&r) % (i % 5 ? 5 : 10)]);
+            strcat(sizes, ",");
+        }
+        qkv_ctx_reset(c);
+        qkv_tensor *y = NULL;
+        qkv_status s = qkv_rearrange(c, x, pat, ns ? sizes : NULL, &y);
+        if (s == QKV_OK) {
+            ok++;
+            bad_numel += !y || qkv_tensor_numel(y) != 48;
+        } else {
+            bad_msg += strncmp(qkv_last_error(), "rearrange: ", 11) != 0 || y != NULL;
+        }
+    }
+    CHECK(bad_msg == 0, "random patterns: %d failures without a rearrange: message (or with y set)", bad_msg);
+    CHECK(bad_numel == 0, "random patterns: %d results with the wrong element count", bad_numel);
+    printf("random patterns: 20000, %d accepted, the rest refused with a message\n", ok);
+    qkv_arena_free(a);
+    qkv_ctx_free(c);
+}
+
 int main(void)
 {
     test_errors();
+    test_random_strings();
     test_gradcheck();
     test_fast_vs_ref();
     int n = h_oracle_cases("rearrange_oracle.py", 60, parity_case);
