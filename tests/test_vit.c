@@ -172,6 +172,98 @@ static void vit_case(const char *path, const char *file)
     qkv_safetensors_close(st);
 }
 
+/* ---- torchvision's names ----------------------------------------------------- */
+
+static int tv_ran;
+static double worst_tv;
+
+static void tv_case(const char *path, const char *file)
+{
+    char data[600];
+    snprintf(data, sizeof data, "%s", path);
+    char *slash = strrchr(data, '/');
+    if (slash) memcpy(slash + 1, "data", 4); /* case_NNNN -> data_NNNN */
+    qkv_safetensors *st = NULL, *dt = NULL;
+    CHECK_OK(qkv_safetensors_open(path, &st));
+    CHECK_OK(qkv_safetensors_open(data, &dt));
+    if (!st || !dt) {
+        qkv_safetensors_close(st);
+        qkv_safetensors_close(dt);
+        return;
+    }
+    int64_t image = h_meta_int(st, "image");
+    qkv_vit_opts o = qkv_vit_opts_default(image, image, h_meta_int(st, "in_channels"),
+                                          h_meta_int(st, "patch"), h_meta_int(st, "num_classes"));
+    o.d_model = h_meta_int(st, "d_model");
+    o.nhead = h_meta_int(st, "nhead");
+    o.num_layers = h_meta_int(st, "num_layers");
+    o.dim_feedforward = h_meta_int(st, "dim_feedforward");
+    qkv_arena *a;
+    qkv_params *p;
+    qkv_ctx *c;
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    CHECK_OK(qkv_arena_new(&a, 0));
+    CHECK_OK(qkv_params_new(&p));
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_vit m;
+    CHECK_OK(qkv_vit_init(&m, &o, p, "model.", &r));
+    CHECK_OK(qkv_vit_load_torchvision(p, st, "model."));
+    qkv_tensor *images = h_load(dt, a, "images", 0), *want = h_load(dt, a, "logits", 0), *y = NULL;
+    CHECK_OK(qkv_vit_forward(c, &m, images, &y));
+    if (y && same_shape(y, want)) {
+        tv_ran++;
+        h_compare(file, "logits", y->data, want, 1e-5, &worst_tv);
+    }
+    /* A model built with other options does not take the file, and the
+     * store is left as it was. */
+    qkv_vit m2;
+    qkv_params *p2;
+    CHECK_OK(qkv_params_new(&p2));
+    qkv_vit_opts o2 = o;
+    o2.pos = QKV_VIT_POS_SINCOS;
+    o2.d_model = 16, o2.nhead = 2;
+    CHECK_OK(qkv_vit_init(&m2, &o2, p2, "", &r));
+    qkv_tensor *w = qkv_params_find(p2, "conv_proj.weight");
+    float w0 = w ? w->data[0] : 0;
+    qkv_status s2 = qkv_vit_load_torchvision(p2, st, "");
+    CHECK(s2 == QKV_ERR_NOTFOUND || s2 == QKV_ERR_SHAPE, "%s: a mismatched model loaded (%s)", file,
+          qkv_status_name(s2));
+    CHECK(w && w->data[0] == w0, "%s: a failed load changed a parameter", file);
+    qkv_vit_free(&m2);
+    qkv_params_free(p2);
+    qkv_vit_free(&m);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+    qkv_arena_free(a);
+    qkv_safetensors_close(st);
+    qkv_safetensors_close(dt);
+    unlink(data);
+}
+
+static void test_torchvision_names(void)
+{
+    static const char *const pairs[][2] = {
+        {"encoder.pos_embedding", "pos_embedding"},
+        {"encoder.layers.encoder_layer_11.ln_1.weight", "encoder.layers.11.norm1.weight"},
+        {"encoder.layers.encoder_layer_0.self_attention.out_proj.bias", "encoder.layers.0.self_attn.out_proj.bias"},
+        {"encoder.layers.encoder_layer_3.mlp.3.weight", "encoder.layers.3.linear2.weight"},
+        {"encoder.layers.encoder_layer_3.mlp.linear_1.bias", "encoder.layers.3.linear1.bias"},
+        {"encoder.ln.bias", "encoder.norm.bias"},
+        {"heads.head.weight", "head.weight"},
+        {"class_token", "class_token"},
+    };
+    char out[128];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        CHECK_OK(qkv_vit_torchvision_name(pairs[i][0], out, sizeof out));
+        CHECK(!strcmp(out, pairs[i][1]), "torchvision '%s' -> '%s', expected '%s'", pairs[i][0], out, pairs[i][1]);
+    }
+    CHECK_ERR(qkv_vit_torchvision_name("heads.pre_logits.weight", out, sizeof out), QKV_ERR_NOTFOUND,
+              "'heads.pre_logits.weight' is not a key");
+    CHECK_ERR(qkv_vit_torchvision_name("encoder.layers.encoder_layer_x.ln_1.weight", out, sizeof out),
+              QKV_ERR_NOTFOUND, "is not a key");
+}
+
 /* ---- finite differences ---------------------------------------------------- */
 
 typedef struct {
@@ -373,5 +465,10 @@ int main(void)
     CHECK(n == 12 && vit_ran == 24, "ViT parity: %d cases, %d runs compared", n, vit_ran);
     printf("ViT vs its PyTorch module: %d cases (fast and reference): worst logits %.3g, "
            "worst gradient %.3g\n", n, worst_out, worst_grad);
+    test_torchvision_names();
+    n = run_cases("torchvision", 4, tv_case);
+    CHECK(n == 4 && tv_ran == 4, "torchvision parity: %d cases, %d compared", n, tv_ran);
+    printf("ViT with torchvision's state_dict names (a module of torchvision's structure): %d cases, "
+           "worst logits %.3g\n", n, worst_tv);
     return h_finish("test_vit");
 }

@@ -16,8 +16,17 @@ with /usr/bin/python3). Computed in float64 from float32 values.
   sinusoidal table, when used), "logits", "dout", "grad.images",
   "grad.<name>"; metadata: the options.
 
-Usage: vit_oracle.py --out DIR --cases N --kind patch|vit [--seed 1].
+--kind torchvision: a module with torchvision 0.14's VisionTransformer
+  structure and state_dict names (EncoderBlock: ln_1, self_attention,
+  ln_2, mlp = Linear, GELU, Dropout, Linear, Dropout; encoder.ln,
+  heads.head), written here from torchvision's source (torchvision is not
+  installed). Two files per case: "case_NNNN.safetensors" holds only the
+  state_dict (torchvision's keys), "data_NNNN.safetensors" "images" and
+  "logits"; metadata of the first: the options.
+
+Usage: vit_oracle.py --out DIR --cases N --kind patch|vit|torchvision [--seed 1].
 """
+from collections import OrderedDict
 import argparse
 import math
 import os
@@ -85,6 +94,79 @@ class ViT(nn.Module):
         return self.head(t)
 
 
+class TVEncoderBlock(nn.Module):
+    """torchvision.models.vision_transformer.EncoderBlock (0.14)."""
+
+    def __init__(self, nhead, D, F):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(D, eps=1e-6)
+        self.self_attention = nn.MultiheadAttention(D, nhead, dropout=0.0, batch_first=True)
+        self.dropout = nn.Dropout(0.0)
+        self.ln_2 = nn.LayerNorm(D, eps=1e-6)
+        # MLPBlock(MLP): Linear, GELU, Dropout, Linear, Dropout
+        self.mlp = nn.Sequential(nn.Linear(D, F), nn.GELU(), nn.Dropout(0.0), nn.Linear(F, D), nn.Dropout(0.0))
+
+    def forward(self, inp):
+        x = self.ln_1(inp)
+        x, _ = self.self_attention(x, x, x, need_weights=False)
+        x = self.dropout(x) + inp
+        return x + self.mlp(self.ln_2(x))
+
+
+class TVEncoder(nn.Module):
+    def __init__(self, seq, layers, nhead, D, F):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.empty(1, seq, D).normal_(std=0.02))
+        self.dropout = nn.Dropout(0.0)
+        self.layers = nn.Sequential(OrderedDict(
+            ('encoder_layer_%d' % i, TVEncoderBlock(nhead, D, F)) for i in range(layers)))
+        self.ln = nn.LayerNorm(D, eps=1e-6)
+
+    def forward(self, x):
+        return self.ln(self.layers(self.dropout(x + self.pos_embedding)))
+
+
+class TVViT(nn.Module):
+    """torchvision's VisionTransformer (square images, no representation layer)."""
+
+    def __init__(self, C, image, P, D, nhead, layers, F, K):
+        super().__init__()
+        self.conv_proj = nn.Conv2d(C, D, kernel_size=P, stride=P)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.encoder = TVEncoder((image // P) ** 2 + 1, layers, nhead, D, F)
+        self.heads = nn.Sequential(OrderedDict(head=nn.Linear(D, K)))
+
+    def forward(self, x):
+        n = x.shape[0]
+        x = self.conv_proj(x).reshape(n, self.conv_proj.out_channels, -1).permute(0, 2, 1)
+        x = torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)
+        return self.heads(self.encoder(x)[:, 0])
+
+
+def tv_case(rng, gen, i, out):
+    C, P = rng.randint(1, 3), rng.randint(2, 4)
+    image = P * rng.randint(2, 3)
+    D = rng.choice([8, 12, 16])
+    nhead = rng.choice([h for h in (1, 2, 4) if D % h == 0])
+    layers, F, K, N = rng.randint(1, 3), rng.choice([16, 32]), rng.randint(2, 5), rng.randint(1, 3)
+    torch.manual_seed(rng.randint(0, 1 << 30))
+    m = TVViT(C, image, P, D, nhead, layers, F, K)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    m = m.double().eval()
+    images = torch.randn(N, C, image, image, generator=gen).double()
+    with torch.no_grad():
+        logits = m(images)
+    meta = dict(in_channels=C, image=image, patch=P, d_model=D, nhead=nhead, num_layers=layers,
+                dim_feedforward=F, num_classes=K)
+    sd = {k: v.float().contiguous() for k, v in m.state_dict().items()}
+    safetensors_io.save(os.path.join(out, 'case_%04d.safetensors' % i), sd,
+                        {k: str(v) for k, v in meta.items()})
+    safetensors_io.save(os.path.join(out, 'data_%04d.safetensors' % i),
+                        {'images': images.float(), 'logits': logits.float()}, {})
+
+
 def patch_case(rng, gen, i):
     if i == 0:
         N, C, H, W, P, D, bias = 1, 3, 224, 224, 16, 768, True
@@ -143,13 +225,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--out', required=True)
     ap.add_argument('--cases', type=int, default=20)
-    ap.add_argument('--kind', choices=['patch', 'vit'], default='vit')
+    ap.add_argument('--kind', choices=['patch', 'vit', 'torchvision'], default='vit')
     ap.add_argument('--seed', type=int, default=1)
     a = ap.parse_args()
-    rng = random.Random(a.seed + (100 if a.kind == 'vit' else 0))
+    rng = random.Random(a.seed + {'patch': 0, 'vit': 100, 'torchvision': 200}[a.kind])
     gen = torch.Generator().manual_seed(a.seed)
     torch.set_num_threads(1)
     for i in range(a.cases):
+        if a.kind == 'torchvision':
+            tv_case(rng, gen, i, a.out)
+            continue
         t, meta = (patch_case if a.kind == 'patch' else vit_case)(rng, gen, i)
         t = {k: v.detach().float().contiguous() for k, v in t.items()}
         safetensors_io.save(os.path.join(a.out, 'case_%04d.safetensors' % i), t,

@@ -140,6 +140,27 @@ qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
 qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
                            qkv_tensor **logits);
 
+/* torchvision's VisionTransformer (vit_b_16, ...): its state_dict names
+ * the same tensors differently. qkv_vit_torchvision_name maps one key:
+ *   conv_proj.*, class_token                       the same
+ *   encoder.pos_embedding                          pos_embedding
+ *   encoder.layers.encoder_layer_<i>.ln_1.*        encoder.layers.<i>.norm1.*   (ln_2: norm2)
+ *   encoder.layers.encoder_layer_<i>.self_attention.*   ...<i>.self_attn.*
+ *   encoder.layers.encoder_layer_<i>.mlp.0.*       ...<i>.linear1.*  (mlp.3: linear2;
+ *                                                  torchvision < 0.13's mlp.linear_1/_2 too)
+ *   encoder.ln.*                                   encoder.norm.*
+ *   heads.head.*                                   head.*
+ * (QKV_ERR_NOTFOUND for anything else, such as heads.pre_logits).
+ * qkv_vit_load_torchvision loads such a file into the parameters of a
+ * qkv_vit built under prefix with torchvision's options (learned
+ * positions, class token, pool cls, GELU, layer_norm_eps 1e-6, the image
+ * and patch sizes, hidden_dim = d_model, mlp_dim = dim_feedforward),
+ * strictly: every file key must map to a parameter of the same shape and
+ * every parameter under prefix must be found; all is checked before
+ * anything is copied. */
+qkv_status qkv_vit_torchvision_name(const char *key, char *out, size_t n);
+qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, const char *prefix);
+
 #ifdef __cplusplus
 }
 #endif
