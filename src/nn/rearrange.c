@@ -8,6 +8,7 @@
  * strided walk (nn/gather.c) that writes y. docs/vision.md has the grammar
  * and the errors. */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,7 +188,7 @@ static qkv_status parse_sizes(const char *sizes, const side_t *left, int64_t *le
         char *e;
         long long v = strtoll(eq + 1, &e, 10);
         if (e == eq + 1 || v < 1 || v > ((int64_t)1 << 40))
-            return qkv_fail(QKV_ERR_ARG, FN ": sizes gives %s a length that is not a positive integer",
+            return qkv_fail(QKV_ERR_ARG, FN ": sizes gives %s a length that is not an integer in [1, 2^40]",
                             left->name[i]);
         if (len[i] >= 0) return qkv_fail(QKV_ERR_ARG, FN ": sizes gives %s twice", left->name[i]);
         len[i] = v;
@@ -204,8 +205,12 @@ static qkv_status infer_lengths(const side_t *l, const qkv_tensor *x, int64_t *l
         int64_t d = x->shape[g], known = 1;
         int unknown = -1, n_unknown = 0;
         for (int i = l->start[g]; i < l->start[g + 1]; i++) {
-            if (len[i] >= 0) known *= len[i];
-            else unknown = i, n_unknown++;
+            if (len[i] < 0) {
+                unknown = i, n_unknown++;
+                continue;
+            }
+            /* Saturate: sizes may be up to 2^40 each, 16 of them. */
+            known = known > INT64_MAX / len[i] ? INT64_MAX : known * len[i];
         }
         if (n_unknown > 1)
             return qkv_fail(QKV_ERR_ARG, FN ": cannot infer the lengths in %s from dim %d of x "
