@@ -227,4 +227,5 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/data.h"
 #include "qkv/image.h"
 #include "qkv/models.h"
+#include "qkv/vision.h"
 #endif
