@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gradcheck.h"
+#include "kernels/rows.h"
 #include "oracle.h"
 
 #define TRY(expr)                              \
@@ -406,6 +407,28 @@ static void test_reverse(void)
            "sources reversed exactly (greedy)\n", secs, 100 * acc);
 }
 
+/* ---- the vectorised tanh (src/kernels/rows.c) against tanh in double ---------- */
+
+static void test_vec_tanh(void)
+{
+    enum { M = 200001 };
+    float *x = malloc(M * sizeof *x), *y = malloc(M * sizeof *y);
+    for (int i = 0; i < M; i++) x[i] = -12.0f + 24.0f * (float)i / (M - 1);
+    x[0] = 0.0f, x[1] = -1e-30f, x[2] = INFINITY, x[3] = -INFINITY, x[4] = NAN, x[5] = 9.0f;
+    qkv_vec_tanh(y, x, M);
+    double worst = 0;
+    for (int i = 0; i < M; i++) {
+        if (isnan(x[i])) continue;
+        double t = tanh((double)x[i]);
+        worst = fmax(worst, fabs(y[i] - t) / fmax(fabs(t), 1e-38));
+    }
+    CHECK(worst <= 3e-7, "qkv_vec_tanh: relative error %.3g against tanh", worst);
+    CHECK(y[0] == 0.0f && y[2] == 1.0f && y[3] == -1.0f && isnan(y[4]), "qkv_vec_tanh: 0, +-inf, NaN give %g %g %g %g",
+          y[0], y[2], y[3], y[4]);
+    printf("qkv_vec_tanh: worst relative error %.3g over [-12,12]\n", worst);
+    free(x), free(y);
+}
+
 /* ---- bad input --------------------------------------------------------------- */
 
 static void test_errors(void)
@@ -491,6 +514,7 @@ static void test_errors(void)
 int main(void)
 {
     test_errors();
+    test_vec_tanh();
     test_gradcheck();
     test_weights_and_paths();
     test_decoding();

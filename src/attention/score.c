@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/internal.h"
+#include "kernels/rows.h"
 #include "nn/bmm.h"
 
 static const char *const kind_names[] = {"dot", "scaled_dot", "cosine",
@@ -91,7 +92,8 @@ static qkv_status l2_normalize(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
  * scores[n,t,s] = sum_k v[k] tanh(vs[n,t,k] + wh[n,s,k]), where vs = V_a s
  * and wh = W_a h come from qkv_linear. When recording, the (N,T,S,r) tanh
  * values are kept for the backward (the same memory PyTorch's autograd
- * keeps for tanh(V_a s + W_a h)). Both directions run the batch entries on
+ * keeps for tanh(V_a s + W_a h)), computed by qkv_vec_tanh (tanhf under
+ * qkv_reference()). Both directions run the batch entries on
  * OpenMP's threads; each entry's numbers do not depend on the thread count
  * (dv is summed over the entries in order, after). */
 
@@ -154,25 +156,33 @@ static qkv_status additive_combine(qkv_ctx *c, qkv_tensor *vs, qkv_tensor *wh, q
     int rec = qkv_ctx_recording(c, in, 3);
     QKV_TRY(qkv_ctx_tensor(c, vs->ndim, vs->ndim == 3 ? shape3 : shape2, rec, y));
     float *yd = (*y)->data; // (N,T,S)
-    float *us = NULL;       // (N,T,S,r) kept for the backward
-    if (rec && !(us = qkv_ctx_alloc(c, (size_t)(N * T * S * R) * sizeof(float)))) return QKV_ERR_NOMEM;
+    qkv_arena *a = qkv_ctx_arena(c);
+    qkv_arena_mark mk = qkv_arena_get_mark(a);
+    /* (N,T,S,r) tanh values: kept for the backward when recording, else scratch */
+    float *us = qkv_ctx_alloc(c, (size_t)(N * T * S * R) * sizeof(float));
+    if (!us) return QKV_ERR_NOMEM;
+    int ref = qkv_reference();
 #pragma omp parallel for if (N * T * S * R >= QKV_PAR_MIN)
     for (int64_t n = 0; n < N; n++)
         for (int64_t t = 0; t < T; t++) {
             const float *vsr = vs->data + (n * T + t) * R; // (r)
             for (int64_t j = 0; j < S; j++) {
                 const float *whr = wh->data + (n * S + j) * R; // (r)
-                float *u = us ? us + ((n * T + t) * S + j) * R : NULL; // (r)
+                float *u = us + ((n * T + t) * S + j) * R;     // (r)
+                for (int64_t k = 0; k < R; k++) u[k] = vsr[k] + whr[k];
+                if (ref)
+                    for (int64_t k = 0; k < R; k++) u[k] = tanhf(u[k]);
+                else
+                    qkv_vec_tanh(u, u, R);
                 double acc = 0;
-                for (int64_t k = 0; k < R; k++) {
-                    float uk = tanhf(vsr[k] + whr[k]);
-                    if (u) u[k] = uk;
-                    acc += (double)v->data[k] * uk;
-                }
+                for (int64_t k = 0; k < R; k++) acc += (double)v->data[k] * u[k];
                 yd[(n * T + t) * S + j] = (float)acc;
             }
         }
-    if (!rec) return QKV_OK;
+    if (!rec) {
+        qkv_arena_release(a, mk);
+        return QKV_OK;
+    }
     additive_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
     *s = (additive_saved){vs, wh, v, *y, us, N, T, S, R};
