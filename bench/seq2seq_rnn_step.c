@@ -4,12 +4,23 @@
  *   build/bench/seq2seq_rnn_step [ATTN [RNN [B [H [V [L [STEPS]]]]]]]
  * defaults: additive gru 64 256 8000 12 10. Embedding size = H; source
  * lengths drawn in [L/2, L], targets of L+1 steps (the last row's shorter,
- * padded with 0 = ignore_index). Prints "ROW qkv <attn> <rnn> <median ms>"
- * over STEPS steps after 2 warm-up steps. */
+ * padded with 0 = ignore_index). Prints "ROW qkv<threads> <attn> <rnn>
+ * <median ms> <median CPU ms>" over STEPS steps after 2 warm-up steps (CPU
+ * time: the process's, all threads; on a shared machine it moves less
+ * than the wall time). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include "qkv.h"
+
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
 
 static int cmp(const void *a, const void *b)
 {
@@ -50,9 +61,9 @@ int main(int argc, char **argv)
         return 1;
     }
     qkv_ctx_set_training(c, 1);
-    double *ms = malloc((size_t)(steps + 2) * sizeof *ms);
+    double *ms = malloc((size_t)(steps + 2) * sizeof *ms), *cpu = malloc((size_t)(steps + 2) * sizeof *cpu);
     for (int s = 0; s < steps + 2; s++) {
-        double t0 = omp_get_wtime();
+        double t0 = omp_get_wtime(), c0 = cpu_ms();
         qkv_ctx_reset(c);
         qkv_arena *a = qkv_ctx_arena(c);
         qkv_tensor *ts, *ti, *to, *lg, *loss;
@@ -67,13 +78,15 @@ int main(int argc, char **argv)
         }
         qkv_params_zero_grad(p);
         ms[s] = (omp_get_wtime() - t0) * 1e3;
+        cpu[s] = cpu_ms() - c0;
     }
     qsort(ms + 2, (size_t)steps, sizeof *ms, cmp);
-    printf("ROW qkv %s %s %.2f\n", an, rn, ms[2 + steps / 2]);
+    qsort(cpu + 2, (size_t)steps, sizeof *cpu, cmp);
+    printf("ROW qkv%d %s %s %.2f %.2f\n", omp_get_max_threads(), an, rn, ms[2 + steps / 2], cpu[2 + steps / 2]);
     qkv_optim_free(opt);
     qkv_seq2seq_rnn_free(&m);
     qkv_ctx_free(c);
     qkv_params_free(p);
-    free(ms), free(src), free(tin), free(tout), free(lens);
+    free(ms), free(cpu), free(src), free(tin), free(tout), free(lens);
     return 0;
 }

@@ -7,8 +7,9 @@ torch.optim.Adam) of tools/seq2seq_rnn_oracle.py's Seq2SeqRNN (the same
 model as qkv_seq2seq_rnn, packed source sequences) in float32, on the same
 shapes as build/bench/seq2seq_rnn_step (embedding = H, source lengths in
 [L/2, L], targets of L+1 steps, teacher forcing 1). torch.set_num_threads
-(THREADS). Prints "ROW torch<THREADS> <attn> <rnn> <median ms>" over STEPS
-steps after 2 warm-up steps.
+(THREADS). Prints "ROW torch<THREADS> <attn> <rnn> <median ms> <median CPU
+ms>" over STEPS steps after 2 warm-up steps (CPU: time.process_time, all
+threads).
 """
 import os
 import statistics
@@ -39,16 +40,18 @@ def main():
     tout = torch.randint(3, V, (B, T))
     tout[B - 1, T // 2 + 1:] = 0
     tin = torch.cat([torch.ones(B, 1, dtype=torch.int64), tout[:, :-1]], 1)
-    ms = []
+    ms, cpu = [], []
     for _ in range(steps + 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         logits, _ = m(src, lengths, tin, 1)
         loss = F.cross_entropy(logits.reshape(-1, V), tout.reshape(-1), ignore_index=0)
         opt.zero_grad()
         loss.backward()
         opt.step()
         ms.append((time.perf_counter() - t0) * 1e3)
-    print('ROW torch%d %s %s %.2f' % (threads, an, rn, statistics.median(ms[2:])))
+        cpu.append((time.process_time() - c0) * 1e3)
+    print('ROW torch%d %s %s %.2f %.2f' % (threads, an, rn, statistics.median(ms[2:]),
+                                         statistics.median(cpu[2:])))
 
 
 if __name__ == '__main__':

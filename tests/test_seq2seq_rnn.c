@@ -407,25 +407,38 @@ static void test_reverse(void)
            "sources reversed exactly (greedy)\n", secs, 100 * acc);
 }
 
-/* ---- the vectorised tanh (src/kernels/rows.c) against tanh in double ---------- */
+/* ---- the vectorised exp, sigmoid, tanh (src/kernels/rows.c) against double ---- */
 
-static void test_vec_tanh(void)
+static void test_vec_math(void)
 {
     enum { M = 200001 };
     float *x = malloc(M * sizeof *x), *y = malloc(M * sizeof *y);
-    for (int i = 0; i < M; i++) x[i] = -12.0f + 24.0f * (float)i / (M - 1);
-    x[0] = 0.0f, x[1] = -1e-30f, x[2] = INFINITY, x[3] = -INFINITY, x[4] = NAN, x[5] = 9.0f;
-    qkv_vec_tanh(y, x, M);
-    double worst = 0;
-    for (int i = 0; i < M; i++) {
-        if (isnan(x[i])) continue;
-        double t = tanh((double)x[i]);
-        worst = fmax(worst, fabs(y[i] - t) / fmax(fabs(t), 1e-38));
+    double worst[3] = {0, 0, 0};
+    const char *names[3] = {"qkv_vec_tanh", "qkv_vec_sigmoid", "qkv_vec_exp"};
+    for (int f = 0; f < 3; f++) {
+        float lo = f == 0 ? -12.0f : f == 1 ? -80.0f : -87.0f, hi = f == 0 ? 12.0f : f == 1 ? 40.0f : 88.0f;
+        for (int i = 0; i < M; i++) x[i] = lo + (hi - lo) * (float)i / (M - 1);
+        x[1] = -1e-30f;
+        if (f == 0) qkv_vec_tanh(y, x, M);
+        else if (f == 1) qkv_vec_sigmoid(y, x, M);
+        else qkv_vec_exp(y, x, M);
+        for (int i = 0; i < M; i++) {
+            double v = x[i], t = f == 0 ? tanh(v) : f == 1 ? 1.0 / (1.0 + exp(-v)) : exp(v);
+            worst[f] = fmax(worst[f], fabs(y[i] - t) / fmax(fabs(t), 1e-38));
+        }
+        CHECK(worst[f] <= 3e-7, "%s: relative error %.3g against double", names[f], worst[f]);
     }
-    CHECK(worst <= 3e-7, "qkv_vec_tanh: relative error %.3g against tanh", worst);
-    CHECK(y[0] == 0.0f && y[2] == 1.0f && y[3] == -1.0f && isnan(y[4]), "qkv_vec_tanh: 0, +-inf, NaN give %g %g %g %g",
-          y[0], y[2], y[3], y[4]);
-    printf("qkv_vec_tanh: worst relative error %.3g over [-12,12]\n", worst);
+    float sp[5] = {0.0f, INFINITY, -INFINITY, NAN, 9.0f}, o[3][5];
+    qkv_vec_tanh(o[0], sp, 5);
+    qkv_vec_sigmoid(o[1], sp, 5);
+    qkv_vec_exp(o[2], sp, 5);
+    CHECK(o[0][0] == 0.0f && o[0][1] == 1.0f && o[0][2] == -1.0f && isnan(o[0][3]),
+          "qkv_vec_tanh: 0, +-inf, NaN give %g %g %g %g", o[0][0], o[0][1], o[0][2], o[0][3]);
+    CHECK(o[1][0] == 0.5f && o[1][1] == 1.0f && o[1][2] < 1e-37f && isnan(o[1][3]),
+          "qkv_vec_sigmoid: 0, +-inf, NaN give %g %g %g %g", o[1][0], o[1][1], o[1][2], o[1][3]);
+    CHECK(o[2][0] == 1.0f && isnan(o[2][3]), "qkv_vec_exp: 0, NaN give %g %g", o[2][0], o[2][3]);
+    printf("vectorised math, worst relative error against double: tanh %.3g on [-12,12], sigmoid %.3g on "
+           "[-80,40], exp %.3g on [-87,88]\n", worst[0], worst[1], worst[2]);
     free(x), free(y);
 }
 
@@ -514,7 +527,7 @@ static void test_errors(void)
 int main(void)
 {
     test_errors();
-    test_vec_tanh();
+    test_vec_math();
     test_gradcheck();
     test_weights_and_paths();
     test_decoding();

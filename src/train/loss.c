@@ -3,11 +3,13 @@
  *
  * Sums are taken in double. The cross entropy keeps the log-sum-exp of every
  * position and, when recording, the softmax (one exp per logit, as large as
- * the logits) for the backward. Positions run on OpenMP's threads; each
- * one's numbers do not depend on the thread count. */
+ * the logits; vectorised in float when the classes are the last dim, under
+ * qkv_reference() libm's exp in double) for the backward. Positions run on
+ * OpenMP's threads; each one's numbers do not depend on the thread count. */
 #include <math.h>
 #include <stdio.h>
 #include "core/internal.h"
+#include "kernels/rows.h"
 
 static qkv_status check_reduction(const char *fn, qkv_reduction r)
 {
@@ -208,6 +210,9 @@ static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore
  * NULL) gets softmax(x) over the classes (one exp per element in all). */
 static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
 {
+    /* classes contiguous (K = 1) and p kept: exp(x - max) vectorised in
+     * float (qkv_vec_exp), summed in double; libm's exp in double otherwise */
+    int vec = d.K == 1 && p && !qkv_reference();
 #pragma omp parallel for collapse(2) if (d.N * d.C * d.K >= QKV_PAR_MIN)
     for (int64_t n = 0; n < d.N; n++)
         for (int64_t k = 0; k < d.K; k++) {
@@ -217,7 +222,12 @@ static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
                 if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
             double sum = 0;
             float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
-            for (int64_t cl = 0; cl < d.C; cl++) {
+            if (vec) {
+                for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
+                qkv_vec_exp(pi, pi, d.C);
+            }
+            for (int64_t cl = 0; vec && cl < d.C; cl++) sum += pi[cl];
+            for (int64_t cl = 0; !vec && cl < d.C; cl++) {
                 double e = exp((double)xi[cl * d.K] - mx);
                 sum += e;
                 if (pi) pi[cl * d.K] = (float)e;
