@@ -67,6 +67,19 @@ qkv_status qkv_seq2seq_generate(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *
                                 int64_t bos_id, const qkv_generate_opts *o, int64_t *tokens,
                                 int64_t *lengths, float *scores);
 
+/* The recurrent encoder-decoder (qkv_seq2seq_rnn): src (N,S) ids with
+ * src_lengths NULL or (N) in [1,S] (as its forward); decoding starts from
+ * bos_id, which is not in tokens. No cache: the model's state (the
+ * encoder's outputs, the decoder's states) is kept for N rows (greedy,
+ * sampling) or N * num_beams (beam). Location attention needs
+ * max_new_tokens <= max_length. The attention weights of a decoded output
+ * are those of qkv_seq2seq_rnn_forward run with it as tgt_in (bos then the
+ * tokens), in eval mode. */
+qkv_status qkv_seq2seq_rnn_generate(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                    const int64_t *src_lengths, int64_t bos_id,
+                                    const qkv_generate_opts *o, int64_t *tokens,
+                                    int64_t *lengths, float *scores);
+
 /* The sampling distribution of one logits vector (V) under o's
  * temperature, top_k and top_p: probs (V), zero outside the kept set. Ties
  * at the top-k or top-p cut keep the lower ids. Scratch from the ctx's

@@ -207,6 +207,120 @@ qkv_status qkv_seq2seq_forward_cached(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_c
                                       qkv_tensor *tgt, const qkv_tensor *tgt_padding_mask,
                                       qkv_tensor **logits);
 
+/* ---- the recurrent encoder-decoder with attention (seq2seq_rnn.c) -------
+ * The lecture's seq2seq RNN (seed 000's score functions, seed 004's
+ * location attention). docs/seq2seq.md has the equations and the names.
+ *
+ * Encoder: src ids (N,S) -> embedding (E) -> GRU or LSTM (num_layers,
+ * optionally bidirectional, batch_first), source lengths as packed
+ * sequences -> outputs H^E (N,S,K), K = D*hidden_size, and final states.
+ * Decoder (hidden_size H, num_layers as the encoder), started from the
+ * encoder's final states (D = 1) or from the bridge (D = 2):
+ *   h0 = tanh(bridge([h_fwd; h_bwd])) per layer (an LSTM's c0 = bridge_c(..)).
+ * Luong's attention (the six score kinds) and the baseline, at step t:
+ *   h_t = RNN(emb(y_{t-1}), h_{t-1})
+ *   a_t = softmax(score(h_t, H^E)) over the source (padding gets 0)
+ *   c_t = a_t H^E                     (baseline NONE: c_t = the last encoder
+ *                                      state of the top layer, [fwd; bwd])
+ *   h~_t = tanh(concat([c_t; h_t])),  logits_t = out(h~_t)
+ * Location attention (PyTorch's translation tutorial, AttnDecoderRNN):
+ *   x~ = emb(y_{t-1}), a_t = softmax(attn([x~; h_{t-1}])) over the first S
+ *   of max_length positions, c_t = a_t H^E,
+ *   z_t = relu(attn_combine([x~; c_t])), h_t = RNN(z_t, h_{t-1}),
+ *   logits_t = out(h_t). */
+typedef enum {
+    QKV_RNN_ATTN_DOT = 0,      /* the qkv_score_kind values first, in order */
+    QKV_RNN_ATTN_SCALED_DOT,
+    QKV_RNN_ATTN_COSINE,
+    QKV_RNN_ATTN_GENERAL,
+    QKV_RNN_ATTN_REDUCED_RANK,
+    QKV_RNN_ATTN_ADDITIVE,
+    QKV_RNN_ATTN_LOCATION,     /* seed 004 / the tutorial's AttnDecoderRNN */
+    QKV_RNN_ATTN_NONE          /* the baseline: the context is the last encoder state */
+} qkv_rnn_attention;
+
+/* "dot", "scaled_dot", "cosine", "general", "reduced_rank", "additive",
+ * "location", "none" (NULL out of range); parse also takes the CLI's
+ * "scaled", "low-rank", "low_rank", "reduced-rank", "bahdanau". */
+const char *qkv_rnn_attention_name(qkv_rnn_attention a);
+qkv_status qkv_rnn_attention_parse(const char *name, qkv_rnn_attention *a);
+
+typedef struct {
+    int64_t src_vocab, tgt_vocab;
+    int64_t embed_dim;         /* E, both embeddings */
+    int64_t hidden_size;       /* H, encoder (per direction) and decoder */
+    int64_t num_layers;        /* encoder and decoder alike; default 1 */
+    qkv_rnn_mode rnn;          /* GRU (default) or LSTM, both sides */
+    int bidirectional;         /* the encoder; default 0 */
+    qkv_rnn_attention attention; /* default additive */
+    int64_t attn_rank;         /* r of reduced-rank and additive; 0 (default): H */
+    int64_t max_length;        /* location attention's L_max: longest source and target */
+    float dropout;             /* on both embeddings and between RNN layers, training only */
+    int64_t padding_idx;       /* both embeddings' padding_idx; -1 (default): none */
+} qkv_seq2seq_rnn_opts;
+
+/* GRU, additive attention, one layer, unidirectional, max_length 0
+ * (set it for location attention), no dropout, no padding_idx. */
+qkv_seq2seq_rnn_opts qkv_seq2seq_rnn_opts_default(int64_t src_vocab, int64_t tgt_vocab,
+                                                  int64_t embed_dim, int64_t hidden_size);
+
+/* Parameters under prefix (PyTorch-style names; K = D*H):
+ *   encoder.embedding.weight (V_src,E), encoder.rnn.{weight,bias}_{ih,hh}_l<k>[_reverse]
+ *   bridge.weight (H,2H), bridge.bias; bridge_c.* (LSTM)   when bidirectional
+ *   decoder.embedding.weight (V_tgt,E), decoder.rnn.*  (input E, hidden H)
+ *   decoder.attn.W_a / U_a / V_a / v_a                     the score's (qkv_score_init)
+ *   decoder.attn.weight (max_length,E+H), decoder.attn.bias   location
+ *   decoder.attn_combine.weight (E,E+K), .bias                location
+ *   decoder.concat.weight (H,K+H), decoder.concat.bias     all but location
+ *   decoder.out.weight (V_tgt,H), decoder.out.bias
+ * dot, scaled dot and cosine need K == H, so a unidirectional encoder:
+ * with a bidirectional one they are refused (general, reduced-rank and
+ * additive project K to the query's H; location and none take any K). */
+typedef struct {
+    qkv_seq2seq_rnn_opts o;
+    qkv_nn_embedding src_emb, tgt_emb;
+    qkv_nn_rnn encoder, decoder;        /* batch_first */
+    qkv_nn_linear bridge, bridge_c;     /* when bidirectional (bridge_c: LSTM) */
+    qkv_score score;                    /* the six score kinds */
+    qkv_nn_linear attn, attn_combine;   /* location */
+    qkv_nn_linear concat;               /* all but location */
+    qkv_nn_linear out;
+} qkv_seq2seq_rnn;
+
+qkv_status qkv_seq2seq_rnn_init(qkv_seq2seq_rnn *m, const qkv_seq2seq_rnn_opts *o,
+                                qkv_params *p, const char *prefix, qkv_rng *rng);
+void qkv_seq2seq_rnn_free(qkv_seq2seq_rnn *m);
+
+/* Teacher forcing: step 0 is fed tgt_in[:,0] (the begin token); each later
+ * step t is fed tgt_in[:,t] with probability teacher_forcing (one draw per
+ * step for the whole batch, from a qkv_rng seeded with seed), else the
+ * argmax of the model's own logits at t-1. 1 (the default) always feeds
+ * the target: the Luong kinds then run the decoder RNN over all T steps
+ * at once. stepwise = 1 runs them one step at a time anyway (the same
+ * numbers; for tests). */
+typedef struct {
+    float teacher_forcing; /* [0,1]; default 1 */
+    uint64_t seed;         /* default 0 */
+    int stepwise;          /* default 0 */
+} qkv_seq2seq_rnn_args;
+qkv_seq2seq_rnn_args qkv_seq2seq_rnn_args_default(void);
+
+/* Training forward: src (N,S) ids, src_lengths (N) in [1,S] or NULL (all
+ * S; padding is whatever follows a row's length), tgt_in (N,T) the
+ * decoder's inputs (<bos> y_1 .. y_{T-1}) -> logits (N,T,V_tgt);
+ * weights (may be NULL) gets the attention weights (N,T,S) (row (n,t) sums
+ * to 1 over the first src_lengths[n] positions, 0 after), NULL for NONE.
+ * args NULL: the defaults. Location attention needs S and T <= max_length. */
+qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                   const int64_t *src_lengths, qkv_tensor *tgt_in,
+                                   const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
+                                   qkv_tensor **weights);
+/* The mean cross-entropy of logits (N,T,V) against tgt_out (N,T) I64 (the
+ * next tokens, y_1 .. y_T), positions equal to ignore_index left out:
+ * F.cross_entropy(logits.reshape(-1,V), tgt_out.reshape(-1), ignore_index). */
+qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_out,
+                                int64_t ignore_index, qkv_tensor **loss);
+
 #ifdef __cplusplus
 }
 #endif

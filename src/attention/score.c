@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/internal.h"
+#include "kernels/rows.h"
 #include "nn/bmm.h"
 
 static const char *const kind_names[] = {"dot", "scaled_dot", "cosine",
@@ -89,11 +90,16 @@ static qkv_status l2_normalize(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
 /* ---- the additive combination ----------------------------------------------
  *
  * scores[n,t,s] = sum_k v[k] tanh(vs[n,t,k] + wh[n,s,k]), where vs = V_a s
- * and wh = W_a h come from qkv_linear. The (N,T,S,r) tanh values are not
- * stored: the backward recomputes them. */
+ * and wh = W_a h come from qkv_linear. When recording, the (N,T,S,r) tanh
+ * values are kept for the backward (the same memory PyTorch's autograd
+ * keeps for tanh(V_a s + W_a h)), computed by qkv_vec_tanh (tanhf under
+ * qkv_reference()). Both directions run the batch entries on
+ * OpenMP's threads; each entry's numbers do not depend on the thread count
+ * (dv is summed over the entries in order, after). */
 
 typedef struct {
     qkv_tensor *vs, *wh, *v, *y;
+    float *u; // (N,T,S,r) the tanh values
     int64_t N, T, S, r;
 } additive_saved;
 
@@ -111,23 +117,31 @@ static qkv_status additive_backward(qkv_ctx *c, void *p)
     if ((s->vs->requires_grad && !dvs) || (s->wh->requires_grad && !dwh) ||
         (s->v->requires_grad && !dv))
         return QKV_ERR_NOMEM;
-    int64_t T = s->T, S = s->S, R = s->r;
+    int64_t N = s->N, T = s->T, S = s->S, R = s->r;
+    qkv_arena_mark mk = qkv_arena_get_mark(a);
+    float *dvn = dv ? qkv_arena_alloc(a, (size_t)(N * R) * sizeof(float)) : NULL; // (N,r)
+    if (dv && !dvn) return qkv_fail(QKV_ERR_NOMEM, "score_forward: out of memory for the backward");
     const float *v = s->v->data; // (r)
-    for (int64_t n = 0; n < s->N; n++)
+#pragma omp parallel for if (N * T * S * R >= QKV_PAR_MIN)
+    for (int64_t n = 0; n < N; n++)
         for (int64_t t = 0; t < T; t++) {
-            const float *vs = s->vs->data + (n * T + t) * R; // (r)
+            float *dvst = dvs ? dvs + (n * T + t) * R : NULL; // (r)
             for (int64_t j = 0; j < S; j++) {
                 float g = dy[(n * T + t) * S + j];
-                const float *wh = s->wh->data + (n * S + j) * R; // (r)
+                const float *u = s->u + ((n * T + t) * S + j) * R; // (r)
+                float *dwhj = dwh ? dwh + (n * S + j) * R : NULL;   // (r)
+                if (dvn)
+                    for (int64_t k = 0; k < R; k++) dvn[n * R + k] += g * u[k];
                 for (int64_t k = 0; k < R; k++) {
-                    float u = tanhf(vs[k] + wh[k]);
-                    float e = g * v[k] * (1.0f - u * u);
-                    if (dv) dv[k] += g * u;
-                    if (dvs) dvs[(n * T + t) * R + k] += e;
-                    if (dwh) dwh[(n * S + j) * R + k] += e;
+                    float e = g * v[k] * (1.0f - u[k] * u[k]);
+                    if (dvst) dvst[k] += e;
+                    if (dwhj) dwhj[k] += e;
                 }
             }
         }
+    for (int64_t n = 0; dv && n < N; n++)
+        for (int64_t k = 0; k < R; k++) dv[k] += dvn[n * R + k];
+    qkv_arena_release(a, mk);
     return QKV_OK;
 }
 
@@ -142,20 +156,36 @@ static qkv_status additive_combine(qkv_ctx *c, qkv_tensor *vs, qkv_tensor *wh, q
     int rec = qkv_ctx_recording(c, in, 3);
     QKV_TRY(qkv_ctx_tensor(c, vs->ndim, vs->ndim == 3 ? shape3 : shape2, rec, y));
     float *yd = (*y)->data; // (N,T,S)
+    qkv_arena *a = qkv_ctx_arena(c);
+    qkv_arena_mark mk = qkv_arena_get_mark(a);
+    /* (N,T,S,r) tanh values: kept for the backward when recording, else scratch */
+    float *us = qkv_ctx_alloc(c, (size_t)(N * T * S * R) * sizeof(float));
+    if (!us) return QKV_ERR_NOMEM;
+    int ref = qkv_reference();
+#pragma omp parallel for if (N * T * S * R >= QKV_PAR_MIN)
     for (int64_t n = 0; n < N; n++)
         for (int64_t t = 0; t < T; t++) {
             const float *vsr = vs->data + (n * T + t) * R; // (r)
             for (int64_t j = 0; j < S; j++) {
                 const float *whr = wh->data + (n * S + j) * R; // (r)
+                float *u = us + ((n * T + t) * S + j) * R;     // (r)
+                for (int64_t k = 0; k < R; k++) u[k] = vsr[k] + whr[k];
+                if (ref)
+                    for (int64_t k = 0; k < R; k++) u[k] = tanhf(u[k]);
+                else
+                    qkv_vec_tanh(u, u, R);
                 double acc = 0;
-                for (int64_t k = 0; k < R; k++) acc += (double)v->data[k] * tanhf(vsr[k] + whr[k]);
+                for (int64_t k = 0; k < R; k++) acc += (double)v->data[k] * u[k];
                 yd[(n * T + t) * S + j] = (float)acc;
             }
         }
-    if (!rec) return QKV_OK;
+    if (!rec) {
+        qkv_arena_release(a, mk);
+        return QKV_OK;
+    }
     additive_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (additive_saved){vs, wh, v, *y, N, T, S, R};
+    *s = (additive_saved){vs, wh, v, *y, us, N, T, S, R};
     return qkv_ctx_record(c, additive_backward, s);
 }
 

@@ -216,7 +216,7 @@ qkv_status dec_beam(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache
                     const qkv_generate_opts *o, float *logits, int64_t *tokens,
                     int64_t *lengths, float *scores)
 {
-    int64_t B = o->num_beams, N = kc->batch / B, M = o->max_new_tokens;
+    int64_t B = o->num_beams, N = (kc ? kc->batch : g->rows) / B, M = o->max_new_tokens;
     beam_state s;
     QKV_TRY(beam_alloc(&s, N, B, g->V, M));
     qkv_status st = QKV_OK;
@@ -229,7 +229,8 @@ qkv_status dec_beam(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache
         beam_advance(&s, t);
         if (all_done || t == M - 1) break;
         qkv_ctx_reset(c);
-        if (!is_identity(s.parent, s.R)) st = tfm_cache_reorder(c, kc, s.parent, 0);
+        if (!is_identity(s.parent, s.R))
+            st = g->reorder ? g->reorder(c, g, s.parent) : tfm_cache_reorder(c, kc, s.parent, 0);
         if (st == QKV_OK) st = dec_feed_tokens(fn, c, g, kc, s.next, logits);
     }
     if (st == QKV_OK) beam_output(&s, o, tokens, lengths, scores);

@@ -19,29 +19,52 @@ typedef qkv_status (*dec_hidden_fn)(const char *fn, qkv_ctx *c, const void *m,
 typedef qkv_status (*dec_logits_fn)(qkv_ctx *c, const void *m, qkv_tensor *h,
                                     qkv_tensor **logits);
 
-/* One model as the decoding loops see it. */
-typedef struct {
-    const void *m;        /* the qkv_lm or qkv_seq2seq */
+typedef struct dec_model dec_model;
+/* A model without a KV cache (the recurrent seq2seq, generate_rnn.c):
+ * feeds one token per row, next (R), and leaves the logits (R,V) in out;
+ * reorder makes row r what row rows[r] was (beam search). */
+typedef qkv_status (*dec_feed_fn)(const char *fn, qkv_ctx *c, const dec_model *g,
+                                  const int64_t *next, float *out);
+typedef qkv_status (*dec_reorder_fn)(qkv_ctx *c, const dec_model *g, const int64_t *rows);
+
+/* One model as the decoding loops see it: a cached transformer (hidden,
+ * logits, and the loops' kc), or a model with its own state (feed,
+ * reorder, state, rows; the loops' kc is NULL). */
+struct dec_model {
+    const void *m;        /* the qkv_lm, qkv_seq2seq or qkv_seq2seq_rnn */
     dec_hidden_fn hidden;
     dec_logits_fn logits;
     int64_t V;            /* vocabulary (of the target) */
-} dec_model;
+    dec_feed_fn feed;
+    dec_reorder_fn reorder;
+    void *state;
+    int64_t rows;         /* R without a cache */
+};
 
 /* generate.c: feeds ids (R,T) through the cached forward; the last
  * position's logits into out (R,V). Only that position goes through the
  * output layer. */
 qkv_status dec_model_step(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
                           qkv_tensor *ids, const qkv_tensor *pad, float *out);
-/* generate.c: resets the ctx and feeds one token per row, next (R). */
+/* generate.c: resets the ctx and feeds one token per row, next (R),
+ * through g->feed or the cache kc. */
 qkv_status dec_feed_tokens(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
                            int64_t *next, float *out);
+
+/* generate.c: the checks of o shared by every generate call (V: the
+ * vocabulary), and the decoding after the first logits (R,V): tokens,
+ * lengths filled with pad_id and 0, then greedy, sampling or beam search. */
+qkv_status dec_check_generate_opts(const char *fn, const qkv_generate_opts *o, int64_t V);
+qkv_status dec_run(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
+                   const qkv_generate_opts *o, int64_t N, float *logits, int64_t *tokens,
+                   int64_t *lengths, float *scores);
 
 /* sample.c: temperature, top_k, top_p in range. */
 qkv_status dec_check_sampling(const char *fn, const qkv_generate_opts *o);
 
 /* The loops, after the prefill left the first logits (R,V) in logits
  * (overwritten step by step). tokens (N,M) and lengths (N) come in filled
- * with pad_id and 0; scores (N) or NULL. The cache has R = kc->batch rows:
+ * with pad_id and 0; scores (N) or NULL. The cache (or g->rows) has R rows:
  * N for greedy and sampling (greedy.c), N * num_beams for beam search
  * (beam.c). */
 qkv_status dec_greedy(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,

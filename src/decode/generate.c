@@ -53,6 +53,7 @@ qkv_status dec_feed_tokens(const char *fn, qkv_ctx *c, const dec_model *g, qkv_k
                            int64_t *next, float *out)
 {
     qkv_ctx_reset(c);
+    if (g->feed) return g->feed(fn, c, g, next, out);
     qkv_tensor *ids; // (R,1)
     QKV_TRY(qkv_tensor_wrap_i64(qkv_ctx_arena(c), next, 2, (int64_t[]){kc->batch, 1}, &ids));
     return dec_model_step(fn, c, g, kc, ids, NULL, out);
@@ -60,7 +61,7 @@ qkv_status dec_feed_tokens(const char *fn, qkv_ctx *c, const dec_model *g, qkv_k
 
 /* ---- the generate calls ------------------------------------------------------------------- */
 
-static qkv_status check_generate_opts(const char *fn, const qkv_generate_opts *o, int64_t V)
+qkv_status dec_check_generate_opts(const char *fn, const qkv_generate_opts *o, int64_t V)
 {
     if (o->kind != QKV_DECODE_GREEDY && o->kind != QKV_DECODE_SAMPLE && o->kind != QKV_DECODE_BEAM)
         return qkv_fail(QKV_ERR_ARG, "%s: kind %d is not a qkv_decode_kind value", fn, (int)o->kind);
@@ -119,18 +120,17 @@ static qkv_status check_gen_call(const gen_call *gc)
     return QKV_OK;
 }
 
-/* After the prefill filled logits: the outputs padded, then decoded. */
-static qkv_status gen_decode(const gen_call *gc, const dec_model *g, qkv_kv_cache *kc,
-                             int64_t N, float *logits)
+qkv_status dec_run(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
+                   const qkv_generate_opts *o, int64_t N, float *logits, int64_t *tokens,
+                   int64_t *lengths, float *scores)
 {
-    const qkv_generate_opts *o = gc->o;
     int64_t M = o->max_new_tokens;
-    for (int64_t i = 0; i < N * M; i++) gc->tokens[i] = o->pad_id;
-    for (int64_t n = 0; n < N; n++) gc->lengths[n] = 0;
-    if (o->kind == QKV_DECODE_BEAM)
-        return dec_beam(gc->fn, gc->c, g, kc, o, logits, gc->tokens, gc->lengths, gc->scores);
-    return dec_greedy(gc->fn, gc->c, g, kc, o, logits, gc->tokens, gc->lengths, gc->scores);
+    for (int64_t i = 0; i < N * M; i++) tokens[i] = o->pad_id;
+    for (int64_t n = 0; n < N; n++) lengths[n] = 0;
+    if (o->kind == QKV_DECODE_BEAM) return dec_beam(fn, c, g, kc, o, logits, tokens, lengths, scores);
+    return dec_greedy(fn, c, g, kc, o, logits, tokens, lengths, scores);
 }
+
 
 /* The prompt's padding: BOOL (N,P), every row's last position real. Sets
  * *longest to the most real tokens of a row. */
@@ -170,11 +170,13 @@ static qkv_status lm_prefill(const char *fn, qkv_ctx *c, const dec_model *g, qkv
 static qkv_status lm_generate_run(const gen_call *gc, const qkv_lm *m, qkv_kv_cache *kc,
                                   qkv_tensor *prompt, const qkv_tensor *pad)
 {
-    dec_model g = {m, lm_hidden, lm_head, m->o.vocab_size};
+    dec_model g = {m, lm_hidden, lm_head, m->o.vocab_size, NULL, NULL, NULL, 0};
     float *logits = malloc((size_t)(kc->batch * g.V) * sizeof(float)); // (R,V)
     if (!logits) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", gc->fn);
     qkv_status s = lm_prefill(gc->fn, gc->c, &g, kc, gc->o, prompt, pad, logits);
-    if (s == QKV_OK) s = gen_decode(gc, &g, kc, prompt->shape[0], logits);
+    if (s == QKV_OK)
+        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, prompt->shape[0], logits, gc->tokens, gc->lengths,
+                    gc->scores);
     free(logits);
     return s;
 }
@@ -188,7 +190,7 @@ qkv_status qkv_lm_generate(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, qkv_te
     QKV_TRY(lm_ready(gc.fn, m));
     QKV_NEED(kc, gc.fn, "cache");
     QKV_TRY(seq_check_ids(gc.fn, "prompt", prompt));
-    QKV_TRY(check_generate_opts(gc.fn, o, m->o.vocab_size));
+    QKV_TRY(dec_check_generate_opts(gc.fn, o, m->o.vocab_size));
     int64_t longest, P = prompt->shape[1], M = o->max_new_tokens;
     QKV_TRY(check_left_pad(gc.fn, prompt_padding_mask, prompt, &longest));
     QKV_TRY(check_gen_cache(gc.fn, kc, o, prompt->shape[0], P + M - 1));
@@ -206,7 +208,7 @@ qkv_status qkv_lm_generate(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, qkv_te
 static qkv_status s2s_generate_run(const gen_call *gc, const qkv_seq2seq *m, qkv_kv_cache *kc,
                                    qkv_tensor *src, const qkv_tensor *pad, int64_t bos)
 {
-    dec_model g = {m, s2s_hidden, s2s_head, m->o.tgt_vocab};
+    dec_model g = {m, s2s_hidden, s2s_head, m->o.tgt_vocab, NULL, NULL, NULL, 0};
     int64_t B = gc->o->kind == QKV_DECODE_BEAM ? gc->o->num_beams : 1, R = kc->batch;
     float *logits = malloc((size_t)(R * g.V) * sizeof(float)); // (R,V)
     int64_t *first = malloc((size_t)R * sizeof *first);       // (R) bos
@@ -214,7 +216,9 @@ static qkv_status s2s_generate_run(const gen_call *gc, const qkv_seq2seq *m, qkv
     for (int64_t r = 0; s == QKV_OK && r < R; r++) first[r] = bos;
     if (s == QKV_OK) s = s2s_begin(gc->fn, gc->c, m, kc, src, pad, B);
     if (s == QKV_OK) s = dec_feed_tokens(gc->fn, gc->c, &g, kc, first, logits);
-    if (s == QKV_OK) s = gen_decode(gc, &g, kc, src->shape[0], logits);
+    if (s == QKV_OK)
+        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, src->shape[0], logits, gc->tokens, gc->lengths,
+                    gc->scores);
     free(logits);
     free(first);
     return s;
@@ -231,7 +235,7 @@ qkv_status qkv_seq2seq_generate(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *
     QKV_NEED(kc, gc.fn, "cache");
     QKV_TRY(seq_check_ids(gc.fn, "src", src));
     QKV_TRY(seq_check_pad(gc.fn, "src_padding_mask", src_padding_mask, src));
-    QKV_TRY(check_generate_opts(gc.fn, o, m->o.tgt_vocab));
+    QKV_TRY(dec_check_generate_opts(gc.fn, o, m->o.tgt_vocab));
     if (bos_id < 0 || bos_id >= m->o.tgt_vocab)
         return qkv_fail(QKV_ERR_ARG, "%s: bos_id %lld outside [0, tgt_vocab %lld)", gc.fn,
                         (long long)bos_id, (long long)m->o.tgt_vocab);

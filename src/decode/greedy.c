@@ -81,7 +81,7 @@ qkv_status dec_greedy(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cac
                       const qkv_generate_opts *o, float *logits, int64_t *tokens,
                       int64_t *lengths, float *scores)
 {
-    int64_t N = kc->batch, V = g->V, M = o->max_new_tokens;
+    int64_t N = kc ? kc->batch : g->rows, V = g->V, M = o->max_new_tokens;
     simple_state s;
     QKV_TRY(simple_alloc(&s, N, o->seed));
     qkv_status st = QKV_OK;

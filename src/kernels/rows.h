@@ -14,4 +14,11 @@ void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
 void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n);
 /* y[i] += x[i] for i < n. */
 void qkv_vec_add_into(float *y, const float *x, int64_t n);
+/* y[i] = tanh(x[i]), sigmoid(x[i]) = 1 / (1 + exp(-x[i])), exp(x[i]) for
+ * i < n, vectorised, within a few ulp of tanhf, expf (exp: x clamped to
+ * [-87, 88]); callers use the libm functions under qkv_reference(). y may
+ * be x. */
+void qkv_vec_tanh(float *y, const float *x, int64_t n);
+void qkv_vec_sigmoid(float *y, const float *x, int64_t n);
+void qkv_vec_exp(float *y, const float *x, int64_t n);
 #endif

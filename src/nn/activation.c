@@ -4,6 +4,7 @@
  * transformer's feed-forward. */
 #include <math.h>
 #include <string.h>
+#include "kernels/rows.h"
 #include "nn/nn_check.h"
 
 
@@ -109,10 +110,14 @@ static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qk
     const float *xd = x->data; // (n)
     float *yd = (*y)->data;    // (n)
     int64_t nblk = (n + ACT_BLOCK - 1) / ACT_BLOCK;
+    /* tanh: the vectorised kernel (kernels/rows.c), libm's tanhf under qkv_reference() */
+    int vec_tanh = kind == QKV_ACTIVATION_TANH && !qkv_reference();
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t b = 0; b < nblk; b++)
-        act_forward_range(kind, xd, yd, b * ACT_BLOCK,
-                          b * ACT_BLOCK + ACT_BLOCK < n ? b * ACT_BLOCK + ACT_BLOCK : n);
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        if (vec_tanh) qkv_vec_tanh(yd + i0, xd + i0, i1 - i0);
+        else act_forward_range(kind, xd, yd, i0, i1);
+    }
     if (!rec) return QKV_OK;
     act_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

@@ -6,8 +6,9 @@
  * runs the steps in reverse by hand, keeping the gates' gradients of every
  * step, and ends with three GEMMs for dW_ih, dW_hh and dx. Under
  * qkv_reference() both directions run plain per-element loops (double
- * accumulation, one dot product per gate unit) instead of the GEMMs;
- * the gate formulas are shared. docs/rnn.md has the equations. */
+ * accumulation, one dot product per gate unit) instead of the GEMMs and
+ * libm's expf and tanhf instead of the vectorised ones (kernels/rows.c);
+ * the gate formulas are the same. docs/rnn.md has the equations. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,20 @@ static void gru_cell(int64_t H, const float *ax, const float *ah, float *h, floa
         g[j] = r, g[H + j] = z, g[2 * H + j] = n, g[3 * H + j] = hn;
         h[j] = (1.0f - z) * n + z * h[j];
     }
+}
+
+/* gru_cell with the nonlinearities as vector calls (kernels/rows.c), for
+ * the fast path: the same equations, the same saved values. */
+static void gru_cell_vec(int64_t H, const float *ax, const float *ah, float *h, float *g)
+{
+    for (int64_t j = 0; j < 2 * H; j++) g[j] = ax[j] + ah[j];
+    qkv_vec_sigmoid(g, g, 2 * H); /* r, z */
+    for (int64_t j = 0; j < H; j++) {
+        g[3 * H + j] = ah[2 * H + j];
+        g[2 * H + j] = ax[2 * H + j] + g[j] * ah[2 * H + j];
+    }
+    qkv_vec_tanh(g + 2 * H, g + 2 * H, H); /* n */
+    for (int64_t j = 0; j < H; j++) h[j] = (1.0f - g[H + j]) * g[2 * H + j] + g[H + j] * h[j];
 }
 
 /* Differentiates gru_cell at (hprev, g): dh is dL/dh' on entry and the
@@ -76,6 +91,19 @@ static void lstm_cell(int64_t H, const float *ax, const float *ah, float *h, flo
         cs[j] = cn;
         h[j] = o * t;
     }
+}
+
+/* lstm_cell with the nonlinearities as vector calls, for the fast path. */
+static void lstm_cell_vec(int64_t H, const float *ax, const float *ah, float *h, float *cs, float *gs,
+                          float *tc)
+{
+    for (int64_t j = 0; j < 4 * H; j++) gs[j] = ax[j] + ah[j];
+    qkv_vec_sigmoid(gs, gs, 2 * H);                 /* i, f */
+    qkv_vec_tanh(gs + 2 * H, gs + 2 * H, H);        /* g */
+    qkv_vec_sigmoid(gs + 3 * H, gs + 3 * H, H);     /* o */
+    for (int64_t j = 0; j < H; j++) cs[j] = gs[H + j] * cs[j] + gs[j] * gs[2 * H + j];
+    qkv_vec_tanh(tc, cs, H);
+    for (int64_t j = 0; j < H; j++) h[j] = gs[3 * H + j] * tc[j];
 }
 
 /* Differentiates lstm_cell at (cprev, gs, tc): dh, dc are dL/dh', dL/dc' on
@@ -191,10 +219,14 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
                 ref_matvec(GH, H, Whh, h + n * H, bhh, ah + n * GH);
             }
             float *g = s->gates[d] + (t * N + n) * 4 * H; // (4H)
-            if (lstm)
+            if (lstm && s->ref)
                 lstm_cell(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
-            else
+            else if (lstm)
+                lstm_cell_vec(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+            else if (s->ref)
                 gru_cell(H, axn, ah + n * GH, h + n * H, g);
+            else
+                gru_cell_vec(H, axn, ah + n * GH, h + n * H, g);
             memcpy(yo, h + n * H, (size_t)H * sizeof(float));
         }
     }

@@ -2,10 +2,14 @@
  * label smoothing) as tape ops, with PyTorch 1.13's reductions.
  *
  * Sums are taken in double. The cross entropy keeps the log-sum-exp of every
- * position for the backward, which recomputes the softmax from it. */
+ * position and, when recording, the softmax (one exp per logit, as large as
+ * the logits; vectorised in float when the classes are the last dim, under
+ * qkv_reference() libm's exp in double) for the backward. Positions run on
+ * OpenMP's threads; each one's numbers do not depend on the thread count. */
 #include <math.h>
 #include <stdio.h>
 #include "core/internal.h"
+#include "kernels/rows.h"
 
 static qkv_status check_reduction(const char *fn, qkv_reduction r)
 {
@@ -103,6 +107,7 @@ typedef struct {
     qkv_tensor *x, *loss;
     const int64_t *y;    // (N,K) labels
     const double *lse;   // (N,K) log-sum-exp over the classes
+    const float *p;      // (N,C,K) softmax over the classes, kept for the backward
     ce_dims d;
     int64_t ignore;
     double ls;           // label smoothing
@@ -129,18 +134,19 @@ static qkv_status ce_backward(qkv_ctx *c, void *p)
     if (!dl || !s->x->requires_grad || s->n_valid == 0) return QKV_OK;
     float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (N,C,K)
     if (!dx) return QKV_ERR_NOMEM;
-    const float *x = s->x->data; // (N,C,K)
-    int64_t C = s->d.C, K = s->d.K;
-    for (int64_t n = 0; n < s->d.N; n++)
+    int64_t C = s->d.C, K = s->d.K, N = s->d.N;
+    /* positions are independent: each writes only its own row of dx */
+#pragma omp parallel for collapse(2) if (N * C * K >= QKV_PAR_MIN)
+    for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
             int64_t i = n * K + k, y = s->y[i];
             if (y == s->ignore) continue;
             double wn, ws;
             ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
-            const float *xi = x + n * C * K + k;
+            const float *pi = s->p + n * C * K + k;
             float *gi = dx + n * C * K + k;
             for (int64_t cl = 0; cl < C; cl++) {
-                double pc = exp((double)xi[cl * K] - s->lse[i]);
+                double pc = pi[cl * K];
                 gi[cl * K] += (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
             }
         }
@@ -200,9 +206,14 @@ static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore
     return QKV_OK;
 }
 
-/* log-sum-exp over the classes of every position, in double. */
-static void ce_lse(const float *x, ce_dims d, double *lse)
+/* log-sum-exp over the classes of every position, in double; p (may be
+ * NULL) gets softmax(x) over the classes (one exp per element in all). */
+static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
 {
+    /* classes contiguous (K = 1) and p kept: exp(x - max) vectorised in
+     * float (qkv_vec_exp), summed in double; libm's exp in double otherwise */
+    int vec = d.K == 1 && p && !qkv_reference();
+#pragma omp parallel for collapse(2) if (d.N * d.C * d.K >= QKV_PAR_MIN)
     for (int64_t n = 0; n < d.N; n++)
         for (int64_t k = 0; k < d.K; k++) {
             const float *xi = x + n * d.C * d.K + k; // (C) with stride K
@@ -210,8 +221,19 @@ static void ce_lse(const float *x, ce_dims d, double *lse)
             for (int64_t cl = 0; cl < d.C; cl++)
                 if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
             double sum = 0;
-            for (int64_t cl = 0; cl < d.C; cl++) sum += exp((double)xi[cl * d.K] - mx);
+            float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
+            if (vec) {
+                for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
+                qkv_vec_exp(pi, pi, d.C);
+            }
+            for (int64_t cl = 0; vec && cl < d.C; cl++) sum += pi[cl];
+            for (int64_t cl = 0; !vec && cl < d.C; cl++) {
+                double e = exp((double)xi[cl * d.K] - mx);
+                sum += e;
+                if (pi) pi[cl * d.K] = (float)e;
+            }
             lse[n * d.K + k] = isinf(mx) ? (double)mx : (double)mx + log(sum);
+            for (int64_t cl = 0; pi && cl < d.C; cl++) pi[cl * d.K] = (float)(pi[cl * d.K] / sum);
         }
 }
 
@@ -268,15 +290,16 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
     double *lse = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *lse); // (N,K)
     int64_t *y = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *y);    // (N,K)
     ce_saved *s = qkv_ctx_alloc(c, sizeof *s);
-    if (!lse || !y || !s) return QKV_ERR_NOMEM;
+    float *pr = rec ? qkv_ctx_alloc(c, (size_t)(d.N * d.C * d.K) * sizeof *pr) : NULL; // (N,C,K)
+    if (!lse || !y || !s || (rec && !pr)) return QKV_ERR_NOMEM;
     /* A copy of the labels: the caller may refill its batch before backward. */
     int64_t n_valid = 0;
     for (int64_t i = 0; i < d.N * d.K; i++) {
         y[i] = target->idx[i];
         n_valid += y[i] != ignore_index;
     }
-    *s = (ce_saved){logits, *loss, y, lse, d, ignore_index, label_smoothing, n_valid, reduction};
-    ce_lse(logits->data, d, lse);
+    *s = (ce_saved){logits, *loss, y, lse, pr, d, ignore_index, label_smoothing, n_valid, reduction};
+    ce_lse(logits->data, d, lse, pr);
     ce_forward(s, (*loss)->data);
     if (!rec) return QKV_OK;
     return qkv_ctx_record(c, ce_backward, s);
