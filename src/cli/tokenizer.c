@@ -34,35 +34,6 @@ static int fail(const char *cmd)
     return QKV_EXIT_FAILURE;
 }
 
-/* The whole of path ("-" or NULL: stdin), NUL-terminated. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = (!path || !strcmp(path, "-")) ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "qkv tokenizer: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *b = realloc(buf, cap * 2);
-        if (!b) free(buf);
-        buf = b, cap *= 2;
-    }
-    int bad = !buf || ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) {
-        free(buf);
-        fprintf(stderr, "qkv tokenizer: cannot read %s\n", path ? path : "stdin");
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int train(int argc, char **argv)
 {
     static const struct option options[] = {{"type", required_argument, NULL, 256},
@@ -87,7 +58,7 @@ static int train(int argc, char **argv)
         return a.status;
     }
     size_t len;
-    char *text = slurp(a.operands[0], &len);
+    char *text = qkv_cli_read_all("tokenizer", a.operands[0], &len);
     if (!text) return QKV_EXIT_FAILURE;
     qkv_tokenizer *t = NULL;
     qkv_status s = type ? qkv_tokenizer_chars_train(text, len, &t) : qkv_tokenizer_bpe_train(text, len, vocab, &t);
@@ -142,7 +113,7 @@ static int code(int argc, char **argv, int decode)
     qkv_tokenizer *t;
     if (qkv_tokenizer_open(spec, &t) != QKV_OK) return fail(cmd);
     size_t len;
-    char *text = slurp(a.noperands ? a.operands[0] : NULL, &len);
+    char *text = qkv_cli_read_all("tokenizer", a.noperands ? a.operands[0] : NULL, &len);
     if (!text) return qkv_tokenizer_free(t), QKV_EXIT_FAILURE;
     int status = QKV_EXIT_OK;
     int64_t *ids = NULL, n = 0, cap = 0, line = 1;
