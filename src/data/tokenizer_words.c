@@ -323,7 +323,11 @@ qkv_status tok_words_parse(const char *path, char *text, qkv_tokenizer **out)
     if (st == QKV_OK && *p) st = qkv_fail(QKV_ERR_FORMAT, "%s: %s: text after the last word", fn, path);
     if (st == QKV_OK) {
         st = words_make(ws, ls, n, (int)lower, (int)punct, out, fn);
-        if (st != QKV_OK) qkv_fail(st, "%s: %s: %s", fn, path, qkv_last_error() + strlen(fn) + 2);
+        if (st != QKV_OK) { /* the message again, with the file's name */
+            char why[256];
+            snprintf(why, sizeof why, "%s", qkv_last_error() + strlen(fn) + 2);
+            qkv_fail(st, "%s: %s: %s", fn, path, why);
+        }
     }
     free(ws), free(ls);
     return st;
