@@ -107,7 +107,8 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
 /* A .mo file's (msgid, msgstr) pairs as UTF-8 text: both byte orders,
  * revisions 0.0 and 0.1 (the static strings), plural entries as their first
  * form (msgid's singular, msgstr[0]), a msgid's context ("ctx\004id")
- * removed, the header entry (empty msgid) left out. The header's charset
+ * removed, the header entry (empty msgid) left out, and so is an entry
+ * whose msgid is empty once its context and plural are cut off. The header's charset
  * is converted to UTF-8 with iconv; a charset iconv does not know, or a
  * string that is not valid in it (or not valid UTF-8, or holding a NUL
  * after conversion), is QKV_ERR_FORMAT naming the file and the string.

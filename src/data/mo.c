@@ -211,6 +211,7 @@ qkv_status qkv_mo_parse(const void *data, size_t size, const char *name, qkv_mo 
         if (e) lt = (uint32_t)(e - t);
         const unsigned char *ctx = memchr(s, 4, ls);
         if (ctx) ls -= (uint32_t)(ctx + 1 - s), s = ctx + 1;
+        if (ls == 0) continue; /* nothing left of the msgid: not a pair either */
         size_t a = b.n;
         st = buf_put(&b, s, ls, cd, name, "original", i);
         if (st == QKV_OK) st = buf_put(&b, t, lt, cd, name, "translated", i);
