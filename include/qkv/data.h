@@ -25,7 +25,7 @@ qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
 
 /* ---- tokenizers (src/data/tokenizer*.c, docs/tokenizers.md) ----------- */
 
-/* Text is UTF-8 bytes in, int64 ids out. Four kinds behind one interface:
+/* Text is UTF-8 bytes in, int64 ids out. Five kinds behind one interface:
  *   bytes  256 ids, one per byte; any input, invalid UTF-8 included.
  *   chars  the code points of a training text (sorted), id 0 for an unknown
  *          one, the last id <|endoftext|>; invalid UTF-8 is an error.
