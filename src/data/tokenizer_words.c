@@ -195,8 +195,7 @@ static qkv_status count_piece(const char *s, size_t n, void *arg)
     return QKV_OK;
 }
 
-/* Pieces are kept by tok_words_split's caller: train keeps the lower-cased
- * text alive by splitting a copy itself. */
+/* Counts the pieces (to size the tables before counting words). */
 static qkv_status count_bound(const char *s, size_t n, void *arg)
 {
     (void)s, (void)n;
@@ -216,8 +215,8 @@ static int cmp_freq(const void *pa, const void *pb)
     return (c->len[a] > c->len[b]) - (c->len[a] < c->len[b]);
 }
 
-/* Lower-cases text into a new buffer when asked (so that the pieces that
- * count_piece keeps point into memory that lives through training). */
+/* Copies each piece and a space to *(char **)arg: tok_words_split frees its
+ * lower-cased text on return, and count_piece keeps pointers into the copy. */
 static qkv_status copy_piece(const char *s, size_t n, void *arg)
 {
     char **o = arg;
