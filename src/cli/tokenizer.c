@@ -12,18 +12,20 @@
 #include "cli/cli.h"
 
 const char qkv_cli_tokenizer_usage[] =
-    "usage: qkv tokenizer train [--type bpe|chars] [--vocab-size N] CORPUS -o FILE\n"
+    "usage: qkv tokenizer train [--type bpe|chars|words] [--vocab-size N] [--min-freq N] CORPUS -o FILE\n"
     "       qkv tokenizer encode --tokenizer SPEC [FILE]\n"
     "       qkv tokenizer decode --tokenizer SPEC [FILE]\n"
     "  train: learns a tokenizer from CORPUS (UTF-8 text) and saves it to FILE\n"
-    "    --type bpe|chars      byte-level BPE (default) or the corpus's characters\n"
+    "    --type bpe|chars|words  byte-level BPE (default), the corpus's characters, or\n"
+    "                          its words (lower-cased, punctuation split; <pad> <bos> <eos> <unk>)\n"
+    "    --min-freq N          words: keep those seen N times or more (default 1)\n"
     "    -n, --vocab-size N    BPE's vocabulary: 256 bytes + merges + <|endoftext|>\n"
     "                          (257 to 16777216; default 1024; fewer if the corpus runs out of pairs)\n"
     "    -o, --output FILE     the tokenizer file to write\n"
     "  encode: each line of FILE (default or '-': stdin) as ids, one line of ids\n"
     "    separated by spaces per line of text (the line's newline is not encoded)\n"
     "  decode: each line of ids back to a line of text\n"
-    "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE or gpt2:DIR (DIR holds\n"
+    "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR (DIR holds\n"
     "                          encoder.json and vocab.bpe: tools/get_data.sh gpt2)\n"
     "  -h, --help   show this usage\n"
     "  exit status: 0 success, 1 a file or text that cannot be read or tokenized, 2 usage\n";
@@ -34,50 +36,23 @@ static int fail(const char *cmd)
     return QKV_EXIT_FAILURE;
 }
 
-/* The whole of path ("-" or NULL: stdin), NUL-terminated. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = (!path || !strcmp(path, "-")) ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "qkv tokenizer: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *b = realloc(buf, cap * 2);
-        if (!b) free(buf);
-        buf = b, cap *= 2;
-    }
-    int bad = !buf || ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) {
-        free(buf);
-        fprintf(stderr, "qkv tokenizer: cannot read %s\n", path ? path : "stdin");
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int train(int argc, char **argv)
 {
     static const struct option options[] = {{"type", required_argument, NULL, 256},
                                             {"vocab-size", required_argument, NULL, 'n'},
                                             {"output", required_argument, NULL, 'o'},
+                                            {"min-freq", required_argument, NULL, 257},
                                             QKV_CLI_HELP_OPTION};
-    static const char *const types[] = {"bpe", "chars"};
-    int64_t vocab = 1024;
+    static const char *const types[] = {"bpe", "chars", "words"};
+    int64_t vocab = 1024, min_freq = 1;
     int type = 0;
     const char *out = NULL;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_tokenizer_usage, options, 1, 1);
     int c;
     while ((c = qkv_cli_next(&a)) > 0) {
-        if (c == 256) type = qkv_cli_choice(&a, types, 2);
+        if (c == 256) type = qkv_cli_choice(&a, types, 3);
+        else if (c == 257) min_freq = qkv_cli_int(&a, 1, INT64_MAX);
         else if (c == 'n') vocab = qkv_cli_int(&a, 257, 1 << 24);
         else if (c == 'o') out = a.value;
     }
@@ -87,14 +62,17 @@ static int train(int argc, char **argv)
         return a.status;
     }
     size_t len;
-    char *text = slurp(a.operands[0], &len);
+    char *text = qkv_cli_read_all("tokenizer", a.operands[0], &len);
     if (!text) return QKV_EXIT_FAILURE;
     qkv_tokenizer *t = NULL;
-    qkv_status s = type ? qkv_tokenizer_chars_train(text, len, &t) : qkv_tokenizer_bpe_train(text, len, vocab, &t);
+    qkv_words_options wo = {.lower = 1, .split_punct = 1, .min_freq = min_freq, .max_size = 0};
+    qkv_status s = type == 2 ? qkv_tokenizer_words_train(text, len, &wo, &t)
+                   : type    ? qkv_tokenizer_chars_train(text, len, &t)
+                             : qkv_tokenizer_bpe_train(text, len, vocab, &t);
     free(text);
     if (s == QKV_OK) s = qkv_tokenizer_save(t, out);
     if (s != QKV_OK) return qkv_tokenizer_free(t), fail("train");
-    fprintf(stderr, "qkv tokenizer train: %s: %s, vocabulary %" PRId64 "\n", out, type ? "chars" : "bpe",
+    fprintf(stderr, "qkv tokenizer train: %s: %s, vocabulary %" PRId64 "\n", out, types[type],
             qkv_tokenizer_vocab_size(t));
     qkv_tokenizer_free(t);
     return QKV_EXIT_OK;
@@ -136,13 +114,13 @@ static int code(int argc, char **argv, int decode)
         if (c == 't') spec = a.value;
     if (c < 0) return a.status;
     if (!spec) {
-        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE or gpt2:DIR)");
+        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR)");
         return a.status;
     }
     qkv_tokenizer *t;
     if (qkv_tokenizer_open(spec, &t) != QKV_OK) return fail(cmd);
     size_t len;
-    char *text = slurp(a.noperands ? a.operands[0] : NULL, &len);
+    char *text = qkv_cli_read_all("tokenizer", a.noperands ? a.operands[0] : NULL, &len);
     if (!text) return qkv_tokenizer_free(t), QKV_EXIT_FAILURE;
     int status = QKV_EXIT_OK;
     int64_t *ids = NULL, n = 0, cap = 0, line = 1;

@@ -114,7 +114,7 @@ static qkv_status new_tok(qkv_tokenizer_kind kind, qkv_tokenizer **out, const ch
 void qkv_tokenizer_free(qkv_tokenizer *t)
 {
     if (!t) return;
-    free(t->chars), free(t->merges), free(t->tok_bytes), free(t->tok_off);
+    free(t->chars), free(t->merges), free(t->tok_bytes), free(t->tok_off), free(t->wmap);
     tok_pairmap_free(&t->ranks);
     free(t);
 }
@@ -182,6 +182,7 @@ qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64
     QKV_NEED(t, fn, "t");
     QKV_NEED(name, fn, "name");
     QKV_NEED(id, fn, "id");
+    if (t->kind == QKV_TOKENIZER_WORDS && tok_words_special(name) >= 0) return *id = tok_words_special(name), QKV_OK;
     if (strcmp(name, EOT) || t->eot < 0)
         return qkv_fail(QKV_ERR_NOTFOUND, "%s: this tokenizer has no special token '%.64s'", fn, name);
     *id = t->eot;
@@ -212,6 +213,8 @@ qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t
             uint32_t c = (uint32_t)cp, *hit = bsearch(&c, t->chars, (size_t)t->nchars, sizeof c, cmp_u32);
             st = tok_ids_push(&a, hit ? hit - t->chars + 1 : 0, fn);
         }
+    } else if (t->kind == QKV_TOKENIZER_WORDS) {
+        st = tok_words_encode(t, text, len, &a);
     } else {
         for (size_t i = 0; i < len && st == QKV_OK;) {
             size_t l = tok_pretok_next(s + i, len - i);
@@ -248,6 +251,7 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
                             fn, i, id, t->vocab_size);
         if (t->kind == QKV_TOKENIZER_BYTES) total += 1;
         else if (t->kind == QKV_TOKENIZER_CHARS) total += id == t->eot ? sizeof EOT - 1 : 4;
+        else if (t->kind == QKV_TOKENIZER_WORDS) total += (size_t)(t->tok_off[id + 1] - t->tok_off[id]) + 1;
         else total += (size_t)(t->tok_off[id + 1] - t->tok_off[id]);
     }
     unsigned char *o = malloc(total + 1);
@@ -261,6 +265,7 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
             else k += (size_t)tok_utf8_encode(id == 0 ? 0xFFFD : t->chars[id - 1], o + k);
         } else {
             size_t l = (size_t)(t->tok_off[id + 1] - t->tok_off[id]);
+            if (t->kind == QKV_TOKENIZER_WORDS && i > 0) o[k++] = ' '; /* words: joined by spaces */
             memcpy(o + k, t->tok_bytes + t->tok_off[id], l), k += l;
         }
     }
@@ -269,7 +274,7 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
     return QKV_OK;
 }
 
-/* ---- files: "qkv-chars 1" and "qkv-bpe 1" (docs/tokenizers.md) ---- */
+/* ---- files: "qkv-chars 1", "qkv-bpe 1", "qkv-words 1" (docs/tokenizers.md) ---- */
 
 qkv_status tok_bpe_save(const qkv_tokenizer *t, FILE *f);
 qkv_status tok_bpe_parse(const char *path, char *text, qkv_tokenizer **out);
@@ -279,13 +284,15 @@ qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path)
     static const char fn[] = "tokenizer_save";
     QKV_NEED(t, fn, "t");
     QKV_NEED(path, fn, "path");
-    if (t->kind != QKV_TOKENIZER_CHARS && t->kind != QKV_TOKENIZER_BPE)
-        return qkv_fail(QKV_ERR_ARG, "%s: only chars and bpe tokenizers are saved (bytes needs no file; gpt2 has its own)", fn);
+    if (t->kind != QKV_TOKENIZER_CHARS && t->kind != QKV_TOKENIZER_BPE && t->kind != QKV_TOKENIZER_WORDS)
+        return qkv_fail(QKV_ERR_ARG, "%s: only chars, bpe and words tokenizers are saved (bytes needs no file; gpt2 has its own)", fn);
     FILE *f = fopen(path, "wb");
     if (!f) return qkv_fail(QKV_ERR_IO, "%s: cannot create %s: %s", fn, path, strerror(errno));
     if (t->kind == QKV_TOKENIZER_CHARS) {
         fprintf(f, "qkv-chars 1\n%" PRId64 "\n", t->nchars);
         for (int64_t i = 0; i < t->nchars; i++) fprintf(f, "%" PRIX32 "\n", t->chars[i]);
+    } else if (t->kind == QKV_TOKENIZER_WORDS) {
+        tok_words_save(t, f);
     } else {
         tok_bpe_save(t, f);
     }
@@ -348,8 +355,10 @@ qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out)
         s = chars_parse(path, text, out);
     else if (!strncmp(text, "qkv-bpe 1\n", 10))
         s = tok_bpe_parse(path, text, out);
+    else if (!strncmp(text, "qkv-words 1\n", 12))
+        s = tok_words_parse(path, text, out);
     else
-        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s is not a qkv tokenizer file (its first line is not 'qkv-chars 1' or 'qkv-bpe 1')",
+        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s is not a qkv tokenizer file (its first line is not 'qkv-chars 1', 'qkv-bpe 1' or 'qkv-words 1')",
                      fn, path);
     free(text);
     return s;
@@ -366,15 +375,17 @@ qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
     const char *arg;
     if (!strncmp(spec, "chars:", 6)) want = QKV_TOKENIZER_CHARS, arg = spec + 6;
     else if (!strncmp(spec, "bpe:", 4)) want = QKV_TOKENIZER_BPE, arg = spec + 4;
+    else if (!strncmp(spec, "words:", 6)) want = QKV_TOKENIZER_WORDS, arg = spec + 6;
     else if (!strncmp(spec, "gpt2:", 5)) return *spec && spec[5] ? qkv_tokenizer_gpt2_load(spec + 5, out)
                                                                   : qkv_fail(QKV_ERR_ARG, "%s: gpt2: needs a folder", fn);
-    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE or gpt2:DIR", fn, spec);
+    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR", fn, spec);
     if (!*arg) return qkv_fail(QKV_ERR_ARG, "%s: '%s' needs a file", fn, spec);
     QKV_TRY(qkv_tokenizer_load(arg, out));
     if ((*out)->kind != want) {
+        static const char *const kinds[] = {"bytes", "chars", "bpe", "gpt2", "words"};
+        qkv_tokenizer_kind got = (*out)->kind;
         qkv_tokenizer_free(*out), *out = NULL;
-        return qkv_fail(QKV_ERR_FORMAT, "%s: %s is a %s tokenizer file, not %s", fn, arg,
-                        want == QKV_TOKENIZER_BPE ? "chars" : "bpe", want == QKV_TOKENIZER_BPE ? "bpe" : "chars");
+        return qkv_fail(QKV_ERR_FORMAT, "%s: %s is a %s tokenizer file, not %s", fn, arg, kinds[got], kinds[want]);
     }
     return QKV_OK;
 }

@@ -4,6 +4,7 @@
 #define QKV_DATA_TOKENIZER_INTERNAL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "qkv.h"
 
 /* A growable array of int64 ids. */
@@ -45,6 +46,12 @@ struct qkv_tokenizer {
     unsigned char *tok_bytes;
     int64_t *tok_off;
     int64_t eot; /* <|endoftext|>'s id, -1 if none */
+    /* words: ids 0..3 <pad> <bos> <eos> <unk>, then the words; each id's
+     * text in tok_bytes/tok_off as above; a map from a word to its id
+     * (open addressing, wmap_cap a power of two, -1 empty); the options. */
+    int64_t *wmap;
+    size_t wmap_cap;
+    int lower, split_punct;
 };
 
 /* GPT-2's pre-tokenisation: the length in bytes of the piece that starts at
@@ -52,6 +59,13 @@ struct qkv_tokenizer {
 size_t tok_pretok_next(const unsigned char *s, size_t n);
 /* The code point at s[0] and its length; an invalid byte gives -1, length 1. */
 int32_t tok_utf8_decode(const unsigned char *s, size_t n, size_t *len);
+/* JavaScript's classes, as GPT-2's pre-tokenisation uses them: \p{L},
+ * \p{N}, \s, anything else (an invalid code point, cp < 0, included). */
+enum { TOK_C_LETTER, TOK_C_NUMBER, TOK_C_SPACE, TOK_C_OTHER };
+int tok_cp_class(int32_t cp);
+/* The lower-case of cp for ASCII, Latin-1, Latin Extended-A and Greek and
+ * Cyrillic capitals (simple one-to-one mappings); other code points as they are. */
+uint32_t tok_lower_cp(uint32_t cp);
 /* Writes cp's UTF-8 (1..4 bytes) into out; returns its length. */
 int tok_utf8_encode(uint32_t cp, unsigned char *out);
 
@@ -59,5 +73,15 @@ int tok_utf8_encode(uint32_t cp, unsigned char *out);
  * lowest-ranked adjacent pair, all its occurrences left to right, until no
  * pair has a rank. */
 void tok_bpe_apply(const qkv_tokenizer *t, int64_t *ids, int64_t *n);
+/* words: the id of word s[0, n) (-1 if unknown). */
+int64_t tok_words_find(const qkv_tokenizer *t, const char *s, size_t n);
+/* words: the pieces of text[0, len) (lower-cased first when t->lower):
+ * fn(piece, its length, arg) on each in order; stops at fn's first error. */
+qkv_status tok_words_split(const char *text, size_t len, int lower, int split_punct,
+                           qkv_status (*fn)(const char *, size_t, void *), void *arg);
+qkv_status tok_words_encode(const qkv_tokenizer *t, const char *text, size_t len, tok_ids *ids);
+int64_t tok_words_special(const char *name); /* <pad> <bos> <eos> <unk>: 0..3; else -1 */
+qkv_status tok_words_save(const qkv_tokenizer *t, FILE *f);
+qkv_status tok_words_parse(const char *path, char *text, qkv_tokenizer **out);
 qkv_status tok_read_file(const char *path, char **text, size_t *len, const char *fn);
 #endif

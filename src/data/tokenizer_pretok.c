@@ -256,13 +256,10 @@ int tok_utf8_encode(uint32_t cp, unsigned char *o)
     return 4;
 }
 
-enum { C_LETTER, C_NUMBER, C_SPACE, C_OTHER, C_END };
+enum { C_LETTER = TOK_C_LETTER, C_NUMBER = TOK_C_NUMBER, C_SPACE = TOK_C_SPACE, C_OTHER = TOK_C_OTHER, C_END };
 
-/* The class of the character at s[i] (C_END at the end) and its length. */
-static int cls(const unsigned char *s, size_t n, size_t i, size_t *len)
+int tok_cp_class(int32_t cp)
 {
-    if (i >= n) return *len = 0, C_END;
-    int32_t cp = tok_utf8_decode(s + i, n - i, len);
     if (cp < 0) return C_OTHER;
     if (cp < 0x80) { /* the common case without a search */
         if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return C_LETTER;
@@ -274,6 +271,13 @@ static int cls(const unsigned char *s, size_t n, size_t i, size_t *len)
     if (IN(qkv_tok_numbers, (uint32_t)cp)) return C_NUMBER;
     if (IN(qkv_tok_spaces, (uint32_t)cp)) return C_SPACE;
     return C_OTHER;
+}
+
+/* The class of the character at s[i] (C_END at the end) and its length. */
+static int cls(const unsigned char *s, size_t n, size_t i, size_t *len)
+{
+    if (i >= n) return *len = 0, C_END;
+    return tok_cp_class(tok_utf8_decode(s + i, n - i, len));
 }
 
 size_t tok_pretok_next(const unsigned char *s, size_t n)

@@ -1,0 +1,90 @@
+/* bleu.c: qkv bleu HYP REF [REF...]: corpus BLEU-4 of two (or more) text
+ * files, one sentence a line, as NLTK's corpus_bleu computes it
+ * (qkv_bleu_corpus; docs/translation_data.md). */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+
+const char qkv_cli_bleu_usage[] =
+    "usage: qkv bleu [-v] HYP REF [REF...]\n"
+    "  prints the corpus BLEU-4 of the hypotheses in HYP against the references\n"
+    "  in REF (line i of each file is sentence i; several REF files give several\n"
+    "  references per sentence), as NLTK's corpus_bleu with its defaults: weights\n"
+    "  1/4, no smoothing, tokens separated by white space; a score in [0, 1]\n"
+    "  printed with 17 significant digits. A final newline ends the last line\n"
+    "  (it does not add an empty one); every file must have as many lines as HYP.\n"
+    "  -v, --verbose  also print p1..p4 (matches/total), the brevity penalty and\n"
+    "                 the hypothesis and reference lengths\n"
+    "  -h, --help     show this usage\n"
+    "  exit status: 0 success, 1 a file that cannot be read or line counts that differ, 2 usage\n";
+
+/* Splits text into lines in place: *lines gets pointers to each (NUL-terminated). */
+static int64_t lines_of(char *text, size_t len, char ***lines)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < len; i++) n += text[i] == '\n';
+    if (len && text[len - 1] != '\n') n++;
+    *lines = malloc((size_t)(n ? n : 1) * sizeof **lines);
+    if (!*lines) return -1;
+    char *p = text;
+    for (int64_t k = 0; k < n; k++) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        (*lines)[k] = p;
+        p = e ? e + 1 : p + strlen(p);
+    }
+    return n;
+}
+
+int qkv_cli_bleu(int argc, char **argv)
+{
+    static const struct option options[] = {{"verbose", no_argument, NULL, 'v'}, QKV_CLI_HELP_OPTION};
+    int verbose = 0;
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_bleu_usage, options, 2, 65);
+    int c;
+    while ((c = qkv_cli_next(&a)) > 0)
+        if (c == 'v') verbose = 1;
+    if (c < 0) return a.status;
+    int nf = a.noperands, status = QKV_EXIT_OK;
+    char *text[65] = {0}, **lines[65] = {0};
+    int64_t n[65] = {0};
+    const char **refs = NULL;
+    for (int f = 0; f < nf && status == QKV_EXIT_OK; f++) {
+        size_t len;
+        if (!(text[f] = qkv_cli_read_all("bleu", a.operands[f], &len))) status = QKV_EXIT_FAILURE;
+        else if ((n[f] = lines_of(text[f], len, &lines[f])) < 0)
+            fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
+        else if (n[f] != n[0])
+            fprintf(stderr, "qkv bleu: %s has %" PRId64 " lines but %s has %" PRId64 "\n", a.operands[0], n[0],
+                    a.operands[f], n[f]),
+                status = QKV_EXIT_FAILURE;
+    }
+    qkv_bleu_score sc;
+    if (status == QKV_EXIT_OK) {
+        refs = malloc((size_t)(n[0] * (nf - 1) + 1) * sizeof *refs);
+        if (!refs) fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
+    }
+    if (status == QKV_EXIT_OK) {
+        for (int f = 1; f < nf; f++)
+            for (int64_t i = 0; i < n[0]; i++) refs[(f - 1) * n[0] + i] = lines[f][i];
+        if (qkv_bleu_corpus((const char *const *)lines[0], refs, n[0], nf - 1, &sc) != QKV_OK)
+            fprintf(stderr, "qkv bleu: %s\n", qkv_last_error()), status = QKV_EXIT_FAILURE;
+    }
+    if (status == QKV_EXIT_OK) {
+        printf("%.17g\n", sc.bleu);
+        if (verbose) {
+            for (int k = 0; k < 4; k++)
+                printf("p%d %" PRId64 "/%" PRId64 " = %.6f\n", k + 1, sc.matches[k], sc.totals[k], sc.precision[k]);
+            printf("brevity penalty %.17g\nhypothesis length %" PRId64 "\nreference length %" PRId64 "\n",
+                   sc.brevity_penalty, sc.hyp_len, sc.ref_len);
+        }
+        if (fflush(stdout) != 0) fprintf(stderr, "qkv bleu: cannot write the output\n"), status = QKV_EXIT_FAILURE;
+    }
+    for (int f = 0; f < nf; f++) free(text[f]), free(lines[f]);
+    free(refs);
+    return status;
+}

@@ -1,0 +1,183 @@
+/* test_bleu.c: qkv_bleu_corpus and `qkv bleu` against NLTK's corpus_bleu
+ * (tools/bleu_oracle.py, Debian's python3-nltk): fixed corpora (NLTK's
+ * docstring example, empty hypotheses, hypotheses shorter than 4 words, no
+ * unigram match, no 4-gram match, a perfect match, an empty corpus) and
+ * random ones with 1 to 3 references and Unicode white space; equal to
+ * 1e-9 (relative for scores below 1e-9); plus bad arguments and files. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+static char qkv_bin[4096];
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        n += fread(b + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *c = realloc(b, cap * 2);
+        if (!c) free(b);
+        b = c, cap *= 2;
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}
+
+/* The lines of text (each ends with '\n'), split in place. */
+static int64_t split_lines(char *text, char **lines, int64_t max)
+{
+    int64_t n = 0;
+    for (char *p = text; *p && n < max;) {
+        char *e = strchr(p, '\n');
+        if (!e) break;
+        *e = 0, lines[n++] = p, p = e + 1;
+    }
+    return n;
+}
+
+/* |got - want| <= 1e-9, relative to want when want is below 1e-9 (NLTK's
+ * scores near 1e-77 when a higher order has no match). */
+static int close_enough(double got, double want, double *worst)
+{
+    double d = fabs(got - want), e = fabs(want) >= 1e-9 ? d : (d == 0 ? 0 : d / fmax(fabs(want), 1e-300));
+    if (!(e <= *worst)) *worst = e;
+    return e <= 1e-9;
+}
+
+static int sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_oracle(void)
+{
+    char dir[] = "/tmp/qkv_bleu_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp failed");
+        return;
+    }
+    enum { CASES = 300, CLI_CASES = 25 };
+    char cmd[1024], path[600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/bleu_oracle.py --out %s --seed 1 --cases %d", dir, CASES);
+    int rc = system(cmd);
+    CHECK(rc == 0, "the NLTK oracle failed (exit %d): %s (run from the repo root; python3-nltk: tools/setup.sh --test)",
+          rc, cmd);
+    snprintf(path, sizeof path, "%s/scores.txt", dir);
+    FILE *sf = rc == 0 ? fopen(path, "r") : NULL;
+    int checked = 0, exact = 0;
+    double worst = 0, worst_cli = 0;
+    int k, nrefs;
+    double want;
+    while (sf && fscanf(sf, "%d %d %lf", &k, &nrefs, &want) == 3) {
+        char *text[4] = {0}, **lines[4] = {0};
+        int64_t n[4] = {0};
+        for (int f = 0; f <= nrefs && f < 4; f++) {
+            snprintf(path, sizeof path, f ? "%s/case_%04d.ref%d" : "%s/case_%04d.hyp", dir, k, f - 1);
+            text[f] = read_all(path);
+            lines[f] = malloc(4096 * sizeof **lines);
+            n[f] = text[f] && lines[f] ? split_lines(text[f], lines[f], 4096) : -1;
+        }
+        const char **refs = malloc((size_t)(n[0] * nrefs + 1) * sizeof *refs);
+        for (int f = 1; f <= nrefs; f++)
+            for (int64_t i = 0; i < n[0] && i < n[f]; i++) refs[(f - 1) * n[0] + i] = lines[f][i];
+        qkv_bleu_score sc;
+        qkv_status s = qkv_bleu_corpus((const char *const *)lines[0], refs, n[0], nrefs, &sc);
+        CHECK(s == QKV_OK, "case %d: %s", k, qkv_last_error());
+        CHECK(close_enough(sc.bleu, want, &worst), "case %d: BLEU %.17g, NLTK %.17g", k, sc.bleu, want);
+        exact += sc.bleu == want;
+        checked++;
+        if (k < CLI_CASES) {
+            /* the command on the same files */
+            char out[700];
+            snprintf(out, sizeof out, "%s/cli.txt", dir);
+            int m = snprintf(cmd, sizeof cmd, "%s bleu %s/case_%04d.hyp", qkv_bin, dir, k);
+            for (int f = 0; f < nrefs; f++) m += snprintf(cmd + m, sizeof cmd - (size_t)m, " %s/case_%04d.ref%d", dir, k, f);
+            snprintf(cmd + m, sizeof cmd - (size_t)m, " > %s", out);
+            int st = sh(cmd);
+            FILE *o = fopen(out, "r");
+            double got = -1;
+            CHECK(st == 0 && o && fscanf(o, "%lf", &got) == 1 && close_enough(got, want, &worst_cli),
+                  "case %d: qkv bleu exit %d, printed %.17g, NLTK %.17g", k, st, got, want);
+            if (o) fclose(o);
+        }
+        for (int f = 0; f < 4; f++) free(text[f]), free(lines[f]);
+        free(refs);
+    }
+    if (sf) fclose(sf);
+    CHECK(checked == CASES, "%d of %d cases checked", checked, CASES);
+    printf("test_bleu: %d corpora against NLTK, %d bit-identical, worst difference %.3g (command: %.3g)\n", checked,
+           exact, worst, worst_cli);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Counts worked by hand: hyp "a b c a b", ref "a b x a b": unigrams 4/5
+ * (c unmatched), bigrams 2/4 (a b twice; b c and c a no), no 3- or 4-gram
+ * match; lengths 5 and 5: brevity penalty 1. */
+static void test_hand(void)
+{
+    const char *h[] = {"a b c a b"}, *r[] = {"a b x a b"};
+    qkv_bleu_score sc;
+    CHECK_OK(qkv_bleu_corpus(h, r, 1, 1, &sc));
+    CHECK(sc.matches[0] == 4 && sc.totals[0] == 5 && sc.matches[1] == 2 && sc.totals[1] == 4 && sc.matches[2] == 0 &&
+              sc.totals[2] == 3 && sc.matches[3] == 0 && sc.totals[3] == 2,
+          "counts %lld/%lld %lld/%lld %lld/%lld %lld/%lld", (long long)sc.matches[0], (long long)sc.totals[0],
+          (long long)sc.matches[1], (long long)sc.totals[1], (long long)sc.matches[2], (long long)sc.totals[2],
+          (long long)sc.matches[3], (long long)sc.totals[3]);
+    CHECK(sc.brevity_penalty == 1.0 && sc.hyp_len == 5 && sc.ref_len == 5, "bp %g", sc.brevity_penalty);
+    /* clipping: "the the the" against "the cat": 1/3 */
+    const char *h2[] = {"the the the"}, *r2[] = {"the cat"};
+    CHECK_OK(qkv_bleu_corpus(h2, r2, 1, 1, &sc));
+    CHECK(sc.matches[0] == 1 && sc.totals[0] == 3, "clipped %lld/%lld", (long long)sc.matches[0], (long long)sc.totals[0]);
+    /* closest reference length, ties to the shorter: hyp 3 words, refs 2 and 4 -> 2 */
+    const char *h3[] = {"a b c"}, *r3[] = {"a b", "a b c d"};
+    CHECK_OK(qkv_bleu_corpus(h3, r3, 1, 2, &sc));
+    CHECK(sc.ref_len == 2 && sc.brevity_penalty == 1.0, "closest ref %lld", (long long)sc.ref_len);
+    /* bad arguments */
+    CHECK_ERR(qkv_bleu_corpus(h, r, 1, 0, &sc), QKV_ERR_ARG, "nrefs is 0");
+    CHECK_ERR(qkv_bleu_corpus(h, r, -1, 1, &sc), QKV_ERR_ARG, "n is -1");
+    CHECK_ERR(qkv_bleu_corpus(NULL, r, 1, 1, &sc), QKV_ERR_ARG, "hyps is NULL");
+    CHECK_ERR(qkv_bleu_corpus(h, r, 1, 1, NULL), QKV_ERR_ARG, "out is NULL");
+    const char *hn[] = {NULL};
+    CHECK_ERR(qkv_bleu_corpus(hn, r, 1, 1, &sc), QKV_ERR_ARG, "hyps[0] is NULL");
+}
+
+static void test_cli(void)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "d=$(mktemp -d) && printf 'a b\\nc d\\n' > $d/h && printf 'a b\\n' > $d/r && %s bleu $d/h $d/r 2> $d/err;"
+             " s=$?; grep -q 'has 2 lines but' $d/err && rm -rf $d && exit $s",
+             qkv_bin);
+    CHECK(sh(cmd) == 1, "line counts that differ: not exit 1 with a message");
+    snprintf(cmd, sizeof cmd, "%s bleu /nonexistent/h /nonexistent/r 2> /dev/null", qkv_bin);
+    CHECK(sh(cmd) == 1, "a missing file: not exit 1");
+    snprintf(cmd, sizeof cmd, "%s bleu onlyone 2> /dev/null", qkv_bin);
+    CHECK(sh(cmd) == 2, "one operand: not exit 2");
+    snprintf(cmd, sizeof cmd, "%s bleu --help | grep -q corpus_bleu", qkv_bin);
+    CHECK(sh(cmd) == 0, "qkv bleu --help");
+    snprintf(cmd, sizeof cmd,
+             "d=$(mktemp -d) && printf 'a b c d e\\n' > $d/h && %s bleu -v $d/h $d/h > $d/out &&"
+             " head -1 $d/out | grep -qx 1 && grep -q '^p4 2/2' $d/out && rm -rf $d",
+             qkv_bin);
+    CHECK(sh(cmd) == 0, "qkv bleu -v on identical files: not 1 with p4 2/2");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
+    test_hand();
+    test_oracle();
+    test_cli();
+    return h_finish("test_bleu");
+}
