@@ -124,7 +124,7 @@ qkv_status qkv_nn_flatten_init(qkv_nn_flatten *m);
  * ReLU, Linear(hidden, num_classes). Default (qkv_cnn_opts_default): 1x28x28
  * input, blocks 32 and 64, hidden 128, 10 classes: "0.weight" (32,1,3,3),
  * "1.running_mean", "4.weight" (64,32,3,3), "9.weight" (128,3136),
- * "11.weight" (10,128); 421,642 parameters. */
+ * "11.weight" (10,128); 421,834 parameters (and 6 buffers, 3 per BatchNorm2d). */
 #define QKV_CNN_MAX_BLOCKS 4
 typedef struct {
     int64_t in_channels, height, width, num_classes, hidden;
