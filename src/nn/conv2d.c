@@ -5,13 +5,20 @@
  * ih(i, p) = i*stride_h - padding_h + p*dilation_h (likewise iw), x taken
  * as 0 outside [0,H) x [0,W).
  *
- * Fast path: im2col unrolls the whole batch into cols (Cin*kh*kw, N*Hout*Wout)
- * (sample n in columns [n*HWo, (n+1)*HWo)), then one qkv_gemm gives
- * yt = W cols (Cout, N*HWo) with W viewed as (Cout, Cin*kh*kw), and yt is
- * scattered into y (N,Cout,Hout,Wout). One large product keeps BLAS (and
- * its threads) busy where N small ones per sample would not. The backward
- * recomputes cols. Under qkv_reference() plain loops (double accumulation)
- * do the forward and the backward. */
+ * Fast path, one sample at a time: im2col unrolls sample n into cols_n
+ * (Cin*kh*kw, Hout*Wout), a buffer per thread that stays in cache, and
+ * one qkv_gemm gives y[n] = W cols_n with W viewed as (Cout, Cin*kh*kw),
+ * written in place (y[n] is (Cout, Hout*Wout) already). The samples run on
+ * OpenMP's threads when there are enough of them, else in turn with each
+ * product split over the threads. The backward recomputes cols_n. A first
+ * version unrolled the whole batch into one (CK, N*HWo) matrix for one
+ * large product, then transposed the result: at the default CNN's second
+ * layer (batch 64, 32 -> 64 channels, 14x14) it moved 3 such 14 MB
+ * matrices through memory per step and took 1.8x the CPU time of this one
+ * on one thread (forward 12.5 vs 6.9 ms, backward 27 vs 15 ms, clock() of
+ * a single-threaded process, alternating runs on the shared machine). Under qkv_reference() plain loops (double accumulation) do the
+ * forward and the backward. */
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 #include "nn/conv_internal.h"
@@ -171,73 +178,86 @@ static void conv_backward_ref(const qkv_conv_geom *g, const float *x, const floa
 #undef WAT
 #undef YAT
 
-/* ---- fast: im2col + gemm ----------------------------------------------------- */
+/* ---- fast: im2col + gemm, one sample at a time ---------------------------------- */
 
-/* cols (CK, N*HWo) for the whole batch. */
-static float *batch_cols(qkv_ctx *c, const qkv_conv_geom *g, const float *x)
-{
-    int64_t CK = g->Cin * g->kh * g->kw, HWo = g->Hout * g->Wout, NL = g->N * HWo;
-    float *cols = qkv_ctx_alloc(c, (size_t)(CK * NL) * sizeof(float));
-    if (!cols) return NULL;
-#pragma omp parallel for if (g->N > 1)
-    for (int64_t n = 0; n < g->N; n++) im2col(g, x + n * g->Cin * g->H * g->W, cols + n * HWo, NL);
-    return cols;
-}
+/* Samples per partial weight gradient: dW is summed within fixed groups of
+ * samples, then over the groups in order, so it does not depend on the
+ * thread count. */
+enum { CONV_GROUP = 4 };
 
-/* y[n, o, :] = yt[o, n*HWo : (n+1)*HWo] (to_y), or the other way. */
-static void batch_layout(const qkv_conv_geom *g, float *yt, float *y, int to_y)
-{
-    int64_t Lo = g->Hout * g->Wout, NL = g->N * Lo;
-#pragma omp parallel for if (g->N > 1)
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t o = 0; o < g->Cout; o++) {
-            float *a = y + (n * g->Cout + o) * Lo, *b = yt + o * NL + n * Lo;
-            memcpy(to_y ? a : b, to_y ? b : a, (size_t)Lo * sizeof(float));
-        }
-}
+/* Whether a loop of n items runs on OpenMP's threads (each item's products
+ * then run whole on one thread); otherwise the items run in turn and
+ * qkv_gemm splits each product over the threads. */
+static int conv_par(int64_t n) { return omp_get_max_threads() > 1 && n >= omp_get_max_threads(); }
 
+/* y[n] = W cols_n (+ b): cols_n (CK, HWo) is sample n unrolled into its
+ * thread's buffer, small enough to stay in cache, and the product lands in
+ * y[n] (Cout, HWo) directly. */
 static qkv_status conv_forward_fast(qkv_ctx *c, const qkv_conv_geom *g, const float *x,
                                     const float *w, const float *b, float *y)
 {
-    int64_t CK = g->Cin * g->kh * g->kw, NL = g->N * g->Hout * g->Wout;
-    qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c)); /* cols, yt: scratch */
-    float *cols = batch_cols(c, g, x);                                      // (CK,N*HWo)
-    float *yt = qkv_ctx_alloc(c, (size_t)(g->Cout * NL) * sizeof(float)); // (Cout,N*HWo)
-    if (!cols || !yt) return QKV_ERR_NOMEM;
-    if (b)
-        for (int64_t o = 0; o < g->Cout; o++)
-            for (int64_t i = 0; i < NL; i++) yt[o * NL + i] = b[o];
-    qkv_gemm(0, 0, g->Cout, NL, CK, 1.0f, w, CK, cols, NL, b ? 1.0f : 0.0f, yt, NL);
-    batch_layout(g, yt, y, 1);
+    int64_t CK = g->Cin * g->kh * g->kw, HWo = g->Hout * g->Wout, HW = g->H * g->W;
+    int par = conv_par(g->N), nbuf = par ? omp_get_max_threads() : 1;
+    qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c)); /* cols: scratch */
+    float *cols = qkv_ctx_alloc(c, (size_t)(nbuf * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
+    if (!cols) return QKV_ERR_NOMEM;
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t n = 0; n < g->N; n++) {
+        float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo)
+        float *yn = y + n * g->Cout * HWo;                   // (Cout,HWo)
+        im2col(g, x + n * g->Cin * HW, cn, HWo);
+        for (int64_t o = 0; b && o < g->Cout; o++)
+            for (int64_t i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
+        qkv_gemm(0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
+    }
     qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }
 
+/* Per sample n: dW_group += dy[n] cols_n^T (cols recomputed), and
+ * dcols_n = W^T dy[n] scattered back onto dx[n] (col2im). */
 static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const float *x,
                                      const float *w, const float *dy, float *dx, float *dw, float *db)
 {
-    int64_t CK = g->Cin * g->kh * g->kw, Lo = g->Hout * g->Wout, NL = g->N * Lo;
+    int64_t CK = g->Cin * g->kh * g->kw, HWo = g->Hout * g->Wout, HW = g->H * g->W;
+    int64_t ngrp = (g->N + CONV_GROUP - 1) / CONV_GROUP, WK = g->Cout * CK;
+    int par = conv_par(ngrp), nbuf = par ? omp_get_max_threads() : 1;
+    if (db) /* db[o] += sum_{n,i} dy[n, o, i], in sample order */
+#pragma omp parallel for if (g->N * g->Cout * HWo >= QKV_PAR_MIN)
+        for (int64_t o = 0; o < g->Cout; o++) {
+            double acc = 0;
+            for (int64_t n = 0; n < g->N; n++)
+                for (int64_t i = 0; i < HWo; i++) acc += dy[(n * g->Cout + o) * HWo + i];
+            db[o] += (float)acc;
+        }
+    if (!dw && !dx) return QKV_OK;
     /* Everything below is scratch: the gradients were allocated before. */
     qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c));
-    float *dyt = qkv_ctx_alloc(c, (size_t)(g->Cout * NL) * sizeof(float)); // (Cout,N*HWo)
-    if (!dyt) return QKV_ERR_NOMEM;
-    batch_layout(g, dyt, (float *)dy, 0);
-    if (db)
-        for (int64_t o = 0; o < g->Cout; o++)
-            for (int64_t i = 0; i < NL; i++) db[o] += dyt[o * NL + i];
-    if (dw) { /* dW += dyt cols^T */
-        float *cols = batch_cols(c, g, x); // (CK,N*HWo)
-        if (!cols) return QKV_ERR_NOMEM;
-        qkv_gemm(0, 1, g->Cout, CK, NL, 1.0f, dyt, NL, cols, NL, 1.0f, dw, CK);
+    float *cols = qkv_ctx_alloc(c, (size_t)(nbuf * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
+    float *dwp = dw ? qkv_ctx_alloc(c, (size_t)(ngrp * WK) * sizeof(float)) : NULL; // (groups,Cout,CK)
+    if (!cols || (dw && !dwp)) return QKV_ERR_NOMEM;
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t grp = 0; grp < ngrp; grp++) {
+        float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo): cols_n, then dcols_n
+        for (int64_t n = grp * CONV_GROUP; n < g->N && n < (grp + 1) * CONV_GROUP; n++) {
+            const float *dyn = dy + n * g->Cout * HWo; // (Cout,HWo)
+            if (dw) {
+                im2col(g, x + n * g->Cin * HW, cn, HWo);
+                qkv_gemm(0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, cn, HWo, 1.0f, dwp + grp * WK, CK);
+            }
+            if (dx) {
+                qkv_gemm(1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
+                col2im_add(g, cn, HWo, dx + n * g->Cin * HW);
+            }
+        }
     }
-    if (dx) { /* dcols = W^T dyt, scattered back onto x's positions */
-        float *dcols = qkv_ctx_alloc(c, (size_t)(CK * NL) * sizeof(float)); // (CK,N*HWo)
-        if (!dcols) return QKV_ERR_NOMEM;
-        qkv_gemm(1, 0, CK, NL, g->Cout, 1.0f, w, CK, dyt, NL, 0.0f, dcols, NL);
-#pragma omp parallel for if (g->N > 1)
-        for (int64_t n = 0; n < g->N; n++)
-            col2im_add(g, dcols + n * Lo, NL, dx + n * g->Cin * g->H * g->W);
-    }
+    if (dw)
+#pragma omp parallel for if (ngrp * WK >= QKV_PAR_MIN)
+        for (int64_t j = 0; j < WK; j++) {
+            float acc = 0.0f;
+            for (int64_t grp = 0; grp < ngrp; grp++) acc += dwp[grp * WK + j];
+            dw[j] += acc;
+        }
     qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }
