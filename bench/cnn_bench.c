@@ -1,12 +1,17 @@
 /* cnn_bench.c: Conv2d forward + backward at the default CNN's shapes
  * (batch 64), and a whole forward + backward of the default CNN, in ms
  * (the median of iterations filling 0.5 s, at most 20).
- *   build/bench/cnn_bench [N]         (default 64)
+ *   build/bench/cnn_bench [--cpu] [N]         (default 64)
+ * --cpu times with the process's CPU time (clock()) instead of the wall
+ * clock: for one-thread runs on a shared machine, where wall time is
+ * mostly other people's work.
  * bench/cnn_suite.sh runs it interleaved with bench/cnn_torch.py (PyTorch,
  * the same shapes) and prints the ratios. Lines: "ROW name ms". */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include "qkv.h"
 
 #define CHECK(expr)                                                            \
@@ -16,6 +21,10 @@
             exit(1);                                                           \
         }                                                                      \
     } while (0)
+
+static int use_cpu;
+
+static double now(void) { return use_cpu ? (double)clock() / CLOCKS_PER_SEC : omp_get_wtime(); }
 
 static int cmp(const void *a, const void *b)
 {
@@ -46,9 +55,9 @@ static void timeit(const char *name, job *j)
     int n = 0;
     step(j); /* warm-up */
     while (n < 20 && (n < 3 || total < 0.5)) {
-        double t0 = omp_get_wtime();
+        double t0 = now();
         step(j);
-        t[n] = omp_get_wtime() - t0;
+        t[n] = now() - t0;
         total += t[n++];
     }
     qsort(t, (size_t)n, sizeof *t, cmp);
@@ -58,7 +67,8 @@ static void timeit(const char *name, job *j)
 
 int main(int argc, char **argv)
 {
-    int64_t N = argc > 1 ? atoll(argv[1]) : 64;
+    use_cpu = argc > 1 && !strcmp(argv[1], "--cpu");
+    int64_t N = argc > 1 + use_cpu ? atoll(argv[1 + use_cpu]) : 64;
     qkv_rng r;
     qkv_rng_seed(&r, 1);
     qkv_arena *a;

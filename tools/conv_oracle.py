@@ -29,6 +29,11 @@ float32 values:
          "after.<buffer names>", "logits_eval".
 
 Usage: conv_oracle.py --out DIR --cases N [--seed 1].
+       conv_oracle.py --load-check PATH
+The second form loads a state_dict that qkv saved from its default CNN
+after one training step into PyTorch's nn.Sequential (strict), and exits 0
+when every key matched, the buffers kept their dtypes (num_batches_tracked
+int64, equal to 1) and an eval forward runs.
 """
 import argparse
 import os
@@ -190,7 +195,27 @@ def cnn_case(rng, gen, default):
     return t, meta
 
 
+def load_check(path):
+    t, _ = safetensors_io.load(path)
+    m = make_cnn(1, 28, 28, [32, 64], 128, 10)
+    m.load_state_dict(t, strict=True)
+    for k in ('1.num_batches_tracked', '5.num_batches_tracked'):
+        b = m.state_dict()[k]
+        if b.dtype != torch.int64 or int(b) != 1:
+            sys.exit('%s: %s %s, expected int64 1' % (path, k, b))
+    if float(m.state_dict()['1.running_var'].sub(1).abs().max()) == 0:
+        sys.exit('%s: running_var never moved' % path)
+    with torch.no_grad():
+        y = m.eval()(torch.randn(2, 1, 28, 28))
+    if not torch.isfinite(y).all():
+        sys.exit('%s: non-finite logits' % path)
+    print('load-check ok: %d tensors' % len(t))
+
+
 def main():
+    if sys.argv[1:2] == ['--load-check']:
+        load_check(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument('--out', required=True)
     ap.add_argument('--cases', type=int, default=40)
