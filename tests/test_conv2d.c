@@ -180,8 +180,9 @@ static void test_fast_vs_ref(void)
         qkv_rng_seed(&r, 40 + t);
         CHECK_OK(qkv_arena_new(&a, 0));
         op_case k = {0};
-        /* N = 9: the backward's weight gradient in several sample groups */
-        int64_t N = t % 4 == 3 ? 9 : 1 + t % 3, Cin = 1 + t % 4, Cout = 2 + t % 5, H = 5 + t;
+        /* N = 9: the backward's weight gradient in several sample groups;
+         * t = 0 is a 1x1 kernel with stride 1 and no padding (no unrolling) */
+        int64_t N = t % 4 == 3 ? 9 : t == 0 ? 5 : 1 + t % 3, Cin = 1 + t % 4, Cout = 2 + t % 5, H = 5 + t;
         int64_t W = 4 + 2 * (t % 4);
         int64_t kh = 1 + t % 3, kw = 1 + (t / 2) % 3;
         k.s[0] = 1 + t % 2, k.s[1] = 1 + (t / 3) % 3;

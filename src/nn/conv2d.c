@@ -8,7 +8,8 @@
  * Fast path, one sample at a time: im2col unrolls sample n into cols_n
  * (Cin*kh*kw, Hout*Wout), a buffer per thread that stays in cache, and
  * one qkv_gemm gives y[n] = W cols_n with W viewed as (Cout, Cin*kh*kw),
- * written in place (y[n] is (Cout, Hout*Wout) already). The samples run on
+ * written in place (y[n] is (Cout, Hout*Wout) already); a 1x1 kernel with
+ * stride 1 and no padding skips the unrolling. The samples run on
  * OpenMP's threads when there are enough of them, else in turn with each
  * product split over the threads. The backward recomputes cols_n. A first
  * version unrolled the whole batch into one (CK, N*HWo) matrix for one
@@ -190,6 +191,14 @@ enum { CONV_GROUP = 4 };
  * qkv_gemm splits each product over the threads. */
 static int conv_par(int64_t n) { return omp_get_max_threads() > 1 && n >= omp_get_max_threads(); }
 
+/* A 1x1 kernel with stride 1 and no padding reads x[n] (Cin, H*W) as it
+ * is: cols_n = x[n], no unrolling. */
+static int conv_is_pointwise(const qkv_conv_geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->stride[0] == 1 && g->stride[1] == 1 && g->padding[0] == 0 &&
+           g->padding[1] == 0;
+}
+
 /* y[n] = W cols_n (+ b): cols_n (CK, HWo) is sample n unrolled into its
  * thread's buffer, small enough to stay in cache, and the product lands in
  * y[n] (Cout, HWo) directly. */
@@ -197,15 +206,17 @@ static qkv_status conv_forward_fast(qkv_ctx *c, const qkv_conv_geom *g, const fl
                                     const float *w, const float *b, float *y)
 {
     int64_t CK = g->Cin * g->kh * g->kw, HWo = g->Hout * g->Wout, HW = g->H * g->W;
-    int par = conv_par(g->N), nbuf = par ? omp_get_max_threads() : 1;
+    int par = conv_par(g->N), nbuf = par ? omp_get_max_threads() : 1, pw = conv_is_pointwise(g);
     qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c)); /* cols: scratch */
-    float *cols = qkv_ctx_alloc(c, (size_t)(nbuf * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
+    float *cols = qkv_ctx_alloc(c, (size_t)((pw ? 1 : nbuf) * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
     if (!cols) return QKV_ERR_NOMEM;
 #pragma omp parallel for if (par) schedule(static)
     for (int64_t n = 0; n < g->N; n++) {
+        const float *xn = x + n * g->Cin * HW; // (Cin,H,W)
         float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo)
         float *yn = y + n * g->Cout * HWo;                   // (Cout,HWo)
-        im2col(g, x + n * g->Cin * HW, cn, HWo);
+        if (pw) cn = (float *)xn;
+        else im2col(g, xn, cn, HWo);
         for (int64_t o = 0; b && o < g->Cout; o++)
             for (int64_t i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
         qkv_gemm(0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
@@ -221,7 +232,7 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
 {
     int64_t CK = g->Cin * g->kh * g->kw, HWo = g->Hout * g->Wout, HW = g->H * g->W;
     int64_t ngrp = (g->N + CONV_GROUP - 1) / CONV_GROUP, WK = g->Cout * CK;
-    int par = conv_par(ngrp), nbuf = par ? omp_get_max_threads() : 1;
+    int par = conv_par(ngrp), nbuf = par ? omp_get_max_threads() : 1, pw = conv_is_pointwise(g);
     if (db) /* db[o] += sum_{n,i} dy[n, o, i], in sample order */
 #pragma omp parallel for if (g->N * g->Cout * HWo >= QKV_PAR_MIN)
         for (int64_t o = 0; o < g->Cout; o++) {
@@ -233,7 +244,7 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
     if (!dw && !dx) return QKV_OK;
     /* Everything below is scratch: the gradients were allocated before. */
     qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c));
-    float *cols = qkv_ctx_alloc(c, (size_t)(nbuf * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
+    float *cols = qkv_ctx_alloc(c, (size_t)((pw ? 1 : nbuf) * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
     float *dwp = dw ? qkv_ctx_alloc(c, (size_t)(ngrp * WK) * sizeof(float)) : NULL; // (groups,Cout,CK)
     if (!cols || (dw && !dwp)) return QKV_ERR_NOMEM;
 #pragma omp parallel for if (par) schedule(static)
@@ -241,13 +252,17 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
         float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo): cols_n, then dcols_n
         for (int64_t n = grp * CONV_GROUP; n < g->N && n < (grp + 1) * CONV_GROUP; n++) {
             const float *dyn = dy + n * g->Cout * HWo; // (Cout,HWo)
+            const float *xn = x + n * g->Cin * HW;     // (Cin,H,W)
+            float *dxn = dx ? dx + n * g->Cin * HW : NULL;
             if (dw) {
-                im2col(g, x + n * g->Cin * HW, cn, HWo);
-                qkv_gemm(0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, cn, HWo, 1.0f, dwp + grp * WK, CK);
+                if (!pw) im2col(g, xn, cn, HWo);
+                qkv_gemm(0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, pw ? xn : cn, HWo, 1.0f, dwp + grp * WK, CK);
             }
-            if (dx) {
+            if (dx && pw) { /* dcols_n is dx[n]'s own increment */
+                qkv_gemm(1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 1.0f, dxn, HWo);
+            } else if (dx) {
                 qkv_gemm(1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
-                col2im_add(g, cn, HWo, dx + n * g->Cin * HW);
+                col2im_add(g, cn, HWo, dxn);
             }
         }
     }
