@@ -213,8 +213,11 @@ static void test_fast_vs_ref(void)
 
 /* ---- PyTorch parity ---------------------------------------------------------- */
 
-static double worst_val, worst_grad;
-static int n_cases, n_ran[4];
+/* The worst errors per kind of case: conv, pool, bn, cnn (kind_i). */
+static double worst_val_k[4], worst_grad_k[4];
+static int n_cases, n_ran[4], kind_i;
+#define worst_val worst_val_k[kind_i]
+#define worst_grad worst_grad_k[kind_i]
 
 /* The gradient of t against the oracle's "<prefix><name>". */
 static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,
@@ -455,10 +458,10 @@ static void parity_case(const char *path, const char *file)
     CHECK_OK(qkv_arena_new(&a, 0));
     const char *kind = qkv_safetensors_meta(st, "kind");
     if (!kind) CHECK(0, "%s: no kind", file);
-    else if (!strcmp(kind, "conv")) parity_conv(st, a, file);
-    else if (!strcmp(kind, "pool")) parity_pool(st, a, file);
-    else if (!strcmp(kind, "bn")) parity_bn(st, a, file);
-    else if (!strcmp(kind, "cnn")) parity_cnn(st, a, file);
+    else if (!strcmp(kind, "conv")) kind_i = 0, parity_conv(st, a, file);
+    else if (!strcmp(kind, "pool")) kind_i = 1, parity_pool(st, a, file);
+    else if (!strcmp(kind, "bn")) kind_i = 2, parity_bn(st, a, file);
+    else if (!strcmp(kind, "cnn")) kind_i = 3, parity_cnn(st, a, file);
     else CHECK(0, "%s: unknown kind %s", file, kind);
     qkv_arena_free(a);
     qkv_safetensors_close(st);
@@ -699,8 +702,10 @@ int main(void)
     CHECK(n == 48 && n_ran[0] == 24 && n_ran[1] == 12 && n_ran[2] == 12 && n_ran[3] == 24,
           "parity: %d cases, runs compared: conv %d, pool %d, bn %d, cnn %d", n, n_ran[0], n_ran[1],
           n_ran[2], n_ran[3]);
-    printf("parity: %d cases (conv %d runs, pool %d, batchnorm %d, cnn %d): worst value error %.3g, "
-           "worst gradient error %.3g\n", n_cases, n_ran[0], n_ran[1], n_ran[2], n_ran[3], worst_val,
-           worst_grad);
+    static const char *const kinds[4] = {"conv2d", "max_pool2d", "BatchNorm2d", "CNN"};
+    printf("parity: %d cases\n", n_cases);
+    for (int k = 0; k < 4; k++)
+        printf("  %-11s %2d runs: worst value error %.3g, worst gradient error %.3g\n", kinds[k], n_ran[k],
+               worst_val_k[k], worst_grad_k[k]);
     return h_finish("test_conv2d");
 }
