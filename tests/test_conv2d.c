@@ -137,6 +137,39 @@ static void test_gradcheck_bn(void)
     }
 }
 
+/* max_pool2d's choice of element, against what PyTorch 1.13 printed for
+ * F.max_pool2d(x.view(1,1,2,2), 2) and its backward of ones: a NaN wins
+ * (the last one), ties go to the first maximum, an all -inf window routes
+ * to its first element. */
+static void test_pool_special(void)
+{
+    static const float in[3][4] = {{1, NAN, 3, NAN}, {2, 2, 1, 2}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
+    static const float want_dx[3][4] = {{0, 0, 0, 1}, {1, 0, 0, 0}, {1, 0, 0, 0}};
+    int64_t k[2] = {2, 2};
+    for (int i = 0; i < 3; i++) {
+        qkv_arena *a;
+        qkv_ctx *c;
+        CHECK_OK(qkv_arena_new(&a, 0));
+        CHECK_OK(qkv_ctx_new(&c));
+        qkv_tensor *x, *y = NULL;
+        CHECK_OK(qkv_tensor_new(a, QKV_F32, 4, (int64_t[]){1, 1, 2, 2}, &x));
+        memcpy(x->data, in[i], sizeof in[i]);
+        CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+        CHECK_OK(qkv_max_pool2d(c, x, k, NULL, NULL, NULL, 0, &y));
+        float one = 1.0f, dx[4] = {0};
+        if (y) {
+            float want = i == 0 ? NAN : i == 1 ? 2.0f : -INFINITY;
+            CHECK(i == 0 ? isnan(y->data[0]) : y->data[0] == want, "max_pool2d case %d: %g", i, y->data[0]);
+            CHECK_OK(qkv_backward(c, y, &one));
+            CHECK_OK(qkv_tensor_read_grad(x, dx, 4));
+        }
+        CHECK(!memcmp(dx, want_dx[i], sizeof dx), "max_pool2d case %d: gradient (%g,%g,%g,%g)", i, dx[0],
+              dx[1], dx[2], dx[3]);
+        qkv_ctx_free(c);
+        qkv_arena_free(a);
+    }
+}
+
 /* ---- conv2d: im2col + gemm against the reference loops -------------------- */
 
 /* Forward and backward of sum(R * y); y then dx, dw, db into buf. */
@@ -696,6 +729,7 @@ int main(void)
     test_save_for_torch();
     test_gradcheck_conv();
     test_gradcheck_pool();
+    test_pool_special();
     test_gradcheck_bn();
     test_fast_vs_ref();
     int n = h_oracle_cases("conv_oracle.py", 48, parity_case);
