@@ -716,6 +716,10 @@ static void test_errors(void)
     CHECK_OK(qkv_tensor_new(a, QKV_F32, 4, (int64_t[]){2, 1, 28, 28}, &img));
     CHECK_OK(qkv_module_forward(c, &mlp.seq.base, img, &y));
     CHECK(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 10, "MLP logits not (2,10)");
+    qkv_nn_flatten fl;
+    CHECK_OK(qkv_nn_flatten_init(&fl));
+    CHECK_ERR(qkv_module_forward(c, &fl.base, b5, &y), QKV_ERR_SHAPE,
+              "flatten: x (5,) has 1 dims, expected (N,...) with at least 2");
     qkv_mlp_free(&mlp);
     qkv_ctx_free(c);
     qkv_params_free(p);

@@ -109,7 +109,7 @@ typedef struct {
 qkv_status qkv_nn_batchnorm2d_init(qkv_nn_batchnorm2d *m, const qkv_batchnorm_opts *o,
                                    qkv_params *p, const char *prefix);
 
-/* nn.Flatten(start_dim=1): (N,...) -> (N,prod(...)), a view. */
+/* nn.Flatten(start_dim=1): (N,...) -> (N,prod(...)), a view; x needs >= 2 dims. */
 typedef struct { qkv_module base; } qkv_nn_flatten;
 qkv_status qkv_nn_flatten_init(qkv_nn_flatten *m);
 

@@ -268,13 +268,14 @@ qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p)
     return QKV_OK;
 }
 
-/* nn.Flatten(): (N,...) -> (N,prod(...)), recorded as a view. */
+/* nn.Flatten(): (N,...) -> (N,prod(...)), recorded as a view (no copy). */
 static qkv_status flatten_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
 {
     QKV_NEED(x, "flatten", "x");
-    if (x->ndim < 1) {
+    if (x->ndim < 2) { /* torch.flatten(x, 1) needs a dim 1 */
         char bx[64];
-        return qkv_fail(QKV_ERR_SHAPE, "flatten: x %s has no batch dim", qkv_shape_str(x, bx, sizeof bx));
+        return qkv_fail(QKV_ERR_SHAPE, "flatten: x %s has %d dims, expected (N,...) with at least 2",
+                        qkv_shape_str(x, bx, sizeof bx), x->ndim);
     }
     int64_t shape[2] = {x->shape[0], x->shape[0] ? qkv_tensor_numel(x) / x->shape[0] : 0};
     return qkv_reshape(c, x, 2, shape, y);
