@@ -246,9 +246,9 @@ static void test_fast_vs_ref(void)
 
 /* ---- PyTorch parity ---------------------------------------------------------- */
 
-/* The worst errors per kind of case: conv, pool, bn, cnn (kind_i). */
-static double worst_val_k[4], worst_grad_k[4];
-static int n_cases, n_ran[4], kind_i;
+/* The worst errors per kind of case: conv, pool, bn, cnn, mlp (kind_i). */
+static double worst_val_k[5], worst_grad_k[5];
+static int n_cases, n_ran[4], n_mlp, kind_i;
 #define worst_val worst_val_k[kind_i]
 #define worst_grad worst_grad_k[kind_i]
 
@@ -481,6 +481,45 @@ static void parity_cnn(qkv_safetensors *st, qkv_arena *a, const char *file)
     qkv_params_free(p);
 }
 
+/* The MLP of a cnn case: same images, its own weights and dlogits. */
+static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
+{
+    qkv_params *p;
+    qkv_rng r;
+    qkv_rng_seed(&r, 3);
+    CHECK_OK(qkv_params_new(&p));
+    qkv_mlp_opts o = qkv_mlp_opts_default();
+    o.in_features = h_meta_int(st, "in_channels") * h_meta_int(st, "height") * h_meta_int(st, "width");
+    o.num_classes = h_meta_int(st, "num_classes");
+    o.layers = 0;
+    for (const char *h = qkv_safetensors_meta(st, "mlp_hidden"); h && *h && o.layers < QKV_MLP_MAX_HIDDEN;) {
+        o.hidden[o.layers++] = atoll(h);
+        h = strchr(h, ',');
+        if (h) h++;
+    }
+    qkv_mlp net;
+    CHECK_OK(qkv_mlp_init(&net, &o, p, "", &r));
+    CHECK(qkv_params_numel_trainable(p) == h_meta_int(st, "mlp_params"), "%s: MLP %lld parameters, PyTorch %lld",
+          file, (long long)qkv_params_numel_trainable(p), (long long)h_meta_int(st, "mlp_params"));
+    CHECK_OK(qkv_params_load_state_dict(p, st, "mlp.", 1, NULL));
+    qkv_tensor *x = h_load(st, a, "x", 1), *dl = h_load(st, a, "mlp_dlogits", 0), *y = NULL;
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_module_forward(c, &net.seq.base, x, &y));
+    qkv_tensor *want = h_load(st, a, "mlp_logits", 0);
+    if (x && dl && same_shape(file, "mlp_logits", y, want)) {
+        n_mlp++;
+        h_compare(file, "mlp_logits", y->data, want, 1e-5, &worst_val);
+        CHECK_OK(qkv_backward(c, y, dl->data));
+        compare_grad(st, a, file, "mlp_grad.", "x", x);
+        for (int i = 0; i < qkv_params_count(p); i++)
+            compare_grad(st, a, file, "mlp_grad.", qkv_params_at(p, i)->name, qkv_params_at(p, i));
+    }
+    qkv_ctx_free(c);
+    qkv_mlp_free(&net);
+    qkv_params_free(p);
+}
+
 static void parity_case(const char *path, const char *file)
 {
     qkv_safetensors *st = NULL;
@@ -494,7 +533,7 @@ static void parity_case(const char *path, const char *file)
     else if (!strcmp(kind, "conv")) kind_i = 0, parity_conv(st, a, file);
     else if (!strcmp(kind, "pool")) kind_i = 1, parity_pool(st, a, file);
     else if (!strcmp(kind, "bn")) kind_i = 2, parity_bn(st, a, file);
-    else if (!strcmp(kind, "cnn")) kind_i = 3, parity_cnn(st, a, file);
+    else if (!strcmp(kind, "cnn")) kind_i = 3, parity_cnn(st, a, file), kind_i = 4, parity_mlp(st, a, file);
     else CHECK(0, "%s: unknown kind %s", file, kind);
     qkv_arena_free(a);
     qkv_safetensors_close(st);
@@ -740,10 +779,11 @@ int main(void)
     CHECK(n == 48 && n_ran[0] == 24 && n_ran[1] == 12 && n_ran[2] == 12 && n_ran[3] == 24,
           "parity: %d cases, runs compared: conv %d, pool %d, bn %d, cnn %d", n, n_ran[0], n_ran[1],
           n_ran[2], n_ran[3]);
-    static const char *const kinds[4] = {"conv2d", "max_pool2d", "BatchNorm2d", "CNN"};
+    static const char *const kinds[5] = {"conv2d", "max_pool2d", "BatchNorm2d", "CNN", "MLP"};
+    CHECK(n_mlp == 12, "parity: %d MLP runs compared", n_mlp);
     printf("parity: %d cases\n", n_cases);
-    for (int k = 0; k < 4; k++)
-        printf("  %-11s %2d runs: worst value error %.3g, worst gradient error %.3g\n", kinds[k], n_ran[k],
-               worst_val_k[k], worst_grad_k[k]);
+    for (int k = 0; k < 5; k++)
+        printf("  %-11s %2d runs: worst value error %.3g, worst gradient error %.3g\n", kinds[k],
+               k < 4 ? n_ran[k] : n_mlp, worst_val_k[k], worst_grad_k[k]);
     return h_finish("test_conv2d");
 }

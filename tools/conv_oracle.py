@@ -26,7 +26,9 @@ float32 values:
          a training-mode forward and backward of sum(logits * dlogits) on "x",
          then an eval forward on "x": "model.<state_dict names>" (initial),
          "logits", "dlogits", "grad.<name>" per parameter, "grad.x",
-         "after.<buffer names>", "logits_eval".
+         "after.<buffer names>", "logits_eval"; and an MLP (metadata
+         mlp_hidden "256,128", possibly empty) on the same x: "mlp.<names>",
+         "mlp_logits", "mlp_dlogits", "mlp_grad.x", "mlp_grad.<name>".
 
 Usage: conv_oracle.py --out DIR --cases N [--seed 1].
        conv_oracle.py --load-check PATH
@@ -192,6 +194,25 @@ def cnn_case(rng, gen, default):
         t['logits_eval'] = m(x)
     meta = dict(cfg, blocks=len(cfg['channels']), channels=','.join(str(c) for c in cfg['channels']),
                 params=sum(p.numel() for p in m.parameters()))
+    # the MLP baseline on the same images
+    hidden = [256, 128] if default else [rng.randint(2, 6) for _ in range(rng.randint(0, 3))]
+    dims = [cfg['in_channels'] * cfg['height'] * cfg['width']] + hidden + [cfg['num_classes']]
+    layers = [torch.nn.Flatten()]
+    for i in range(len(dims) - 1):
+        layers += [torch.nn.Linear(dims[i], dims[i + 1])] + ([torch.nn.ReLU()] if i < len(dims) - 2 else [])
+    mlp = torch.nn.Sequential(*layers).double()
+    for v in mlp.state_dict().values():
+        v.copy_(v.float().double())
+    t.update({'mlp.' + k: v.clone() for k, v in mlp.state_dict().items()})
+    x.grad = None
+    out = mlp(x)
+    dm = rnd(gen, *out.shape)
+    g = torch.autograd.grad((out * dm).sum(), [x] + list(mlp.parameters()))
+    t.update(mlp_logits=out, mlp_dlogits=dm)
+    t['mlp_grad.x'] = g[0]
+    for (k, _), gk in zip(mlp.named_parameters(), g[1:]):
+        t['mlp_grad.' + k] = gk
+    meta.update(mlp_hidden=','.join(str(h) for h in hidden), mlp_params=sum(p.numel() for p in mlp.parameters()))
     return t, meta
 
 
