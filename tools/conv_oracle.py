@@ -14,7 +14,7 @@ float32 values:
          ceil_mode: "x", "y", "dy", "grad.x"; metadata kernel_h, kernel_w,
          stride_h, stride_w (0: default), padding_h, padding_w, dilation_h,
          dilation_w, ceil_mode.
-  bn     nn.BatchNorm2d (random affine, momentum 0.1 / 0.3 / None) run for
+  bn     nn.BatchNorm2d (random affine; momentum 0.1, 0.3, None in turn) run for
          `steps` training steps on "x0".."x{steps-1}", backward of
          sum(y * dy) at the last one; then in eval mode on "xe" with "dye":
          "bn.<state_dict names>" before the steps, "y", "dy", "grad.x",
@@ -105,10 +105,10 @@ def pool_case(rng, gen):
     return {'x': x, 'y': y, 'dy': dy, 'grad.x': gx}, meta
 
 
-def bn_case(rng, gen):
+def bn_case(rng, gen, j):
     C, steps = rng.randint(1, 4), rng.randint(1, 4)
     affine = rng.random() < 0.75
-    momentum = rng.choice([0.1, 0.1, 0.3, None])
+    momentum = (0.1, 0.3, None)[j % 3]  # the j-th bn case: each in turn
     m = torch.nn.BatchNorm2d(C, affine=affine, momentum=momentum).double()
     if affine:  # away from the ones/zeros init, so weight and bias matter
         with torch.no_grad():
@@ -252,7 +252,7 @@ def main():
         elif kind == 'pool':
             t, meta = pool_case(rng, gen)
         elif kind == 'bn':
-            t, meta = bn_case(rng, gen)
+            t, meta = bn_case(rng, gen, i // 4)
         else:
             t, meta = cnn_case(rng, gen, default=(i == 3))
         out = {}
