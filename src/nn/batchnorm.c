@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "kernels/rows.h"
 #include "nn/nn_check.h"
 
 typedef struct {
@@ -45,11 +46,10 @@ static qkv_status bn_backward(qkv_ctx *c, void *p)
         double sdy = 0, sdyx = 0; /* sum dy, sum dy * xhat */
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            for (int64_t i = 0; i < S; i++) {
-                sdy += gr[i];
-                sdyx += gr[i] * (xr[i] - mu) * rs;
-            }
+            sdy += qkv_sum_f64(gr, S);
+            sdyx += qkv_sum_dot_dev(gr, xr, mu, S);
         }
+        sdyx *= rs;
         if (db) db[ch] += (float)sdy;
         if (dw) dw[ch] += (float)sdyx;
         if (!dx) continue;
@@ -133,14 +133,9 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
         double mu, var;
         if (training) {
             double sum = 0, sq = 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++) sum += xd[(n * C + ch) * S + i];
+            for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
             mu = sum / M;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++) {
-                    double d = xd[(n * C + ch) * S + i] - mu;
-                    sq += d * d;
-                }
+            for (int64_t n = 0; n < N; n++) sq += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
             var = sq / M;
             if (running_mean) { /* in place, as F.batch_norm does; no gradient */
                 float *rm = running_mean->data, *rv = running_var->data;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include "nn/conv_internal.h"
 #include "kernels/gemm.h"
+#include "kernels/rows.h"
 
 typedef struct {
     qkv_tensor *x, *w, *b, *y;
@@ -237,8 +238,7 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
 #pragma omp parallel for if (g->N * g->Cout * HWo >= QKV_PAR_MIN)
         for (int64_t o = 0; o < g->Cout; o++) {
             double acc = 0;
-            for (int64_t n = 0; n < g->N; n++)
-                for (int64_t i = 0; i < HWo; i++) acc += dy[(n * g->Cout + o) * HWo + i];
+            for (int64_t n = 0; n < g->N; n++) acc += qkv_sum_f64(dy + (n * g->Cout + o) * HWo, HWo);
             db[o] += (float)acc;
         }
     if (!dw && !dx) return QKV_OK;
