@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
     run_opts r;
     const char *tokenizer, *out, *plots;
-    int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample;
+    int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout;
     int untied, resume;
 } lm_opts;
@@ -241,11 +241,11 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
 {
     lm_run *r = user;
     r->window_sum += loss;
-    if (++r->window_n == r->window || pos->step == r->o->r.steps) {
+    if (++r->window_n == r->window || pos->step == r->o->r.steps || pos->step == r->o->stop_at) {
         curve_add(&r->train, (double)pos->step, r->window_sum / (double)r->window_n);
         r->window_sum = 0, r->window_n = 0;
     }
-    if (pos->step % r->o->eval_every && pos->step != r->o->r.steps) return QKV_OK;
+    if (pos->step % r->o->eval_every && pos->step != r->o->r.steps && pos->step != r->o->stop_at) return QKV_OK;
     double v;
     QKV_CLI_TRY(validate(r, &v));
     r->last_val = v;
@@ -301,9 +301,12 @@ const char qkv_cli_train_lm_usage[] =
     "      --eval-batches N   batches in a validation (default 8)\n"
     "      --save-every N     checkpoint every N steps (default: --eval-every), and at the end\n"
     "  -o, --out DIR          the run's folder: DIR/lm.ckpt (default lm-run)\n"
+    "      --stop-at N        stop (with a checkpoint) at step N < --steps; the schedule\n"
+    "                         stays --steps' (a run in pieces, each continued by --resume)\n"
     "      --resume           continue the run in --out DIR from its checkpoint (bit-exact);\n"
-    "                         its options come from there: only --steps, --eval-every,\n"
-    "                         --eval-batches, --save-every, --plots, --sample, --threads\n"
+    "                         its options come from there: only --steps, --stop-at,\n"
+    "                         --eval-every, --eval-batches, --save-every, --plots,\n"
+    "                         --sample, --threads\n"
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         characters of a sample printed at the end (default 300; 0: none)\n"
@@ -315,7 +318,7 @@ const char qkv_cli_train_lm_usage[] =
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
-           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE };
+           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP };
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
         {"val-fraction", required_argument, NULL, VALF}, {"layers", required_argument, NULL, LAYERS},
@@ -328,7 +331,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         {"clip", required_argument, NULL, CLIP}, {"eval-every", required_argument, NULL, EVAL},
         {"eval-batches", required_argument, NULL, EVALB}, {"save-every", required_argument, NULL, SAVE},
         {"out", required_argument, NULL, 'o'}, {"resume", no_argument, NULL, RESUME},
-        {"plots", required_argument, NULL, PLOTS}, {"sample", required_argument, NULL, SAMPLE},
+        {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP}, {"sample", required_argument, NULL, SAMPLE},
         {"seed", required_argument, NULL, 's'}, {"threads", required_argument, NULL, 'j'},
         QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
@@ -363,6 +366,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         case RESUME: o->resume = 1; break;
         case PLOTS: o->plots = a.value; break;
         case SAMPLE: o->sample = qkv_cli_int(&a, 0, 1 << 20); break;
+        case STOP: o->stop_at = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         }
@@ -374,7 +378,7 @@ static int parse(int argc, char **argv, lm_opts *o)
             *dv = v;
         }
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
-            c != SAMPLE && c != 'j')
+            c != SAMPLE && c != STOP && c != 'j')
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
@@ -548,7 +552,8 @@ int qkv_cli_train_lm(int argc, char **argv)
     fflush(stdout);
     if (o.resume) printf("resuming at step %lld\n", (long long)st.pos.step);
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
-                      .steps = o.r.steps, .checkpoint = st.ckpt,
+                      .steps = o.stop_at > 0 && o.stop_at < o.r.steps ? o.stop_at : o.r.steps,
+                      .checkpoint = st.ckpt,
                       .checkpoint_every = o.save_every > 0 ? o.save_every : o.eval_every, .rng = &st.rng,
                       .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r, .meta = &st.meta.meta,
                       .after_step = after_step};
