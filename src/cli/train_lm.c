@@ -35,7 +35,7 @@ typedef struct {
     run_opts r;
     const char *tokenizer, *out, *plots;
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
-    double dropout;
+    double dropout, time_limit;
     int untied, resume;
 } lm_opts;
 
@@ -174,6 +174,13 @@ typedef struct {
     double window_sum;
     int64_t window_n, window;
     double last_val;
+    /* --time-limit: the clock's start and what a stop saves. */
+    double t0;
+    int timed_out;
+    qkv_optim *opt;
+    qkv_rng *rng;
+    const qkv_checkpoint_meta *meta;
+    const char *ckpt;
 } lm_run;
 
 /* Rows [0, B) of x and y: windows of T tokens of [lo, hi) at offsets drawn
@@ -237,22 +244,44 @@ static qkv_status validate(lm_run *r, double *val)
     return QKV_OK;
 }
 
+/* At the time limit: a checkpoint and a validation at this step (unless the
+ * step made them already), then a stop that the command reports as done. */
+static qkv_status time_up(lm_run *r, const qkv_train_pos *pos, int saved, int validated)
+{
+    if (!saved) QKV_CLI_TRY(qkv_checkpoint_save_meta(r->ckpt, r->model->p, r->opt, pos, r->rng, r->meta));
+    if (!validated) {
+        double v;
+        QKV_CLI_TRY(validate(r, &v));
+        r->last_val = v;
+        curve_add(&r->val, (double)pos->step, v);
+    }
+    if (isatty(fileno(stderr))) fputc('\n', stderr);
+    fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
+            (long long)pos->step, r->o->time_limit, r->last_val);
+    r->timed_out = 1;
+    return lm_fail(QKV_ERR_STATE, "stopped at the time limit");
+}
+
 static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss)
 {
     lm_run *r = user;
+    int64_t every = r->o->save_every > 0 ? r->o->save_every : r->o->eval_every;
+    int last = pos->step == r->o->r.steps || pos->step == r->o->stop_at;
+    int over = r->o->time_limit > 0 && lm_now() - r->t0 > 60 * r->o->time_limit && !last;
     r->window_sum += loss;
     if (++r->window_n == r->window || pos->step == r->o->r.steps || pos->step == r->o->stop_at) {
         curve_add(&r->train, (double)pos->step, r->window_sum / (double)r->window_n);
         r->window_sum = 0, r->window_n = 0;
     }
-    if (pos->step % r->o->eval_every && pos->step != r->o->r.steps && pos->step != r->o->stop_at) return QKV_OK;
+    if (pos->step % r->o->eval_every && !last)
+        return over ? time_up(r, pos, pos->step % every == 0, 0) : QKV_OK;
     double v;
     QKV_CLI_TRY(validate(r, &v));
     r->last_val = v;
     curve_add(&r->val, (double)pos->step, v);
     if (isatty(fileno(stderr))) fputc('\n', stderr);
     fprintf(stderr, "step %lld: validation loss %.4f (train %.4f)\n", (long long)pos->step, v, loss);
-    return QKV_OK;
+    return over ? time_up(r, pos, pos->step % every == 0, 1) : QKV_OK;
 }
 
 static qkv_status plot_losses(const char *prefix, const lm_run *r, const char *title)
@@ -303,8 +332,11 @@ const char qkv_cli_train_lm_usage[] =
     "  -o, --out DIR          the run's folder: DIR/lm.ckpt (default lm-run)\n"
     "      --stop-at N        stop (with a checkpoint) at step N < --steps; the schedule\n"
     "                         stays --steps' (a run in pieces, each continued by --resume)\n"
+    "      --time-limit MIN   stop (with a checkpoint and a validation) after the step\n"
+    "                         that passes MIN minutes of training\n"
     "      --resume           continue the run in --out DIR from its checkpoint (bit-exact);\n"
     "                         its options come from there: only --steps, --stop-at,\n"
+    "                         --time-limit,\n"
     "                         --eval-every, --eval-batches, --save-every, --plots,\n"
     "                         --sample, --threads\n"
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
@@ -318,7 +350,7 @@ const char qkv_cli_train_lm_usage[] =
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
-           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP };
+           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT };
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
         {"val-fraction", required_argument, NULL, VALF}, {"layers", required_argument, NULL, LAYERS},
@@ -331,7 +363,8 @@ static int parse(int argc, char **argv, lm_opts *o)
         {"clip", required_argument, NULL, CLIP}, {"eval-every", required_argument, NULL, EVAL},
         {"eval-batches", required_argument, NULL, EVALB}, {"save-every", required_argument, NULL, SAVE},
         {"out", required_argument, NULL, 'o'}, {"resume", no_argument, NULL, RESUME},
-        {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP}, {"sample", required_argument, NULL, SAMPLE},
+        {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP},
+        {"time-limit", required_argument, NULL, TLIMIT}, {"sample", required_argument, NULL, SAMPLE},
         {"seed", required_argument, NULL, 's'}, {"threads", required_argument, NULL, 'j'},
         QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
@@ -350,6 +383,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         case HEADS: o->heads = qkv_cli_int(&a, 1, 1024); break;
         case FF: o->ff = qkv_cli_int(&a, 1, 65536); break;
         case DROPOUT: dv = &o->dropout, lo = 0, hi = 0.9; break;
+        case TLIMIT: dv = &o->time_limit, lo = 1e-3, hi = 1e6; break;
         case UNTIED: o->untied = 1; break;
         case CONTEXT: o->r.context = qkv_cli_int(&a, 2, 1 << 16); break;
         case BATCH: o->r.batch = qkv_cli_int(&a, 1, 1 << 16); break;
@@ -378,7 +412,7 @@ static int parse(int argc, char **argv, lm_opts *o)
             *dv = v;
         }
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
-            c != SAMPLE && c != STOP && c != 'j')
+            c != SAMPLE && c != STOP && c != TLIMIT && c != 'j')
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
@@ -549,19 +583,23 @@ int qkv_cli_train_lm(int argc, char **argv)
            "%d threads; checkpoints in %s\n", o.resume ? "resumed, " : "", (long long)o.r.steps,
            (long long)o.r.batch, (long long)o.r.context, o.r.lr, (long long)o.r.warmup, o.r.min_lr, o.r.clip,
            omp_get_max_threads(), st.ckpt);
-    fflush(stdout);
     if (o.resume) printf("resuming at step %lld\n", (long long)st.pos.step);
+    fflush(stdout);
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
                       .steps = o.stop_at > 0 && o.stop_at < o.r.steps ? o.stop_at : o.r.steps,
                       .checkpoint = st.ckpt,
                       .checkpoint_every = o.save_every > 0 ? o.save_every : o.eval_every, .rng = &st.rng,
                       .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r, .meta = &st.meta.meta,
                       .after_step = after_step};
-    double t0 = lm_now();
-    if (qkv_train(st.c, &tr, &st.pos)) return fail(&st, NULL);
-    double sec = lm_now() - t0;
-    printf("done: step %lld, validation loss %.4f nats per token, %.0f s, checkpoint %s\n", (long long)st.pos.step,
-           r->last_val, sec, st.ckpt);
+    int64_t first = st.pos.step;
+    r->t0 = lm_now();
+    r->opt = st.opt, r->rng = &st.rng, r->meta = &st.meta.meta, r->ckpt = st.ckpt;
+    if (qkv_train(st.c, &tr, &st.pos) && !r->timed_out) return fail(&st, NULL);
+    double sec = lm_now() - r->t0;
+    printf("done: step %lld, validation loss %.4f nats per token, %lld tokens trained on in %.0f s (%.0f tokens/s), "
+           "checkpoint %s\n", (long long)st.pos.step, r->last_val,
+           (long long)((st.pos.step - first) * o.r.batch * o.r.context), sec,
+           (double)((st.pos.step - first) * o.r.batch * o.r.context) / sec, st.ckpt);
     if (o.plots) {
         char title[200];
         snprintf(title, sizeof title, "qkv train lm: %s, %lld parameters", o.r.corpus,
