@@ -13,17 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "qkv.h"
+#include "bench_util.h"
 
 enum { V = 75, LAYERS = 4, E = 128, HEADS = 4, FF = 512, CTX = 128, BATCH = 32 };
-
-#define TRY(x)                                                                    \
-    do {                                                                          \
-        if ((x) != QKV_OK) {                                                      \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, qkv_last_error()); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
 
 /* In a batch function: return the failure to qkv_train. */
 #define BTRY(x)                          \
@@ -31,13 +23,6 @@ enum { V = 75, LAYERS = 4, E = 128, HEADS = 4, FF = 512, CTX = 128, BATCH = 32 }
         qkv_status s_ = (x);             \
         if (s_ != QKV_OK) return s_;     \
     } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 static void model(qkv_params **p, qkv_lm *m, int64_t max_len)
 {
@@ -92,9 +77,9 @@ static void train(int64_t steps)
     qkv_train_pos pos = {0};
     TRY(qkv_train(c, &t, &pos)); /* warm-up: the arena grows to its size */
     t.steps = 2 + steps;
-    double t0 = now();
+    double t0 = bench_now();
     TRY(qkv_train(c, &t, &pos));
-    double sec = now() - t0;
+    double sec = bench_now() - t0;
     printf("RESULT train_tokens_per_s %.1f\n", (double)(steps * BATCH * CTX) / sec);
     printf("RESULT train_params %lld\n", (long long)qkv_params_numel(p));
     free(d);
@@ -125,7 +110,7 @@ static void generate(int64_t context, int64_t new_tokens)
         qkv_tensor *x, *logits;
         TRY(qkv_tensor_wrap_i64(qkv_ctx_arena(c), ids, 2, (int64_t[]){1, context}, &x));
         TRY(qkv_lm_forward_cached(c, &m, &kc, x, NULL, &logits));
-        double t0 = now();
+        double t0 = bench_now();
         for (int64_t i = context; i < context + new_tokens; i++) {
             const float *l = logits->data + (logits->shape[1] - 1) * V;
             int64_t best_id = 0;
@@ -136,7 +121,7 @@ static void generate(int64_t context, int64_t new_tokens)
             TRY(qkv_tensor_wrap_i64(qkv_ctx_arena(c), ids + i, 2, (int64_t[]){1, 1}, &x));
             TRY(qkv_lm_forward_cached(c, &m, &kc, x, NULL, &logits));
         }
-        double sec = now() - t0;
+        double sec = bench_now() - t0;
         if (sec < best) best = sec;
     }
     printf("RESULT generate_%lld_tokens_per_s %.1f\n", (long long)context, (double)new_tokens / best);

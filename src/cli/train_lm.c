@@ -11,7 +11,7 @@
  * Step s's batch depends only on (seed, s), and dropout's masks are seeded
  * from them too, so a resumed run continues bit for bit as if it had never
  * stopped. docs/lm.md has the commands and what they measured. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -112,9 +112,14 @@ static qkv_status make_tokenizer(const char *arg, const char *text, size_t len, 
     if (s) return s;
     qkv_tokenizer_kind k = qkv_tokenizer_kind_of(*tok);
     const char *name = k == QKV_TOKENIZER_BYTES ? "bytes" : k == QKV_TOKENIZER_CHARS ? "chars" : "bpe";
-    char buf[1100];
-    if (k == QKV_TOKENIZER_GPT2) snprintf(buf, sizeof buf, "gpt2:%s", !strcmp(arg, "gpt2") ? "data/gpt2" : arg + 5);
-    else snprintf(buf, sizeof buf, "%s", name);
+    char buf[4200];
+    if (k == QKV_TOKENIZER_GPT2) { /* the folder as an absolute path: generate may run elsewhere */
+        char *dir = realpath(!strcmp(arg, "gpt2") ? "data/gpt2" : arg + 5, NULL);
+        snprintf(buf, sizeof buf, "gpt2:%s", dir ? dir : arg + 5);
+        free(dir);
+    } else {
+        snprintf(buf, sizeof buf, "%s", name);
+    }
     *spec = strdup(buf);
     size_t fl;
     if (*spec && (k == QKV_TOKENIZER_CHARS || k == QKV_TOKENIZER_BPE))
@@ -502,8 +507,8 @@ static int fail(lm_state *st, const char *what)
     return QKV_EXIT_FAILURE;
 }
 
-/* A sample: greedy-free sampling at temperature 0.8 from the first line of
- * the validation text. */
+/* A sample at temperature 0.8, continuing the validation text's first
+ * context/4 tokens. */
 static void print_sample(lm_state *st, int64_t chars)
 {
     lm_sample_opts so = {.max_new_tokens = chars, .temperature = 0.8f, .top_p = 1, .seed = 1};
