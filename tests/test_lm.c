@@ -179,6 +179,7 @@ static void test_tokenizer_text(void)
     CHECK_OK(qkv_tokenizer_load_text(s, len, &u));
     CHECK(qkv_tokenizer_vocab_size(u) == qkv_tokenizer_vocab_size(t) && qkv_tokenizer_vocab_size(t) > 2,
           "vocab sizes %lld, %lld", (long long)qkv_tokenizer_vocab_size(u), (long long)qkv_tokenizer_vocab_size(t));
+    qkv_tokenizer_free(u);
     CHECK_ERR(qkv_tokenizer_load_text(s, len - 3, &u), QKV_ERR_FORMAT, "(text)");
     CHECK_ERR(qkv_tokenizer_load_text("qkv-nope 1\n", 11, &u), QKV_ERR_FORMAT, "not a qkv tokenizer");
     free(s);

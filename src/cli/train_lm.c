@@ -607,7 +607,7 @@ int qkv_cli_train_lm(int argc, char **argv)
            (double)((st.pos.step - first) * o.r.batch * o.r.context) / sec, st.ckpt);
     if (o.plots) {
         char title[200];
-        snprintf(title, sizeof title, "qkv train lm: %s, %lld parameters", o.r.corpus,
+        snprintf(title, sizeof title, "qkv train lm: %.120s, %lld parameters", o.r.corpus,
                  (long long)qkv_params_numel(st.model.p));
         if (plot_losses(o.plots, r, title)) return fail(&st, "plots");
     }

@@ -63,7 +63,7 @@ static float act_slope(qkv_activation k, float x, float y)
  * [-12, 12]: see tests/test_layers_values.c. The reference keeps erff. */
 
 /* e^y for y <= 88 (below -87: e^-87, about 1.6e-38; the callers multiply
- * it by factors that make the difference vanish). */
+ * it by factors that make the difference vanish); NaN for NaN. */
 static inline float exp_fast(float y)
 {
     y = y < -87.0f ? -87.0f : y;
@@ -71,6 +71,8 @@ static inline float exp_fast(float y)
     float r = (y - n * 0.693145751953125f) - n * 1.428606765330187e-06f; /* ln 2 in two parts */
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
               r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    n = n > -127.0f ? n : -127.0f; /* NaN too: the result is NaN through p */
+    n = n < 127.0f ? n : 127.0f;
     int32_t bits = ((int32_t)n + 127) * (1 << 23);
     float scale;
     memcpy(&scale, &bits, sizeof scale);
