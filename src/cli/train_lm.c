@@ -128,15 +128,11 @@ static qkv_status make_tokenizer(const char *arg, const char *text, size_t len, 
     return s;
 }
 
-static qkv_status load_corpus(const char *path, const qkv_tokenizer *tok, double val_fraction, int64_t context,
-                              corpus *cp)
+/* The corpus's tokens and split; text is the file's, path names it. */
+static qkv_status split_corpus(const char *path, const char *text, size_t len, const qkv_tokenizer *tok,
+                               double val_fraction, int64_t context, corpus *cp)
 {
-    char *text;
-    size_t len;
-    QKV_CLI_TRY(read_file(path, &text, &len));
-    qkv_status s = qkv_tokenizer_encode(tok, text, len, &cp->ids, &cp->n);
-    free(text);
-    if (s) return s;
+    QKV_CLI_TRY(qkv_tokenizer_encode(tok, text, len, &cp->ids, &cp->n));
     int64_t n_val = (int64_t)floor((double)cp->n * val_fraction);
     cp->n_train = cp->n - n_val;
     if (cp->n_train < context + 1 || n_val < context + 1)
@@ -472,15 +468,19 @@ static qkv_status setup(lm_opts *o, lm_state *st)
         free(train);
         if (s) return s;
         if (steps > 0) o->r.steps = steps;
-        return load_corpus(o->r.corpus, st->model.tok, o->r.val_fraction, o->r.context, &st->cp);
+        char *text;
+        size_t len;
+        QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));
+        s = split_corpus(o->r.corpus, text, len, st->model.tok, o->r.val_fraction, o->r.context, &st->cp);
+        free(text);
+        return s;
     }
     char *text, *spec, *file;
     size_t len;
     qkv_tokenizer *tok;
     QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));
     qkv_status s = make_tokenizer(o->tokenizer, text, len, &tok, &spec, &file);
-    free(text);
-    if (s) return qkv_tokenizer_free(tok), free(spec), free(file), s;
+    if (s) return free(text), qkv_tokenizer_free(tok), free(spec), free(file), s;
     qkv_lm_opts mo = qkv_lm_opts_default(qkv_tokenizer_vocab_size(tok), o->d_model, o->heads, o->layers,
                                          o->r.context);
     mo.layer.activation = QKV_ACTIVATION_GELU;
@@ -489,7 +489,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
     mo.layer.dropout = (float)o->dropout;
     mo.tie_weights = !o->untied;
     qkv_rng_seed(&st->rng, (uint64_t)o->r.seed);
-    QKV_CLI_TRY(lm_model_init(&st->model, &mo, tok, spec, file, &st->rng));
+    if ((s = lm_model_init(&st->model, &mo, tok, spec, file, &st->rng))) return free(text), s;
     /* GPT-2's embedding init, N(0, 0.02), instead of nn.Embedding's N(0, 1):
      * with the output layer tied to it, N(0, 1) rows make logits of
      * standard deviation about sqrt(d_model) and a first loss near 60. */
@@ -497,7 +497,9 @@ static qkv_status setup(lm_opts *o, lm_state *st)
                           mo.posenc == QKV_POSENC_LEARNED ? st->model.m.pos.weight : NULL};
     for (int i = 0; i < 2; i++)
         if (emb[i]) qkv_rng_fill_normal(&st->rng, emb[i]->data, qkv_tensor_numel(emb[i]), 0, 0.02f);
-    return load_corpus(o->r.corpus, tok, o->r.val_fraction, o->r.context, &st->cp);
+    s = split_corpus(o->r.corpus, text, len, tok, o->r.val_fraction, o->r.context, &st->cp);
+    free(text);
+    return s;
 }
 
 static int fail(lm_state *st, const char *what)
