@@ -73,6 +73,23 @@ static const char *path_in(const char *name)
     return buf[k];
 }
 
+/* Commands that must fail: "qkv CMD ARGS" exits with status, needle on stderr. */
+typedef struct {
+    const char *args, *needle;
+    int status;
+} refusal;
+
+static void check_refusals(const char *cmd, const refusal *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *o, *e;
+        int rc = qkv(&o, &e, "%s %s", cmd, t[i].args);
+        CHECK(rc == t[i].status && strstr(e, t[i].needle), "%s %s: exit %d (wanted %d): '%s' (wanted '%s')", cmd,
+              t[i].args, rc, t[i].status, e, t[i].needle);
+        free(o), free(e);
+    }
+}
+
 #define TINY "--corpus corpus.txt --layers 2 --d-model 16 --heads 2 --context 16 --batch 4 --warmup 2 --dropout 0.1 " \
              "--eval-every 3 --eval-batches 2 --sample 0"
 
@@ -101,21 +118,14 @@ static void test_train(void)
           "uninterrupted run's (%zu bytes)", n2, n1);
     free(a), free(b);
     /* What --resume and a new run refuse. */
-    rc = qkv(&o, &e, "train lm --resume --out parts --layers 3");
-    CHECK(rc == 2 && strstr(e, "--layers cannot be given"), "--resume --layers: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --resume --out parts --steps 6");
-    CHECK(rc == 1 && strstr(e, "at step 6 already"), "--resume of a finished run: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --out full");
-    CHECK(rc == 1 && strstr(e, "exists: continue it with --resume"), "training over a run: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --corpus nothere.txt --out x");
-    CHECK(rc == 1 && strstr(e, "cannot open nothere.txt"), "a missing corpus: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --d-model 10 --heads 3");
-    CHECK(rc == 2 && strstr(e, "not a multiple of --heads"), "--d-model 10 --heads 3: exit %d: %s", rc, e);
-    free(o), free(e);
+    static const refusal bad[] = {
+        {"--resume --out parts --layers 3", "--layers cannot be given", 2},
+        {"--resume --out parts --steps 6", "at step 6 already", 1},
+        {TINY " --steps 6 --out full", "exists: continue it with --resume", 1},
+        {"--corpus nothere.txt --out x", "cannot open nothere.txt", 1},
+        {"--d-model 10 --heads 3", "not a multiple of --heads", 2},
+    };
+    check_refusals("train lm", bad, sizeof bad / sizeof *bad);
 }
 
 /* Generation and its bad input. */
@@ -145,7 +155,7 @@ static void test_generate(void)
     rc = qkv(&o, &e, "generate full --prompt 'and' -n 50");
     CHECK(rc == 0 && strstr(e, "50 tokens in"), "50 tokens past a context of 16: exit %d: %s", rc, e);
     free(o), free(e);
-    struct { const char *args, *needle; int status; } bad[] = {
+    static const refusal bad[] = {
         {"full --prompt ''", "the prompt is empty", 2},
         {"full --prompt=", "the prompt is empty", 2},
         {"full", "--prompt TEXT is needed", 2},
@@ -175,13 +185,9 @@ static void test_generate(void)
     FILE *f = fopen(path_in("corrupt.ckpt"), "wb");
     if (f) fwrite(ck, 1, n, f), fclose(f);
     free(ck);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        rc = qkv(&o, &e, "generate %s -n 3", bad[i].args);
-        CHECK(rc == bad[i].status && strstr(e, bad[i].needle), "generate %s: exit %d (wanted %d): '%s' (wanted '%s')",
-              bad[i].args, rc, bad[i].status, e, bad[i].needle);
-        free(o), free(e);
-    }
+    check_refusals("generate -n 3", bad, sizeof bad / sizeof *bad);
 }
+
 
 /* The export: PyTorch's logits of the exported model equal qkv's. */
 static void test_export(void)
