@@ -342,7 +342,7 @@ const char qkv_cli_train_lm_usage[] =
     "                         --sample, --threads\n"
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
-    "      --sample N         characters of a sample printed at the end (default 300; 0: none)\n"
+    "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
     "  -s, --seed S           (default 1)\n"
     "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
     "  -h, --help             show this usage\n"
