@@ -75,6 +75,9 @@ $(B)/%.o: %.c $(HDRS)
 # The SIMD kernels multiply-add in one rounding (ISO C mode turns that off).
 $(B)/src/kernels/attention_avx512.o $(B)/src/kernels/attention_avx2.o $(B)/src/kernels/attention_portable.o: \
 	ALL_CFLAGS += -ffp-contract=fast
+# The fast GELU's selects (x < 0 ? a : b) vectorise only where floating-point
+# traps are not part of the semantics (qkv never enables them).
+$(B)/src/nn/activation.o: ALL_CFLAGS += -fno-trapping-math
 ifeq ($(ARCH),x86_64)
 $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma

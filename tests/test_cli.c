@@ -19,7 +19,7 @@ extern char **environ;
 
 static char qkv_bin[512], tmpdir[64], out_path[128], err_path[128];
 
-static const char *const commands[] = {"demo", "toy", "inspect", "train", "help"};
+static const char *const commands[] = {"demo", "toy", "inspect", "train", "generate", "help"};
 enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
 
 typedef struct {
@@ -76,7 +76,9 @@ static void test_command_help(void)
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
          "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
-        {"KIND", "toy"},
+        {"KIND", "toy", "lm"},
+        {"CHECKPOINT", "-p, --prompt TEXT", "-n, --max-new-tokens N", "-t, --temperature T", "-k, --top-k K",
+         "--top-p P", "-s, --seed S", "--html FILE", "-j, --threads N"},
         {"[COMMAND]"}};
     for (int i = 0; i < NCOMMANDS; i++) {
         const char *cmd = commands[i];
@@ -155,6 +157,8 @@ static void test_unknown(void)
     /* a kind's own errors name it */
     check_usage_error(RUN("train", "toy", "--epochs", "x"), "qkv train toy --epochs x",
                       "qkv train toy: --epochs: 'x' is not a whole number");
+    check_usage_error(RUN("train", "lm", "--steps", "x"), "qkv train lm --steps x",
+                      "qkv train lm: --steps: 'x' is not a whole number");
 }
 
 /* Values toy must refuse, each before any training starts. */

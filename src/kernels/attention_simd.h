@@ -242,10 +242,22 @@ static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             vf s = vload(st + j * BQ + i) * d->scale;
             vstore(st + j * BQ + i, j < nj ? s : vsplat(-INFINITY));
         }
-    if (tile_masked(d, i0, i1, j0, j0 + nj))
-        for (int64_t j = 0; j < nj; j++)
-            for (int64_t i = 0; i < i1 - i0; i++)
-                st[j * BQ + i] += qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
+    if (!tile_masked(d, i0, i1, j0, j0 + nj)) return;
+    if (d->causal != QKV_CAUSAL_NONE && d->window < 0 && !d->bmask && !d->fmask && !d->kpm && !d->kpm_f &&
+        !d->alibi) {
+        /* Causal alone (a GPT's diagonal tiles): key j0+j is masked for the
+         * queries i0+i with i0+i+diag < j0+j, the rows' first queries; the
+         * same sums as the general loop, without its per-element calls. */
+        for (int64_t j = 0; j < nj && j0 + j < d->mask_keys; j++) {
+            int64_t lim = j0 + j - d->diag - i0;
+            if (lim > i1 - i0) lim = i1 - i0;
+            for (int64_t i = 0; i < lim; i++) st[j * BQ + i] += -INFINITY;
+        }
+        return;
+    }
+    for (int64_t j = 0; j < nj; j++)
+        for (int64_t i = 0; i < i1 - i0; i++)
+            st[j * BQ + i] += qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
 }
 
 /* pt (BK,BQ) *= the dropout keep factors z(i,j); only with dropout on. */
