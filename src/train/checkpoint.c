@@ -604,7 +604,12 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
     QKV_NEED(params, "checkpoint_load", "params");
     QKV_TRY(check_pair("checkpoint_load", params, optim));
     ckpt_file f = {path, NULL};
-    QKV_TRY(qkv_safetensors_open(path, &f.st));
+    qkv_status so = qkv_safetensors_open(path, &f.st);
+    if (so != QKV_OK) { /* name this function before the reader's message */
+        char why[768];
+        snprintf(why, sizeof why, "%s", qkv_last_error());
+        return qkv_fail(so, "checkpoint_load: %s", why);
+    }
     qkv_train_pos new_pos = {0};
     qkv_rng new_rng = {{0}};
     qkv_optim_opts new_opts;
