@@ -226,4 +226,5 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/decode.h"
 #include "qkv/data.h"
 #include "qkv/models.h"
+#include "qkv/dist.h"
 #endif
