@@ -31,6 +31,9 @@ int qkv_dist_size(const qkv_dist *d); /* 1 for NULL */
 const char *qkv_dist_engine_name(const qkv_dist *d); /* "single", "mpi" */
 /* Whether this build has the MPI engine. */
 int qkv_dist_has_mpi(void);
+/* Whether an MPI launcher started this process (mpirun's environment:
+ * OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE). */
+int qkv_dist_launched(void);
 
 /* x (n) on every rank becomes the sum (or mean) over ranks, on every rank.
  * The same n on every rank. */

@@ -463,6 +463,9 @@ int qkv_cli_toy(int argc, char **argv)
         fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
         return QKV_EXIT_FAILURE;
     }
+    if (qkv_dist_launched() && !qkv_dist_has_mpi())
+        fprintf(stderr, "qkv toy: note: started by mpirun, but this qkv was built without MPI: "
+                "each process trains alone (docs/distributed.md)\n");
     /* rank 0 prints, logs and draws; the others train silently */
     if (qkv_dist_rank(o.dist) != 0) {
         o.log = NULL, o.plots[0] = 0;

@@ -41,7 +41,7 @@ qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
     /* AUTO: MPI only under an MPI launcher, so that a plain run of an MPI
      * build never starts MPI and behaves as the build without it. */
     int mpi = engine == QKV_DIST_MPI || (engine == QKV_DIST_AUTO && qkv_dist_has_mpi() &&
-                                         qkv_dist_mpi_launched());
+                                         qkv_dist_launched());
     if (mpi) {
         qkv_status s = qkv_dist_mpi_start(d);
         if (s) {

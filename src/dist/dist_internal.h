@@ -35,6 +35,4 @@ qkv_status qkv_dist_scratch(qkv_dist *d, int64_t n, float **out);
 
 /* The MPI engine (dist_mpi.c): QKV_ERR_ARG when built without MPI. */
 qkv_status qkv_dist_mpi_start(qkv_dist *d);
-/* Whether the process was started by an MPI launcher (mpirun's variables). */
-int qkv_dist_mpi_launched(void);
 #endif

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include "dist/dist_internal.h"
 
-int qkv_dist_mpi_launched(void)
+int qkv_dist_launched(void)
 {
     /* Open MPI's mpirun, PMIx launchers (srun, prterun), MPICH's hydra */
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
