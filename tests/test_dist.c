@@ -7,7 +7,7 @@
  * parameters of one process with batch 8 (<= 1e-6 relative); the same with
  * ZeRO-1; a checkpoint saved by 4 ranks resumed by 2 continues to the same
  * parameters; a rank whose batch fails stops every rank with a message
- * naming it. */
+ * naming it; a rank whose parameters drift is caught by the checksum. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +21,17 @@ typedef struct {
     float *in, *target; // (N_TRAIN,1,T) each
     qkv_toy_net net;
     qkv_dist *dist;
-    int fail_rank; /* this rank's batch fails at step 3 (-1: none) */
+    int fail_rank; /* this rank's batch fails at step 3 (-1: none); 100 + r: rank r's
+                    * parameters drift at step 3 (the checksum must catch it) */
+    qkv_params *p;
 } job;
 
 /* Step s: rows [s*BATCH, (s+1)*BATCH) mod N_TRAIN, this rank's shard of them. */
 static qkv_status batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss, int64_t *units)
 {
     job *j = user;
+    if (step == 3 && qkv_dist_rank(j->dist) + 100 == j->fail_rank)
+        qkv_params_at(j->p, 0)->data[0] += 1e-3f;
     if (step == 3 && qkv_dist_rank(j->dist) == j->fail_rank)
         return qkv_fail(QKV_ERR_IO, "cannot read the data shard /nonexistent/shard%d.bin", j->fail_rank);
     int64_t first, n, row0 = (step * BATCH) % N_TRAIN;
@@ -56,6 +60,7 @@ static qkv_status train(qkv_dist *d, int zero1, const char *from, const char *ck
     qkv_status s = j.in && j.target ? QKV_OK : QKV_ERR_NOMEM;
     if (!s) s = qkv_toy_generate(&r, QKV_TOY_PAIRS, N_TRAIN, T, 0.3f, j.in, j.target);
     if (!s) s = qkv_params_new(&p);
+    j.p = p;
     if (!s) s = qkv_toy_net_init(&j.net, QKV_TOY_ATTENTION, 1, CH, 5, 1, p, &r);
     /* SGD with momentum sees the gradients' scale (a sum instead of a mean
      * over ranks fails); AdamW with clipping hardly would, and is what
@@ -232,6 +237,12 @@ int main(int argc, char **argv)
     CHECK(rc != 0, "a failing rank: mpirun exit 0");
     CHECK(strstr(out, "worker rank 0: train: rank 1 of 2 stopped at step 3") &&
           strstr(out, "/nonexistent/shard1.bin"), "a failing rank: rank 0 said:\n%s", out);
+    /* rank 1's parameters drift at step 3: the checksum after step 5 stops all */
+    snprintf(args, sizeof args, "0 - - %d 101 -", STEPS);
+    rc = mpi_run(2, args, out, sizeof out);
+    CHECK(rc != 0, "drifting parameters: mpirun exit 0");
+    CHECK(strstr(out, "worker rank 0: train: the parameters of rank 1 differ from rank 0's after step 4"),
+          "drifting parameters: the workers said:\n%s", out);
     rmdir(dir);
     return h_finish("test_dist");
 }
