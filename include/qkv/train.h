@@ -194,6 +194,15 @@ typedef struct {
      * position reached and the step's loss, e.g. to evaluate: the ctx is
      * free to use (the next step resets it); an error stops training. */
     qkv_status (*after_step)(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss);
+    /* Data-parallel training (docs/distributed.md): NULL or one rank trains
+     * as one process. With N ranks each batch function builds its shard of
+     * the step's global batch (qkv_dist_shard) and returns its units; the
+     * gradients are averaged weighted by units; the optimizer is stepped
+     * through qkv_dist_optim_step (ZeRO-1 if qkv_dist_zero1 was called);
+     * only rank 0 prints progress and writes checkpoints. */
+    struct qkv_dist *dist;
+    int64_t check_every;   /* dist: compare parameter checksums every this many steps (0: 50) */
+    int64_t bucket_floats; /* dist: all-reduce bucket size (0: 2^20 floats) */
 } qkv_trainer;
 
 /* Runs steps pos->step .. t->steps - 1: reset c, forward (t->batch),

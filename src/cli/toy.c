@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <omp.h>
 #include "cli/cli.h"
 #include "qkv/plot.h"
 
@@ -30,6 +31,8 @@ typedef struct {
     int format;       /* ... and format: an index into format_names */
     FILE *log;
     int task, model, pe; /* run only these (-1: all) */
+    int threads, zero1;  /* OpenMP threads per process (0: as set); ZeRO-1 */
+    qkv_dist *dist;      /* mpirun: data-parallel; else one process */
 } toy_opts;
 
 /* A training loss curve: the mean loss of every window of steps. */
@@ -139,7 +142,11 @@ static qkv_status toy_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **l
         QKV_CLI_TRY(evaluate(r->eval, r->net, r->test, r->o, r->mu, r->sd, r->pe, r->P, r->x, &mse, NULL));
         curve_add(r->val, (double)(step / nb), mse);
     }
-    make_batch(r->train, b * B, B, T, r->mu, r->sd, r->pe, r->P, r->x, r->t);
+    /* this rank's shard of the global batch (all of it on one process) */
+    int64_t first, count;
+    qkv_dist_shard(r->o->dist, B, &first, &count);
+    B = count;
+    make_batch(r->train, b * r->o->batch + first, B, T, r->mu, r->sd, r->pe, r->P, r->x, r->t);
     qkv_tensor *tx, *tt, *y;
     QKV_CLI_TRY(qkv_tensor_wrap(qkv_ctx_arena(c), r->x, 3, (int64_t[]){B, 1 + r->P, T}, &tx));
     QKV_CLI_TRY(qkv_tensor_wrap(qkv_ctx_arena(c), r->t, 3, (int64_t[]){B, 1, T}, &tt));
@@ -205,8 +212,15 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     if (o->log && !s)
         fprintf(o->log, "%s network on the %s task, positional encoding: %s\n", model_names[r->model],
                 task_names[r->task], pe_names[r->pe]);
+    int64_t saved = 0;
+    if (!s && o->zero1) s = qkv_dist_zero1(o->dist, opt, &saved);
+    if (o->log && !s && o->zero1)
+        fprintf(o->log, "ZeRO-1: the optimizer state on each of %d ranks is %lld bytes smaller (%.0f%% "
+                "of it)\n", qkv_dist_size(o->dist), (long long)saved,
+                100.0 * (double)saved / (double)(2 * 4 * (r->params > 0 ? r->params : 1)));
     qkv_trainer tr = {.params = p, .optim = opt, .steps = o->epochs * (train->n / B),
-                      .progress = o->log, .unit = "samples", .batch = toy_batch, .user = &run};
+                      .progress = o->log, .unit = "samples", .batch = toy_batch, .user = &run,
+                      .dist = o->dist};
     qkv_train_pos pos = {0};
     double t0 = now();
     if (!s) s = qkv_train(c, &tr, &pos);
@@ -329,7 +343,12 @@ const char qkv_cli_toy_usage[] =
     "      --format png|svg|pdf  the figures' format (default: PREFIX's extension\n"
     "                     if it has one, else png)\n"
     "      --png PREFIX   the same as --plots PREFIX\n"
+    "      --threads N    OpenMP threads of this process (under mpirun: per rank;\n"
+    "                     ranks x threads = cores; default: OMP_NUM_THREADS or all)\n"
+    "      --zero1        under mpirun: each rank keeps 1/N of Adam's moments (ZeRO-1)\n"
     "  -h, --help         show this usage\n"
+    "  Under mpirun -np N the batch of 100 is split between the N ranks\n"
+    "  (data-parallel, docs/distributed.md); rank 0 prints and draws.\n"
     "  --train times --length, and --test times --length, are at most 2^28 (268435456).\n";
 
 static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
@@ -340,7 +359,7 @@ static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
 /* Fills o from the arguments; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, toy_opts *o)
 {
-    enum { PE = 256, TEST, SCALED, FORMAT, PNG }; /* the long-only options */
+    enum { PE = 256, TEST, SCALED, FORMAT, PNG, THREADS, ZERO1 }; /* the long-only options */
     static const struct option options[] = {
         {"task", required_argument, NULL, 't'},
         {"model", required_argument, NULL, 'm'},
@@ -355,6 +374,8 @@ static int parse(int argc, char **argv, toy_opts *o)
         {"plots", required_argument, NULL, 'p'},
         {"png", required_argument, NULL, PNG},
         {"format", required_argument, NULL, FORMAT},
+        {"threads", required_argument, NULL, THREADS},
+        {"zero1", no_argument, NULL, ZERO1},
         QKV_CLI_HELP_OPTION};
     const char *plots = NULL;
     int format = -1;
@@ -375,6 +396,8 @@ static int parse(int argc, char **argv, toy_opts *o)
         case SCALED: o->scaled = 1; break;
         case 'p': case PNG: plots = a.value; break;
         case FORMAT: format = qkv_cli_choice(&a, format_names, 3); break;
+        case THREADS: o->threads = (int)qkv_cli_int(&a, 1, 4096); break;
+        case ZERO1: o->zero1 = 1; break;
         }
     }
     if (c < 0) return a.status;
@@ -427,12 +450,39 @@ static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *re
     return QKV_EXIT_OK;
 }
 
+static int toy_main(const toy_opts *op);
+
 int qkv_cli_toy(int argc, char **argv)
 {
     toy_opts o = {.n_train = 10000, .n_test = 1000, .T = 64, .epochs = 10, .batch = 100, .seed = 1,
                   .log = stdout, .task = -1, .model = -1, .pe = -1};
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+    if (qkv_dist_init(&o.dist, QKV_DIST_AUTO)) {
+        fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
+        return QKV_EXIT_FAILURE;
+    }
+    if (qkv_dist_launched() && !qkv_dist_has_mpi())
+        fprintf(stderr, "qkv toy: note: started by mpirun, but this qkv was built without MPI: "
+                "each process trains alone (docs/distributed.md)\n");
+    /* rank 0 prints, logs and draws; the others train silently */
+    if (qkv_dist_rank(o.dist) != 0) {
+        o.log = NULL, o.plots[0] = 0;
+        if (!freopen("/dev/null", "w", stdout)) return QKV_EXIT_FAILURE;
+    }
+    if (o.batch % qkv_dist_size(o.dist) != 0 && qkv_dist_rank(o.dist) == 0)
+        fprintf(stderr, "qkv toy: note: the batch of %lld is split unevenly between %d ranks\n",
+                (long long)o.batch, qkv_dist_size(o.dist));
+    rc = toy_main(&o);
+    qkv_dist_free(o.dist);
+    return rc;
+}
+
+static int toy_main(const toy_opts *op)
+{
+    toy_opts o = *op;
+    int rc;
     /* The runs: the lecture's first task with both networks, then the
      * positional task with attention, without and with the lecture's binary
      * positions; --all adds convolution and sinusoidal positions there. */

@@ -166,6 +166,10 @@ static qkv_status check_pair(const char *fn, qkv_params *p, const qkv_optim *o)
         return qkv_fail(QKV_ERR_STATE,
                         "%s: the store has %d parameters, the optimizer was made for %d",
                         fn, qkv_params_count(p), o->n);
+    if (o && qkv_optim_sharded(o))
+        return qkv_fail(QKV_ERR_STATE, "%s: the optimizer keeps only elements [%lld, %lld) of its "
+                        "state (ZeRO-1): save with qkv_dist_checkpoint_save, load before qkv_dist_zero1",
+                        fn, (long long)o->lo, (long long)o->hi);
     return QKV_OK;
 }
 

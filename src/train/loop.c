@@ -73,8 +73,9 @@ static const char *kept(const qkv_trainer *t, int64_t saved, char *buf, size_t n
 qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
 {
     QKV_TRY(check_trainer(c, t, pos));
+    qkv_dist *d = qkv_dist_size(t->dist) > 1 ? t->dist : NULL; /* one rank: as without */
     qkv_progress pr;
-    qkv_progress_start(&pr, t->progress, t->steps, t->unit);
+    qkv_progress_start(&pr, qkv_dist_rank(t->dist) == 0 ? t->progress : NULL, t->steps, t->unit);
     int64_t saved = -1;
     char buf[600];
     qkv_status s = QKV_OK;
@@ -85,19 +86,29 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
         if (t->schedule) QKV_TRY(qkv_optim_set_lr(t->optim, qkv_schedule_lr_at(t->schedule, step)));
         qkv_tensor *loss = NULL;
         int64_t units = 0;
-        if ((s = t->batch(c, t->user, step, &loss, &units)) != QKV_OK) break;
-        if (!loss || loss->dtype != QKV_F32 || qkv_tensor_numel(loss) != 1) {
+        s = t->batch(c, t->user, step, &loss, &units);
+        if (!s && (!loss || loss->dtype != QKV_F32 || qkv_tensor_numel(loss) != 1))
             s = qkv_fail(QKV_ERR_ARG, "train: the batch function's loss at step %lld is not one "
                          "F32 number", (long long)step);
+        float l = s ? NAN : loss->data[0];
+        double total_units = (double)units, mean_loss = l;
+        /* every rank learns whether one failed, and the global batch's loss */
+        if (d && (s = qkv_dist_batch_agree(d, s, (double)units, l, step, &total_units, &mean_loss)))
             break;
-        }
-        float l = loss->data[0];
+        if (s) break;
+        const int64_t my_units = units;
+        if (d) l = (float)mean_loss, units = (int64_t)total_units;
         if (!isfinite(l)) {
             s = qkv_fail(QKV_ERR_STATE, "train: loss is %g at step %lld: stopped before updating "
                          "the parameters%s", l, (long long)step, kept(t, saved, buf, sizeof buf));
             break;
         }
         if ((s = qkv_backward(c, loss, NULL)) != QKV_OK) break;
+        /* After the whole backward: the tape has no hook that says when a
+         * parameter's gradient is final (docs/distributed.md). */
+        if (d && (s = qkv_dist_grads_allreduce(d, t->params, (double)my_units,
+                                               t->bucket_floats, NULL)))
+            break;
         /* Without clipping, max_norm inf only measures the norm (the
          * gradients are multiplied by exactly 1). */
         float norm;
@@ -109,7 +120,7 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
                          "updating the parameters%s", norm, (long long)step, kept(t, saved, buf, sizeof buf));
             break;
         }
-        if ((s = qkv_optim_step(t->optim)) != QKV_OK) break;
+        if ((s = qkv_dist_optim_step(d, t->optim)) != QKV_OK) break;
         qkv_params_zero_grad(t->params);
         /* A finite loss and norm can still give a non-finite update (an
          * overflowing lr or step counter): such parameters are never saved
@@ -124,9 +135,13 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
             break;
         }
         pos->step++;
+        int64_t every = t->check_every > 0 ? t->check_every : 50;
+        if (d && (pos->step % every == 0 || pos->step == t->steps) &&
+            (s = qkv_dist_check_params(d, t->params, step)) != QKV_OK)
+            break;
         qkv_progress_step(&pr, step, l, qkv_optim_get_lr(t->optim), units);
         if (t->checkpoint && (pos->step % t->checkpoint_every == 0 || pos->step == t->steps)) {
-            if ((s = qkv_checkpoint_save_meta(t->checkpoint, t->params, t->optim, pos, t->rng,
+            if ((s = qkv_dist_checkpoint_save(d, t->checkpoint, t->params, t->optim, pos, t->rng,
                                               t->meta)) != QKV_OK) {
                 /* a full disk, say: the parameters in memory are fine */
                 char why[512];

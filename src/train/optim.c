@@ -117,6 +117,7 @@ qkv_status qkv_optim_new(qkv_optim **out, qkv_params *params, const qkv_optim_op
         o->off[i] = o->numel;
         o->numel += qkv_tensor_numel(qkv_params_at(params, i));
     }
+    o->hi = o->numel;
     size_t nstate = (size_t)o->nbuf * (size_t)o->numel;
     o->state = calloc(nstate ? nstate : 1, sizeof *o->state);
     if (!o->off || !o->state) {
@@ -213,16 +214,43 @@ qkv_status qkv_optim_step(qkv_optim *o)
                         "optim_step: the store has %d parameters, the optimizer was made for %d",
                         qkv_params_count(o->params), o->n);
     o->step++;
+    const int64_t span = o->hi - o->lo;
     for (int i = 0; i < o->n; i++) {
         qkv_tensor *t = qkv_params_at(o->params, i);
-        int64_t n = qkv_tensor_numel(t);
         if (!t->requires_grad) continue; /* a buffer (qkv_params_add_buffer): not a parameter */
+        /* this parameter's elements [a, b) of the kept range, in flat terms */
+        int64_t a = o->off[i] > o->lo ? o->off[i] : o->lo;
+        int64_t b = o->off[i] + qkv_tensor_numel(t);
+        if (b > o->hi) b = o->hi;
+        if (a >= b) continue;
+        int64_t n = b - a, j = a - o->off[i];
+        float *st = o->state + (a - o->lo);
         if (o->o.kind == QKV_OPTIM_SGD)
-            sgd_update(&o->o, o->step, t->data, t->grad, o->nbuf ? qkv_optim_buf(o, 0, i) : NULL, n);
+            sgd_update(&o->o, o->step, t->data + j, t->grad + j, o->nbuf ? st : NULL, n);
         else
-            adam_update(&o->o, o->step, t->data, t->grad, qkv_optim_buf(o, 0, i),
-                        qkv_optim_buf(o, 1, i), o->nbuf > 2 ? qkv_optim_buf(o, 2, i) : NULL, n);
+            adam_update(&o->o, o->step, t->data + j, t->grad + j, st, st + span,
+                        o->nbuf > 2 ? st + 2 * span : NULL, n);
     }
+    return QKV_OK;
+}
+
+qkv_status qkv_optim_shard(qkv_optim *o, int64_t lo, int64_t hi)
+{
+    QKV_NEED(o, "optim_shard", "optim");
+    if (qkv_optim_sharded(o))
+        return qkv_fail(QKV_ERR_STATE, "optim_shard: the optimizer is already sharded");
+    if (lo < 0 || hi < lo || hi > o->numel)
+        return qkv_fail(QKV_ERR_ARG, "optim_shard: range [%lld, %lld) outside the %lld elements",
+                        (long long)lo, (long long)hi, (long long)o->numel);
+    int64_t span = hi - lo;
+    size_t nstate = (size_t)o->nbuf * (size_t)span;
+    float *st = malloc((nstate ? nstate : 1) * sizeof *st);
+    if (!st) return qkv_fail(QKV_ERR_NOMEM, "optim_shard: out of memory for %zu floats", nstate);
+    for (int b = 0; b < o->nbuf; b++)
+        memcpy(st + b * span, o->state + b * o->numel + lo, (size_t)span * sizeof *st);
+    free(o->state);
+    o->state = st;
+    o->lo = lo, o->hi = hi, o->sharded = 1;
     return QKV_OK;
 }
 
