@@ -542,7 +542,7 @@ qkv_status mt_decode(qkv_ctx *c, const mt_model *m, qkv_tensor *src, const int64
         return qkv_seq2seq_rnn_generate(c, &m->rnn, src, lengths, MT_BOS, &o, tokens, out_len, NULL);
     int64_t N = src->shape[0], S = src->shape[1];
     qkv_tensor *sm;
-    QKV_CLI_TRY(pad_mask(c, N, S, lengths, NULL, &sm));
+    QKV_CLI_TRY(pad_mask(c, N, S, lengths, src, &sm));
     /* generate resets c: keep the mask and src outside its arena */
     uint8_t *mask = malloc((size_t)(N * S));
     int64_t *ids = malloc((size_t)(N * S) * sizeof *ids);

@@ -163,10 +163,11 @@ typedef struct {
     qkv_ctx *eval;
     FILE *log;
     double window_sum;
-    int64_t window_n;
+    int64_t window_n, window; /* the log's training loss: means of window steps */
 } tr_run;
 
 enum { LOG_WINDOW = 25, EVAL_PAIRS = 500, EVAL_SHOW = 3 };
+/* LOG_WINDOW steps, or fewer in a short run: a curve of at least 20 points */
 
 /* Validation loss (the first EVAL_PAIRS pairs) and EVAL_SHOW translations. */
 static qkv_status evaluate(tr_run *r, int64_t step)
@@ -219,8 +220,8 @@ static qkv_status tr_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **lo
     QKV_CLI_TRY(mt_batch_make(c, r->train, r->perm + b * B, N, &bt));
     QKV_CLI_TRY(mt_loss(c, r->m, &bt, cf->teacher_forcing, cf->seed + (uint64_t)step, loss));
     r->window_sum += (*loss)->data[0];
-    if (++r->window_n == LOG_WINDOW) {
-        fprintf(r->log, "train\t%lld\t%.6f\n", (long long)(step + 1), r->window_sum / LOG_WINDOW);
+    if (++r->window_n == r->window) {
+        fprintf(r->log, "train\t%lld\t%.6f\n", (long long)(step + 1), r->window_sum / (double)r->window);
         r->window_sum = 0, r->window_n = 0;
     }
     *units = N;
@@ -285,7 +286,7 @@ static int plot_log(const tr_opts *o)
         if (!strcmp(kind, "train")) x[nt] = (double)st, y[nt++] = l;
         else vx[nv] = (double)st, vy[nv++] = l;
     }
-    qkv_series s[2] = {{.label = "training loss (mean of 25 steps)", .x = x, .y = y, .n = nt, .colour = 0x1f77b4},
+    qkv_series s[2] = {{.label = "training loss", .x = x, .y = y, .n = nt, .colour = 0x1f77b4},
                        {.label = "validation loss", .x = vx, .y = vy, .n = nv, .colour = 0xd62728, .dashed = 1}};
     qkv_line_plot p = {.series = s, .n_series = nv ? 2 : 1, .title = "qkv train translation",
                        .x_label = "step", .y_label = "cross-entropy per token"};
@@ -441,7 +442,8 @@ static int run(tr_opts *o)
            m.cfg.clip > 0 ? ", clipped" : "", o->out);
     if (pos.step) printf("resuming at step %lld\n", (long long)pos.step);
     fflush(stdout);
-    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0};
+    int64_t window = m.cfg.steps / 20 < LOG_WINDOW ? m.cfg.steps / 20 : LOG_WINDOW;
+    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1};
     qkv_trainer tr = {.params = m.p, .optim = opt, .clip_norm = (float)m.cfg.clip,
                       .steps = m.cfg.steps, .checkpoint = ckpt, .checkpoint_every = o->eval_every,
                       .progress = stdout, .unit = "sentences", .batch = tr_batch, .user = &r};
