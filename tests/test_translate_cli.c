@@ -11,58 +11,21 @@
  * refused option combinations): messages, never a crash. The qkv binary is
  * build/tests/../qkv. */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "harness.h"
-
-extern char **environ;
 
 static char qkv_bin[512], tmp[64], out_path[128], err_path[128], in_path[128], data[128];
 
-typedef struct {
-    int status; /* exit status; -1 if killed or signalled */
-    char *out, *err;
-} result;
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = f && buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    if (f) fclose(f);
-    if (len) *len = n;
-    return buf ? buf : calloc(1, 1);
-}
+typedef cli_result result;
+#define slurp cli_slurp
 
 /* Runs qkv with args (NULL-terminated); stdin from in_path when input. */
 static result run_in(int input, const char *const *args)
 {
-    char *argv[48] = {qkv_bin};
-    for (int i = 0; args[i] && i < 46; i++) argv[i + 1] = (char *)args[i];
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, input ? in_path : "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid;
-    int st = 0, done = 0;
-    if (posix_spawn(&pid, qkv_bin, &fa, NULL, argv, environ) == 0) {
-        for (int ms = 0; ms < 120000 && !(done = waitpid(pid, &st, WNOHANG) == pid); ms++)
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        if (!done) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-        }
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    return (result){done && WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path, NULL),
-                    slurp(err_path, NULL)};
+    return cli_run(qkv_bin, input ? in_path : NULL, out_path, err_path, args, 120);
 }
 
 #define RUN(...) run_in(0, (const char *const[]){__VA_ARGS__, NULL})
@@ -335,6 +298,12 @@ static void test_bad_checkpoints(const char *o1)
     done(r);
     r = RUN("translate");
     CHECK(r.status == 2, "translate with no checkpoint: exit %d", r.status);
+    done(r);
+    r = RUN("eval", "--split");
+    CHECK(r.status == 2 && strstr(r.err, "needs a value"), "eval --split: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("eval", "--split", "test");
+    CHECK(r.status == 2 && strstr(r.err, "expects 1 argument"), "eval with no checkpoint: exit %d, %s", r.status, r.err);
     done(r);
 }
 

@@ -65,7 +65,7 @@ static int eval_translation(int argc, char **argv, const char *dir)
     mt_pairs p = {0};
     mt_set s = {0};
     qkv_ctx *c = NULL;
-    char **hyps = NULL, *refs_buf = NULL;
+    char **hyps = NULL;
     const char **refs = NULL;
     int rc = QKV_EXIT_FAILURE;
     if (mt_pairs_read("eval", path, m.cfg.reverse, &p)) goto done;
@@ -88,7 +88,6 @@ static int eval_translation(int argc, char **argv, const char *dir)
         goto done;
     }
     /* references split as the tokenizer splits (lower-cased, marks apart), as the outputs are */
-    size_t total = 0;
     char **pieces = calloc((size_t)s.n, sizeof *pieces);
     int64_t exact = 0;
     for (int64_t i = 0; pieces && i < s.n; i++) {
@@ -101,7 +100,6 @@ static int eval_translation(int argc, char **argv, const char *dir)
         }
         refs[i] = pieces[i];
         exact += !strcmp(hyps[i], pieces[i]);
-        total += strlen(pieces[i]);
     }
     if (!pieces) goto done;
     qkv_bleu_score b;
@@ -131,10 +129,9 @@ static int eval_translation(int argc, char **argv, const char *dir)
     }
     for (int64_t i = 0; i < s.n; i++) free(pieces[i]);
     free(pieces);
-    (void)total;
 done:
     for (int64_t i = 0; hyps && i < s.n; i++) free(hyps[i]);
-    free(hyps), free(refs), free(refs_buf);
+    free(hyps), free(refs);
     qkv_ctx_free(c);
     mt_set_free(&s);
     mt_pairs_free(&p);
@@ -155,13 +152,15 @@ int qkv_cli_eval(int argc, char **argv)
         for (const struct option *o = options; o->name; o++) /* skip an option's separate value */
             if (o->has_arg == required_argument &&
                 ((!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, o->name)) ||
-                 (o->val < 128 && argv[i][1] == o->val && !argv[i][2])))
+                 (o->val < 128 && argv[i][1] == o->val && !argv[i][2]))) {
                 i++;
+                break;
+            }
     }
-    if (argc < 2 || i >= argc) {
-        qkv_cli_args_init(&a, 1, argv, qkv_cli_eval_usage, NULL, 1, 1);
-        fprintf(stderr, "qkv eval: expects a CHECKPOINT (try: qkv eval --help)\n");
-        return QKV_EXIT_USAGE;
+    if (i >= argc) { /* no CHECKPOINT: the parser reports an unknown option or the count */
+        qkv_cli_args_init(&a, argc, argv, qkv_cli_eval_usage, options, 1, 1);
+        while (qkv_cli_next(&a) > 0) continue;
+        return a.status >= 0 ? a.status : QKV_EXIT_USAGE;
     }
     char dir[1024], kind[64];
     if (mt_checkpoint_dir("eval", argv[i], dir, sizeof dir) ||
