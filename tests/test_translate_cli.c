@@ -217,7 +217,7 @@ static void test_other_models(void)
     char o[128];
     static const char *const kinds[][8] = {
         {"--model", "transformer", "--heads", "2", "--layers", "1", NULL},
-        {"--rnn", "lstm", "--bidirectional", "--attention", "general", NULL},
+        {"--rnn", "lstm", "--bidirectional", "--attention", "reduced", "--layers", "2", NULL},
         {"--attention", "location", NULL},
         {"--attention", "none", NULL},
         {"--direction", "fr-en", NULL}};
@@ -239,6 +239,9 @@ static void test_other_models(void)
         else
             CHECK(r.status == 0 && strstr(r.err, "no attention"), "--attention none's table: exit %d, %s",
                   r.status, r.err);
+        done(r);
+        r = RUN("translate", o, "--beam", "3", "open the file", "save");
+        CHECK(r.status == 0, "translate --beam 3 (%s): exit %d, %s", kinds[k][1], r.status, r.err);
         done(r);
         r = RUN("eval", o, "--limit", "3");
         CHECK(r.status == 0 && strstr(r.out, "BLEU"), "eval (%s): exit %d, %s", kinds[k][1], r.status, r.err);

@@ -95,8 +95,9 @@ static int parse(int argc, char **argv, tr_opts *o)
     while ((ch = qkv_cli_next(&a)) > 0) switch (ch) {
         case 'm': o->c.model = qkv_cli_choice(&a, models, 2); break;
         case O_RNN: o->c.rnn = qkv_cli_choice(&a, rnns, 2) ? QKV_RNN_LSTM : QKV_RNN_GRU; break;
-        case 'a':
-            if (qkv_rnn_attention_parse(a.value, &o->c.attention) != QKV_OK)
+        case 'a': /* "reduced" is the CLI's short name of reduced_rank */
+            if (qkv_rnn_attention_parse(strcmp(a.value, "reduced") ? a.value : "reduced_rank",
+                                        &o->c.attention) != QKV_OK)
                 qkv_cli_error(&a, "--attention: '%s' is not one of none, dot, scaled, cosine, "
                               "general, reduced, low-rank, additive, location", a.value);
             break;
