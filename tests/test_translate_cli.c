@@ -301,6 +301,10 @@ static void test_bad_checkpoints(const char *o1)
     r = RUN("train", "translation", "--attention", "sideways");
     CHECK(r.status == 2 && strstr(r.err, "sideways"), "an unknown attention: exit %d, %s", r.status, r.err);
     done(r);
+    snprintf(path, sizeof path, "%s/nodata", tmp);
+    r = RUN("train", "translation", "--data", path, "--out", path);
+    CHECK(r.status == 1 && strstr(r.err, "get_data.sh"), "training without data: exit %d, %s", r.status, r.err);
+    done(r);
     r = RUN("translate");
     CHECK(r.status == 2, "translate with no checkpoint: exit %d", r.status);
     done(r);

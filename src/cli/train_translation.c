@@ -387,6 +387,11 @@ static int run(tr_opts *o)
     if (o->threads > 0) omp_set_num_threads((int)o->threads);
     mt_pairs tp = {0}, vp = {0};
     snprintf(path, sizeof path, "%s/train.tsv", o->c.data);
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "qkv %s: no %s: run tools/get_data.sh translation first, or give --data DIR\n",
+                cmd, path);
+        return QKV_EXIT_FAILURE;
+    }
     if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) return QKV_EXIT_FAILURE;
     snprintf(path, sizeof path, "%s/valid.tsv", o->c.data);
     if (mt_pairs_read(cmd, path, o->c.reverse, &vp)) {
