@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -57,5 +58,20 @@ static cli_result cli_run(const char *bin, const char *in, const char *out, cons
     posix_spawn_file_actions_destroy(&fa);
     return (cli_result){done && WIFEXITED(st) ? WEXITSTATUS(st) : -1, cli_slurp(out, NULL),
                         cli_slurp(err, NULL)};
+}
+/* The qkv binary beside the test's directory (build/tests/../qkv,
+ * build-san/tests/../qkv) into bin; a new temporary directory made from
+ * tmp (a mkdtemp template, changed in place); out and err: out.txt and
+ * err.txt in it. 0, or -1 when there is no binary or no directory. */
+static int cli_setup(const char *argv0, char *bin, size_t bin_cap, char *tmp, char *out,
+                     size_t out_cap, char *err, size_t err_cap)
+{
+    const char *slash = strrchr(argv0, '/');
+    int dir_len = slash ? (int)(slash - argv0) : 1;
+    snprintf(bin, bin_cap, "%.*s/../qkv", dir_len, slash ? argv0 : ".");
+    if (access(bin, X_OK) != 0 || !mkdtemp(tmp)) return -1;
+    snprintf(out, out_cap, "%s/out.txt", tmp);
+    snprintf(err, err_cap, "%s/err.txt", tmp);
+    return 0;
 }
 #endif

@@ -247,16 +247,12 @@ static void test_demo(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    const char *slash = strrchr(argv[0], '/');
-    int dir_len = slash ? (int)(slash - argv[0]) : 1;
-    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", dir_len, slash ? argv[0] : ".");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_cli_XXXXXX");
-    if (access(qkv_bin, X_OK) != 0 || !mkdtemp(tmpdir)) {
+    if (cli_setup(argv[0], qkv_bin, sizeof qkv_bin, tmpdir, out_path, sizeof out_path, err_path,
+                  sizeof err_path)) {
         CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
         return h_finish("test_cli");
     }
-    snprintf(out_path, sizeof out_path, "%s/out.txt", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/err.txt", tmpdir);
     test_command_help();
     test_list();
     test_version();

@@ -319,16 +319,12 @@ static void test_bad_checkpoints(const char *o1)
 int main(int argc, char **argv)
 {
     (void)argc;
-    const char *slash = strrchr(argv[0], '/');
-    int dir_len = slash ? (int)(slash - argv[0]) : 1;
-    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", dir_len, slash ? argv[0] : ".");
     snprintf(tmp, sizeof tmp, "/tmp/qkv_mt_XXXXXX");
-    if (access(qkv_bin, X_OK) != 0 || !mkdtemp(tmp)) {
+    if (cli_setup(argv[0], qkv_bin, sizeof qkv_bin, tmp, out_path, sizeof out_path, err_path,
+                  sizeof err_path)) {
         CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
         return h_finish("test_translate_cli");
     }
-    snprintf(out_path, sizeof out_path, "%s/out.txt", tmp);
-    snprintf(err_path, sizeof err_path, "%s/err.txt", tmp);
     snprintf(in_path, sizeof in_path, "%s/in.txt", tmp);
     snprintf(data, sizeof data, "%s/data", tmp);
     write_data();
