@@ -75,6 +75,9 @@ $(B)/%.o: %.c $(HDRS)
 # The SIMD kernels multiply-add in one rounding (ISO C mode turns that off).
 $(B)/src/kernels/attention_avx512.o $(B)/src/kernels/attention_avx2.o $(B)/src/kernels/attention_portable.o: \
 	ALL_CFLAGS += -ffp-contract=fast
+# The fast GELU's selects (x < 0 ? a : b) vectorise only where floating-point
+# traps are not part of the semantics (qkv never enables them).
+$(B)/src/nn/activation.o: ALL_CFLAGS += -fno-trapping-math
 ifeq ($(ARCH),x86_64)
 $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
@@ -161,19 +164,30 @@ install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B
 	install -m 644 qkv.pc qkv-plot.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
 
-# libFuzzer target for the safetensors reader; needs clang, and is not part
-# of `all` or `test`. Run: build/fuzz/fuzz_safetensors -max_total_time=60 DIR
+# libFuzzer targets, one per reader of outside data: every tests/fuzz/fuzz_*.c
+# (tests/fuzz/README.md). Needs clang; not part of `all` or `test`.
+#   make fuzz              the library built into build-fuzz/ by clang with
+#                          -fsanitize=fuzzer-no-link,address,undefined, and
+#                          build-fuzz/fuzz/fuzz_NAME for each target
+#   tests/fuzz/run.sh [SECONDS]   each target over its corpus (CI: 20 s each)
 FUZZ_CC ?= clang
-FUZZ_SRC := tests/fuzz/fuzz_safetensors.c src/io/json.c $(wildcard src/io/safetensors*.c) src/core/error.c src/core/tensor.c src/core/arena.c
+FUZZ_B  := build-fuzz
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
-fuzz: build/fuzz/fuzz_safetensors
+fuzz:
+	$(MAKE) B=$(FUZZ_B) CC=$(FUZZ_CC) OPT="-O1" \
+		CFLAGS="-g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" LDFLAGS="$(FUZZ_SAN)" fuzz-targets
 
-build/fuzz/fuzz_safetensors: $(FUZZ_SRC) $(HDRS)
-	@mkdir -p build/fuzz
-	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(FUZZ_SRC) -o $@
+fuzz-targets: $(FUZZ_BINS)
+
+$(B)/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(B)/libqkv.a
+	@mkdir -p $(B)/fuzz
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
 clean:
-	rm -rf build build-san qkv.pc qkv-plot.pc
+	rm -rf build build-san build-fuzz qkv.pc qkv-plot.pc
 
-.PHONY: all test demo sanitize install clean fuzz
+.PHONY: all test demo sanitize install clean fuzz fuzz-targets
 .SECONDARY:

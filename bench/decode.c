@@ -15,24 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "qkv.h"
+#include "bench_util.h"
 
 enum { LAYERS = 6, E = 512, HEADS = 8, FF = 2048, MAX_LEN = 4096, NPOS = 5 };
-
-#define TRY(x)                                                                  \
-    do {                                                                        \
-        if ((x) != QKV_OK) {                                                    \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, qkv_last_error()); \
-            exit(1);                                                            \
-        }                                                                       \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 static int by_value(const void *a, const void *b)
 {
@@ -68,10 +53,10 @@ static double cached_step(qkv_ctx *c, const qkv_transformer_decoder_only *m, qkv
         TRY(qkv_kv_cache_truncate(kc, p));
         qkv_ctx_reset(c);
         qkv_tensor *x, *y;
-        double t0 = now();
+        double t0 = bench_now();
         TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs + p * E, 3, (int64_t[]){1, 1, E}, &x));
         TRY(qkv_transformer_decoder_only_forward_cached(c, m, kc, x, NULL, &y));
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
     }
     return median(t, reps);
 }
@@ -83,10 +68,10 @@ static double recompute(qkv_ctx *c, const qkv_transformer_decoder_only *m, int64
     for (int r = 0; r < reps; r++) {
         qkv_ctx_reset(c);
         qkv_tensor *x, *y;
-        double t0 = now();
+        double t0 = bench_now();
         TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs, 3, (int64_t[]){1, p + 1, E}, &x));
         TRY(qkv_transformer_decoder_only_forward(c, m, x, NULL, &y));
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
     }
     return median(t, reps);
 }

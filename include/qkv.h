@@ -153,10 +153,21 @@ void qkv_params_free(qkv_params *p);
 /* A new zeroed parameter named prefix+name with a zeroed gradient. */
 qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim,
                           const int64_t *shape, qkv_tensor **out);
+/* A buffer (PyTorch's register_buffer: BatchNorm's running_mean,
+ * running_var, num_batches_tracked): a zeroed, named F32 entry of the same
+ * store with requires_grad 0. It saves and loads with the state_dict and
+ * checkpoint functions like a parameter (loading also accepts an integer
+ * dtype, as num_batches_tracked is int64 in PyTorch's files); ops record no
+ * gradient for it and the optimizers leave it alone; modules update it. */
+qkv_status qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
+                                 const int64_t *shape, qkv_tensor **out);
 int qkv_params_count(const qkv_params *p);
 qkv_tensor *qkv_params_at(qkv_params *p, int i);
 qkv_tensor *qkv_params_find(qkv_params *p, const char *name);
-int64_t qkv_params_numel(const qkv_params *p);
+int64_t qkv_params_numel(const qkv_params *p); /* every entry, buffers too */
+/* The trainable elements only (requires_grad set): PyTorch's
+ * sum(p.numel() for p in model.parameters()). */
+int64_t qkv_params_numel_trainable(const qkv_params *p);
 void qkv_params_zero_grad(qkv_params *p);
 
 /* ---- context: arena + tape ------------------------------------------- */
@@ -228,4 +239,5 @@ qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor
 #include "qkv/image.h"
 #include "qkv/models.h"
 #include "qkv/vision.h"
+#include "qkv/cnn.h"
 #endif

@@ -13,7 +13,7 @@
 
 static char qkv_bin[512], tmpdir[64], out_path[128], err_path[128];
 
-static const char *const commands[] = {"demo", "toy", "inspect", "train", "translate", "eval", "help"};
+static const char *const commands[] = {"demo", "toy", "inspect", "train", "generate", "translate", "eval", "help"};
 enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
 
 typedef cli_result result;
@@ -43,7 +43,9 @@ static void test_command_help(void)
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
          "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
-        {"KIND", "toy", "translation"},
+        {"KIND", "toy", "lm", "translation"},
+        {"CHECKPOINT", "-p, --prompt TEXT", "-n, --max-new-tokens N", "-t, --temperature T", "-k, --top-k K",
+         "--top-p P", "-s, --seed S", "--html FILE", "-j, --threads N"},
         {"CHECKPOINT", "-k, --beam K", "-a, --show-attention", "--png FILE", "--svg FILE", "--html FILE"},
         {"CHECKPOINT", "translation", "--split train|valid|test", "-k, --beam K", "-n, --limit N"},
         {"[COMMAND]"}};
@@ -124,6 +126,8 @@ static void test_unknown(void)
     /* a kind's own errors name it */
     check_usage_error(RUN("train", "toy", "--epochs", "x"), "qkv train toy --epochs x",
                       "qkv train toy: --epochs: 'x' is not a whole number");
+    check_usage_error(RUN("train", "lm", "--steps", "x"), "qkv train lm --steps x",
+                      "qkv train lm: --steps: 'x' is not a whole number");
 }
 
 /* Values toy must refuse, each before any training starts. */

@@ -135,6 +135,20 @@ static void test_errors(void)
     CHECK(rc == 1 && strstr(err, "invalid JSON header"), "bad JSON: exit %d, stderr %s", rc, err);
     free(out);
     free(err);
+    /* a valid empty tensor whose other dims are huge: its element count
+     * is 0 (the product used to overflow: UBSan saw it in build-san) */
+    const char hdr[] = "{\"big\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776,0],"
+                       "\"data_offsets\":[0,0]},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    unsigned char file[256] = {0};
+    size_t hl = sizeof hdr - 1;
+    for (int b = 0; b < 8; b++) file[b] = (unsigned char)((uint64_t)hl >> (8 * b));
+    memcpy(file + 8, hdr, hl);
+    snprintf(args, sizeof args, "inspect '%s'", write_file("huge0.safetensors", file, 8 + hl + 8, path, sizeof path));
+    rc = run_qkv(args, &out, &err);
+    CHECK(rc == 0 && ROW(out, "big", "F32", "(1099511627776,1099511627776,0)", "0", "0"),
+          "shape [2^40,2^40,0]: exit %d, stdout %s, stderr %s", rc, out, err);
+    free(out);
+    free(err);
     /* missing file */
     snprintf(args, sizeof args, "inspect '%s/nonexistent.safetensors'", tmpdir);
     rc = run_qkv(args, &out, &err);

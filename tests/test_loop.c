@@ -1,7 +1,8 @@
 /* test_loop.c: the training loop: resuming from a checkpoint gives the
  * same parameters bit for bit as training straight through; a NaN loss
  * stops training naming the step and leaves the last checkpoint as it was;
- * progress lines; bad input. */
+ * the after_step hook and the trainer's checkpoint metadata; progress
+ * lines; bad input. */
 #define _POSIX_C_SOURCE 200809L
 #include <unistd.h>
 #include "harness.h"
@@ -84,6 +85,58 @@ static qkv_status run(const char *from, const char *ckpt, int64_t steps, int64_t
     return s;
 }
 
+/* after_step: called once per step with the position reached, after the
+ * step's checkpoint; an error from it stops training there. */
+typedef struct {
+    int64_t calls, last_step, stop_at;
+    double last_loss;
+} hook_log;
+
+static hook_log the_log;
+
+static qkv_status hook_count(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss)
+{
+    the_log.calls++;
+    the_log.last_step = pos->step;
+    the_log.last_loss = loss;
+    return pos->step == the_log.stop_at ? QKV_ERR_STATE : QKV_OK;
+}
+
+static void test_hook_and_meta(const char *ck)
+{
+    qkv_params *p;
+    qkv_params_new(&p);
+    model m;
+    model_init(&m, p);
+    qkv_optim *o;
+    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_new(&o, p, &oo);
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    const char *keys[] = {"run.name"}, *vals[] = {"hook test"};
+    qkv_checkpoint_meta meta = {1, keys, vals};
+    qkv_trainer t = {.params = p, .optim = o, .steps = 6, .checkpoint = ck, .checkpoint_every = 2,
+                     .batch = batch, .user = &m, .meta = &meta, .after_step = hook_count};
+    qkv_train_pos pos = {0};
+    the_log = (hook_log){.stop_at = 5};
+    qkv_status s = qkv_train(c, &t, &pos);
+    CHECK(s == QKV_ERR_STATE && pos.step == 5 && the_log.calls == 5 && the_log.last_step == 5 &&
+              isfinite(the_log.last_loss) && the_log.last_loss > 0,
+          "after_step: status %d, step %lld, %lld calls, last step %lld, loss %g", (int)s, (long long)pos.step,
+          (long long)the_log.calls, (long long)the_log.last_step, the_log.last_loss);
+    char *v = NULL;
+    qkv_train_pos back = {0};
+    CHECK_OK(qkv_checkpoint_read_meta(ck, "run.name", &v));
+    CHECK(v && !strcmp(v, "hook test"), "the loop's checkpoint keeps the trainer's metadata: '%s'", v ? v : "");
+    CHECK_OK(qkv_checkpoint_load(ck, p, o, &back, NULL));
+    CHECK(back.step == 4, "the last checkpoint before the stop is step 4's (got %lld)", (long long)back.step);
+    free(v);
+    qkv_ctx_free(c);
+    qkv_optim_free(o);
+    qkv_sequential_free(&m.seq);
+    qkv_params_free(p);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/qkv_loop_XXXXXX", ck[128], log[128];
@@ -114,6 +167,7 @@ int main(void)
     for (int i = 0, k = 0; i < qkv_params_count(p); k += (int)qkv_tensor_numel(qkv_params_at(p, i)), i++)
         same &= !memcmp(qkv_params_at(p, i)->data, saved + k, (size_t)qkv_tensor_numel(qkv_params_at(p, i)) * 4);
     CHECK(same, "and holds step 8's parameters");
+    test_hook_and_meta(ck);
     /* Progress: plain lines when not a terminal. */
     FILE *f = fopen(log, "w+");
     CHECK_OK(run(NULL, NULL, 20, -1, stopped, f));

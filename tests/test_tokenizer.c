@@ -415,6 +415,38 @@ static void test_bad_files(void)
     free(v2), free(enc), free(voc);
 }
 
+/* GPT-2's format on a small vocabulary (tests/fuzz/corpus/fuzz_gpt2/small:
+ * encoder.json, a NUL, vocab.bpe; the 256 byte tokens and 4 merges), so it
+ * runs without data/gpt2. A merge line whose left token is outside the
+ * byte alphabet and whose right one is in it used to read the byte before
+ * the line's buffer (found by tests/fuzz/fuzz_gpt2.c; ASan saw it). */
+static void test_gpt2_small(void)
+{
+    size_t n;
+    char *all = read_all("tests/fuzz/corpus/fuzz_gpt2/small", &n);
+    CHECK(all != NULL, "tests/fuzz/corpus/fuzz_gpt2/small is missing");
+    if (!all) return;
+    size_t ne = strlen(all);
+    mkdir(path_in("s"), 0700);
+    write_file(path_in("s/encoder.json"), all, ne);
+    write_file(path_in("s/vocab.bpe"), all + ne + 1, n - ne - 1);
+    qkv_tokenizer *t = NULL;
+    CHECK_OK(qkv_tokenizer_gpt2_load(path_in("s"), &t));
+    int64_t *ids = NULL, k = 0;
+    if (t) CHECK_OK(qkv_tokenizer_encode(t, " the", 4, &ids, &k));
+    CHECK(k == 1 && ids && ids[0] == 258, "' the' is not the one merged token 258 (%lld ids)", (long long)k);
+    free(ids), qkv_tokenizer_free(t);
+    const char *bad[] = {"#version: 0.2\nzz\xe2\x82\xacq q\n", "#version: 0.2\n\xc4\xa0 \xe2\x82\xac\n",
+                         "#version: 0.2\n\xe2\x82\xac \xe2\x82\xac\n"};
+    for (int i = 0; i < 3; i++) {
+        write_file(path_in("s/vocab.bpe"), bad[i], strlen(bad[i]));
+        t = (qkv_tokenizer *)1;
+        CHECK_ERR(qkv_tokenizer_gpt2_load(path_in("s"), &t), QKV_ERR_FORMAT, "vocab.bpe: line 2: expected 'A B'");
+        CHECK(t == NULL, "a failed load left *out set");
+    }
+    free(all);
+}
+
 static void test_bad_args(const qkv_tokenizer *g)
 {
     qkv_tokenizer *t = NULL;
@@ -554,6 +586,7 @@ int main(int argc, char **argv)
     test_bpe_train();
     test_chars();
     test_bad_files();
+    test_gpt2_small();
     test_bad_args(g);
     test_cli(have);
     for (int k = 0; k < 4; k++) qkv_tokenizer_free(toks[k]);

@@ -18,9 +18,7 @@ safetensors file per case (tools/safetensors_io.py):
 
 Usage: rnn_oracle.py --out DIR --cases N [--seed 1].
 """
-import argparse
 import os
-import random
 import sys
 
 import torch
@@ -100,18 +98,7 @@ def case(rng, gen, i):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--out', required=True)
-    ap.add_argument('--cases', type=int, default=40)
-    ap.add_argument('--seed', type=int, default=1)
-    a = ap.parse_args()
-    rng = random.Random(a.seed)
-    gen = torch.Generator().manual_seed(a.seed)
-    torch.set_num_threads(1)
-    for i in range(a.cases):
-        t, meta = case(rng, gen, i)
-        safetensors_io.save(os.path.join(a.out, 'case_%04d.safetensors' % i), t, meta)
-    print(a.cases)
+    safetensors_io.write_cases(case, 40)
 
 
 if __name__ == '__main__':

@@ -244,6 +244,29 @@ def selftest_check(path):
     return problems
 
 
+def write_cases(case, default_cases=24):
+    """The command line of an oracle that writes random cases (called from its
+    main): --out DIR --cases N --seed S; case(rng, gen, i) -> (tensors,
+    metadata) for case i, written to DIR/case_NNNN.safetensors, with rng a
+    random.Random and gen a torch.Generator, both seeded with S; one torch
+    thread. Prints the number of cases."""
+    import argparse
+    import os
+    import random
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", type=int, default=default_cases)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+    torch.set_num_threads(1)
+    for i in range(a.cases):
+        t, meta = case(rng, gen, i)
+        save(os.path.join(a.out, "case_%04d.safetensors" % i), t, meta)
+    print(a.cases)
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--selftest-write":
         save(argv[2], selftest_tensors(), SELFTEST_META)

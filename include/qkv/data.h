@@ -91,6 +91,10 @@ qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
  * docs/tokenizers.md); saving bytes or gpt2 is an error. */
 qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path);
 qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
+/* The same file's text in memory: *text malloc'd (free() it), len bytes;
+ * and a tokenizer from such a text (messages name it "(text)"). */
+qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len);
+qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out);
 /* "bytes", "chars:FILE", "bpe:FILE", "words:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
 qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
 void qkv_tokenizer_free(qkv_tokenizer *t);

@@ -133,6 +133,16 @@ typedef struct {
 qkv_lm_opts qkv_lm_opts_default(int64_t vocab_size, int64_t d_model, int64_t nhead,
                                 int64_t num_layers, int64_t max_len);
 
+/* The options as one line of "key=value" words (src/models/lm_config.c),
+ * what qkv's LM checkpoints keep as metadata "lm.config":
+ *   vocab_size=V max_len=L num_layers=N d_model=E nhead=H dim_feedforward=F
+ *   dropout=P activation=gelu layer_norm_eps=1e-05 norm_first=1 bias=1
+ *   final_norm=1 posenc=learned scale_embedding=0 tie_weights=1 padding_idx=-1
+ * _format needs about 320 bytes; _parse wants exactly these keys in this
+ * order, with values in range (QKV_ERR_FORMAT naming the first bad one). */
+qkv_status qkv_lm_opts_format(const qkv_lm_opts *o, char *buf, size_t n);
+qkv_status qkv_lm_opts_parse(const char *text, qkv_lm_opts *o);
+
 typedef struct {
     qkv_lm_opts o;
     qkv_nn_token_embedding tok;

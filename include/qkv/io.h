@@ -68,9 +68,9 @@ qkv_status qkv_safetensors_save(const char *path, int n, const char *const *name
  * built with prefix ""); prefix NULL means "". Every matched parameter
  * needs the exact stored shape (else QKV_ERR_SHAPE naming both shapes,
  * strict or not, as PyTorch's size mismatch) and a floating-point dtype
- * (else QKV_ERR_DTYPE). strict: a missing or unexpected name is an error
- * (QKV_ERR_NOTFOUND naming the first few); not strict: they are only
- * reported. Everything is checked before anything is copied: on any error
+ * (a buffer may also load from an integer one; else QKV_ERR_DTYPE).
+ * strict: a missing or unexpected name is an error (QKV_ERR_NOTFOUND
+ * naming the first few); not strict: they are only reported. Everything is checked before anything is copied: on any error
  * the store is unchanged. docs/safetensors.md has an example. */
 
 /* What a load matched. Names are in the store's namespace (a file key

@@ -126,6 +126,24 @@ typedef struct {
  * metadata (version 2; version 1 files are refused on load). */
 qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
                                const qkv_train_pos *pos, const qkv_rng *rng);
+/* Extra string metadata kept in a checkpoint (a model's configuration,
+ * its tokenizer), inside the checksum: n pairs (0 to 64), keys unique and
+ * none the checkpoint writes itself (format, format_version, params,
+ * checksum, train.*, rng.*, optim.*). */
+typedef struct {
+    int n;
+    const char *const *keys;
+    const char *const *vals;
+} qkv_checkpoint_meta;
+
+/* qkv_checkpoint_save with meta (NULL: none) in the file's metadata. */
+qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
+                                    const qkv_train_pos *pos, const qkv_rng *rng,
+                                    const qkv_checkpoint_meta *meta);
+/* A metadata value of the checkpoint at path, once its format and checksum
+ * are verified: *val gets a malloc'd copy (free() it); QKV_ERR_NOTFOUND
+ * when the key is absent. */
+qkv_status qkv_checkpoint_read_meta(const char *path, const char *key, char **val);
 /* Restores what save wrote: every parameter name and shape must match the
  * store exactly (and the optimizer's kind and amsgrad / momentum, whose
  * other hyper-parameters, lr included, are restored as PyTorch's
@@ -171,6 +189,11 @@ typedef struct {
     const char *unit;             /* "samples" (default), "tokens", ... */
     qkv_batch_fn batch;
     void *user;
+    const qkv_checkpoint_meta *meta; /* NULL, or metadata saved with every checkpoint */
+    /* NULL, or called after every step (after its checkpoint) with the
+     * position reached and the step's loss, e.g. to evaluate: the ctx is
+     * free to use (the next step resets it); an error stops training. */
+    qkv_status (*after_step)(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss);
 } qkv_trainer;
 
 /* Runs steps pos->step .. t->steps - 1: reset c, forward (t->batch),

@@ -91,7 +91,12 @@ static void print_tensors(const qkv_safetensors *st, totals *tot)
         int64_t shape[8], numel = 1;
         size_t nbytes;
         qkv_safetensors_info(st, name, &dt, &ndim, shape, NULL, &nbytes);
-        for (int d = 0; d < ndim; d++) numel *= shape[d];
+        /* A zero dim first: the others may then be anything up to 2^63
+         * (a valid [2^40, 2^40, 0] would overflow the product); without
+         * one, the product is bounded by the tensor's bytes. */
+        for (int d = 0; d < ndim; d++)
+            if (shape[d] == 0) numel = 0;
+        for (int d = 0; d < ndim && numel; d++) numel *= shape[d];
         char sb[200];
         printf("%*s", wname - put_escaped(name), "");
         printf("  %-5s %-20s %14lld %14zu\n", dtype_names[dt], shape_text(shape, ndim, sb, sizeof sb),

@@ -14,7 +14,8 @@
     X(toy, "the lecture's toy experiment: convolution vs attention, positional encodings")   \
     X(inspect, "list a safetensors file's tensors, totals and metadata")                      \
     X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
-    X(train, "train a model of a kind (toy, ...) with built-in defaults")                     \
+    X(train, "train a model of a kind (toy, lm, ...) with built-in defaults")                 \
+    X(generate, "continue a text with a language model trained by qkv train lm")             \
     X(data, "build a data set from Debian's files (translation: English/French pairs)")      \
     X(bleu, "corpus BLEU-4 of a hypothesis file against reference files (NLTK's)")           \
     X(translate, "translate sentences with a trained model; show its attention")              \

@@ -35,36 +35,53 @@ void qkv_params_free(qkv_params *p)
     free(p);
 }
 
-qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim,
-                          const int64_t *shape, qkv_tensor **out)
+/* A new entry: a parameter (trainable) or a buffer; fn names the caller. */
+static qkv_status params_add_entry(const char *fn, qkv_params *p, const char *prefix,
+                                   const char *name, int ndim, const int64_t *shape, int trainable,
+                                   qkv_tensor **out)
 {
-    QKV_NEED(out, "params_add", "out");
+    QKV_NEED(out, fn, "out");
     *out = NULL;
-    QKV_NEED(p, "params_add", "params");
-    QKV_NEED(name, "params_add", "name");
+    QKV_NEED(p, fn, "params");
+    QKV_NEED(name, fn, "name");
     if (!prefix) prefix = "";
     size_t len = strlen(prefix) + strlen(name);
-    if (len == 0) return qkv_fail(QKV_ERR_ARG, "params_add: empty name");
+    if (len == 0) return qkv_fail(QKV_ERR_ARG, "%s: empty name", fn);
     char *full = qkv_arena_alloc(p->mem, len + 1);
     if (!full) return QKV_ERR_NOMEM;
     snprintf(full, len + 1, "%s%s", prefix, name);
     if (qkv_params_find(p, full))
-        return qkv_fail(QKV_ERR_ARG, "params_add: parameter '%s' already exists", full);
+        return qkv_fail(QKV_ERR_ARG, "%s: parameter '%s' already exists", fn, full);
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 32;
         qkv_tensor **items = realloc(p->items, (size_t)cap * sizeof *items);
-        if (!items) return qkv_fail(QKV_ERR_NOMEM, "params_add: out of memory");
+        if (!items) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
         p->items = items;
         p->cap = cap;
     }
     qkv_tensor *t;
     QKV_TRY(qkv_tensor_new(p->mem, QKV_F32, ndim, shape, &t));
     if (!qkv_tensor_grad(p->mem, t)) return QKV_ERR_NOMEM;
-    t->requires_grad = 1;
+    t->requires_grad = trainable != 0;
     t->name = full;
     p->items[p->n++] = t;
     *out = t;
     return QKV_OK;
+}
+
+qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim,
+                          const int64_t *shape, qkv_tensor **out)
+{
+    return params_add_entry("params_add", p, prefix, name, ndim, shape, 1, out);
+}
+
+/* A buffer is an entry with requires_grad 0: it keeps a (zero) gradient
+ * buffer so that every loop over the store stays uniform, ops record no
+ * gradient path to it, and the optimizers skip it. */
+qkv_status qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
+                                 const int64_t *shape, qkv_tensor **out)
+{
+    return params_add_entry("params_add_buffer", p, prefix, name, ndim, shape, 0, out);
 }
 
 int qkv_params_count(const qkv_params *p) { return p ? p->n : 0; }
@@ -86,6 +103,14 @@ int64_t qkv_params_numel(const qkv_params *p)
 {
     int64_t n = 0;
     for (int i = 0; p && i < p->n; i++) n += qkv_tensor_numel(p->items[i]);
+    return n;
+}
+
+int64_t qkv_params_numel_trainable(const qkv_params *p)
+{
+    int64_t n = 0;
+    for (int i = 0; p && i < p->n; i++)
+        if (p->items[i]->requires_grad) n += qkv_tensor_numel(p->items[i]);
     return n;
 }
 

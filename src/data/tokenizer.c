@@ -279,25 +279,59 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
 qkv_status tok_bpe_save(const qkv_tokenizer *t, FILE *f);
 qkv_status tok_bpe_parse(const char *path, char *text, qkv_tokenizer **out);
 
-qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path)
+static qkv_status check_savable(const qkv_tokenizer *t, const char *fn)
 {
-    static const char fn[] = "tokenizer_save";
     QKV_NEED(t, fn, "t");
-    QKV_NEED(path, fn, "path");
     if (t->kind != QKV_TOKENIZER_CHARS && t->kind != QKV_TOKENIZER_BPE && t->kind != QKV_TOKENIZER_WORDS)
         return qkv_fail(QKV_ERR_ARG, "%s: only chars, bpe and words tokenizers are saved (bytes needs no file; gpt2 has its own)", fn);
-    FILE *f = fopen(path, "wb");
-    if (!f) return qkv_fail(QKV_ERR_IO, "%s: cannot create %s: %s", fn, path, strerror(errno));
+    return QKV_OK;
+}
+
+static void write_file(const qkv_tokenizer *t, FILE *f)
+{
     if (t->kind == QKV_TOKENIZER_CHARS) {
         fprintf(f, "qkv-chars 1\n%" PRId64 "\n", t->nchars);
         for (int64_t i = 0; i < t->nchars; i++) fprintf(f, "%" PRIX32 "\n", t->chars[i]);
     } else if (t->kind == QKV_TOKENIZER_WORDS) {
         tok_words_save(t, f);
+    } else if (t->kind == QKV_TOKENIZER_WORDS) {
+        tok_words_save(t, f);
     } else {
         tok_bpe_save(t, f);
     }
+}
+
+qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path)
+{
+    static const char fn[] = "tokenizer_save";
+    QKV_TRY(check_savable(t, fn));
+    QKV_NEED(path, fn, "path");
+    FILE *f = fopen(path, "wb");
+    if (!f) return qkv_fail(QKV_ERR_IO, "%s: cannot create %s: %s", fn, path, strerror(errno));
+    write_file(t, f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) return qkv_fail(QKV_ERR_IO, "%s: cannot write %s", fn, path);
+    return QKV_OK;
+}
+
+qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len)
+{
+    static const char fn[] = "tokenizer_save_text";
+    QKV_NEED(text, fn, "text");
+    QKV_NEED(len, fn, "len");
+    *text = NULL, *len = 0;
+    QKV_TRY(check_savable(t, fn));
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    write_file(t, f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || !buf) {
+        free(buf);
+        return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    *text = buf, *len = n;
     return QKV_OK;
 }
 
@@ -339,6 +373,19 @@ static qkv_status chars_parse(const char *path, char *text, qkv_tokenizer **out)
     return chars_make(cps, n, out, fn);
 }
 
+/* text: a NUL-terminated copy of a file's len bytes, named path in messages. */
+static qkv_status parse_file(const char *path, char *text, size_t len, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_load";
+    if (strlen(text) != len) return qkv_fail(QKV_ERR_FORMAT, "%s: %s: a NUL byte in the file", fn, path);
+    if (!strncmp(text, "qkv-chars 1\n", 12)) return chars_parse(path, text, out);
+    if (!strncmp(text, "qkv-bpe 1\n", 10)) return tok_bpe_parse(path, text, out);
+    if (!strncmp(text, "qkv-words 1\n", 12)) return tok_words_parse(path, text, out);
+    return qkv_fail(QKV_ERR_FORMAT,
+                    "%s: %s is not a qkv tokenizer file (its first line is not 'qkv-chars 1', 'qkv-bpe 1' or 'qkv-words 1')",
+                    fn, path);
+}
+
 qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out)
 {
     static const char fn[] = "tokenizer_load";
@@ -348,19 +395,23 @@ qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out)
     char *text;
     size_t len;
     QKV_TRY(tok_read_file(path, &text, &len, fn));
-    qkv_status s;
-    if (strlen(text) != len)
-        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s: a NUL byte in the file", fn, path);
-    else if (!strncmp(text, "qkv-chars 1\n", 12))
-        s = chars_parse(path, text, out);
-    else if (!strncmp(text, "qkv-bpe 1\n", 10))
-        s = tok_bpe_parse(path, text, out);
-    else if (!strncmp(text, "qkv-words 1\n", 12))
-        s = tok_words_parse(path, text, out);
-    else
-        s = qkv_fail(QKV_ERR_FORMAT, "%s: %s is not a qkv tokenizer file (its first line is not 'qkv-chars 1', 'qkv-bpe 1' or 'qkv-words 1')",
-                     fn, path);
+    qkv_status s = parse_file(path, text, len, out);
     free(text);
+    return s;
+}
+
+qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out)
+{
+    static const char fn[] = "tokenizer_load";
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    if (len) QKV_NEED(text, fn, "text");
+    char *copy = malloc(len + 1);
+    if (!copy) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    if (len) memcpy(copy, text, len);
+    copy[len] = 0;
+    qkv_status s = parse_file("(text)", copy, len, out);
+    free(copy);
     return s;
 }
 

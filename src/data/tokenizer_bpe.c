@@ -394,11 +394,15 @@ static qkv_status gpt2_merges(const char *path, qkv_tokenizer *t, const strmap *
         char *e = strchr(p, '\n'), *sp = memchr(p, ' ', (size_t)(e - p));
         int64_t ids[3] = {-1, -1, -1};
         if (sp && sp > p && sp + 1 < e && !memchr(sp + 1, ' ', (size_t)(e - sp - 1))) {
-            int64_t a = key_bytes(p, (size_t)(sp - p), dec, buf), b;
-            if (a > 0) ids[0] = strmap_find(map, t, buf, (size_t)a, -1);
-            b = key_bytes(sp + 1, (size_t)(e - sp - 1), dec, buf + (a > 0 ? a : 0));
-            if (b > 0) ids[1] = strmap_find(map, t, buf + a, (size_t)b, -1);
-            if (a > 0 && b > 0) ids[2] = strmap_find(map, t, buf, (size_t)(a + b), -1);
+            /* the right token's bytes go just after the left's (only when
+             * the left one decoded: a is -1 otherwise) */
+            int64_t a = key_bytes(p, (size_t)(sp - p), dec, buf);
+            int64_t b = a > 0 ? key_bytes(sp + 1, (size_t)(e - sp - 1), dec, buf + a) : -1;
+            if (a > 0 && b > 0) {
+                ids[0] = strmap_find(map, t, buf, (size_t)a, -1);
+                ids[1] = strmap_find(map, t, buf + a, (size_t)b, -1);
+                ids[2] = strmap_find(map, t, buf, (size_t)(a + b), -1);
+            }
         }
         if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
             st = qkv_fail(QKV_ERR_FORMAT,

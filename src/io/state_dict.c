@@ -156,6 +156,19 @@ static int sd_is_float(qkv_st_dtype dt)
     return dt == QKV_ST_F32 || dt == QKV_ST_F16 || dt == QKV_ST_BF16 || dt == QKV_ST_F64;
 }
 
+static int sd_is_int(qkv_st_dtype dt)
+{
+    return dt == QKV_ST_I64 || dt == QKV_ST_I32 || dt == QKV_ST_I16 || dt == QKV_ST_I8 ||
+           dt == QKV_ST_U8;
+}
+
+/* Buffers (requires_grad 0) also load from integers: PyTorch saves
+ * BatchNorm's num_batches_tracked as int64. */
+static int sd_dtype_ok(const st_tensor *f, const qkv_tensor *t)
+{
+    return t->dtype == QKV_F32 && (sd_is_float(f->dtype) || (!t->requires_grad && sd_is_int(f->dtype)));
+}
+
 static int sd_same_shape(const st_tensor *f, const qkv_tensor *t)
 {
     if (f->ndim != t->ndim) return 0;
@@ -177,7 +190,7 @@ static qkv_status sd_check_pairs(const char *fn, qkv_params *p, const qkv_safete
         if (!f) continue;
         if (!sd_same_shape(f, qkv_params_at(p, i))) {
             if (!n_shape++) bad_shape = i;
-        } else if (!sd_is_float(f->dtype) || qkv_params_at(p, i)->dtype != QKV_F32) {
+        } else if (!sd_dtype_ok(f, qkv_params_at(p, i))) {
             if (!n_dtype++) bad_dtype = i;
         }
     }
@@ -195,7 +208,7 @@ static qkv_status sd_check_pairs(const char *fn, qkv_params *p, const qkv_safete
     }
     if (n_dtype)
         return qkv_fail(QKV_ERR_DTYPE, "%s: %s: '%s' is %s in the file; F32 parameters load only "
-                        "from F32, F16, BF16 or F64%s", fn, st->label,
+                        "from F32, F16, BF16 or F64 (buffers also from integers)%s", fn, st->label,
                         st_quote(m->file[bad_dtype]->name, q),
                         st_dtype_name(m->file[bad_dtype]->dtype), more);
     return QKV_OK;
@@ -215,13 +228,27 @@ static qkv_status sd_load(const char *fn, qkv_params *p, const qkv_safetensors *
     if (!s) s = sd_fill_report(fn, p, &m, strlen(prefix), r);
     if (!s && strict && (r->n_missing || r->n_unexpected)) s = sd_fail_names(fn, st, prefix, r);
     if (!s) s = sd_check_pairs(fn, p, st, &m);
+    /* Integer buffers go through int64 scratch, allocated before any copy. */
+    int64_t nint = 0, *scratch = NULL;
+    for (int i = 0; !s && i < qkv_params_count(p); i++)
+        if (m.file[i] && sd_is_int(m.file[i]->dtype) && qkv_tensor_numel(qkv_params_at(p, i)) > nint)
+            nint = qkv_tensor_numel(qkv_params_at(p, i));
+    if (!s && nint && !(scratch = malloc((size_t)nint * sizeof *scratch)))
+        s = qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     /* Everything is checked: the reads below cannot fail. */
     for (int i = 0; !s && i < qkv_params_count(p); i++) {
         qkv_tensor *t = qkv_params_at(p, i);
+        int64_t n = qkv_tensor_numel(t);
         if (!m.file[i]) continue;
-        s = qkv_safetensors_read_f32(st, m.file[i]->name, qkv_data(t), qkv_tensor_numel(t));
+        if (sd_is_int(m.file[i]->dtype)) {
+            s = qkv_safetensors_read_i64(st, m.file[i]->name, scratch, n);
+            for (int64_t j = 0; !s && j < n; j++) qkv_data(t)[j] = (float)scratch[j];
+        } else {
+            s = qkv_safetensors_read_f32(st, m.file[i]->name, qkv_data(t), n);
+        }
         r->n_loaded += !s;
     }
+    free(scratch);
     free(m.file);
     free(m.unexp);
     qkv_state_dict_report_free(&local);

@@ -5,7 +5,9 @@
  *   attention_flash.c online softmax over key tiles, O(L) memory, whole
  *                     tiles skipped where causal/local masks rule them out.
  * Both: a query row whose every key is masked gives output 0, lse -inf and
- * zero gradients. */
+ * zero gradients; a masked key's k is never read; a row with a NaN score
+ * (NaN in q_i, in an unmasked k_j or mask value, or +inf) gives NaN output,
+ * lse and weights (docs/reliability.md, "NaN and infinity"). */
 #ifndef QKV_ATTENTION_KERNELS_H
 #define QKV_ATTENTION_KERNELS_H
 #include <math.h>

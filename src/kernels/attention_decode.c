@@ -100,14 +100,20 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
         int64_t end = j1;
         if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
         float m = -INFINITY, l = 0;
+        int nan = 0;
         for (int64_t j = j0; j < end; j++) {
             int64_t r = (j - j0) * D; // element offset of key j's row
             const void *kj = half ? (const void *)((const uint16_t *)k + r) : (const float *)k + r;
             float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, kj, half, D);
             s[j - j0] = sj;
-            if (sj > m) m = sj;
+            if (isnan(sj)) nan = 1;
+            else if (sj > m) m = sj;
         }
         memset(ot, 0, (size_t)D * sizeof(float));
+        if (nan) { /* a NaN score: the query's output is NaN (chunks_merge) */
+            part[2 * t] = part[2 * t + 1] = NAN;
+            continue;
+        }
         for (int64_t j = j0; j < end && m > -INFINITY; j++) {
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
@@ -128,7 +134,14 @@ static void chunks_merge(const qkv_decode_desc *d, const float *parts, int64_t n
 {
     int64_t D = d->D, T = d->T, pl = part_len(d);
     float M = -INFINITY, L = 0;
-    for (int64_t c = 0; c < nc; c++) M = fmaxf(M, parts[c * pl + 2 * t]);
+    for (int64_t c = 0; c < nc; c++) {
+        float mc = parts[c * pl + 2 * t];
+        if (isnan(mc)) { /* fmaxf would drop it */
+            for (int64_t i = 0; i < D; i++) out[i] = NAN;
+            return;
+        }
+        M = fmaxf(M, mc);
+    }
     memset(out, 0, (size_t)D * sizeof(float));
     if (M == -INFINITY) return;
     for (int64_t c = 0; c < nc; c++) {

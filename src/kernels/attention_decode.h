@@ -10,7 +10,8 @@
  * merged with the log-sum-exp rule:
  *   M = max_c m_c,  out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
  * A query whose every key is masked gives output 0 (as every attention
- * path of the library). Forward only: no lse, no weights, no gradients. */
+ * path of the library); a NaN score gives it NaN (docs/reliability.md,
+ * "NaN and infinity"). Forward only: no lse, no weights, no gradients. */
 #ifndef QKV_ATTENTION_DECODE_H
 #define QKV_ATTENTION_DECODE_H
 #include <stddef.h>

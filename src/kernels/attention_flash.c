@@ -109,9 +109,13 @@ void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, co
                     continue;
                 }
                 const float *qi = q + (nh * L + i) * D, *kj = k + (nh * S + j) * D;
-                float s = 0;
+                float t = qkv_attn_mask_term(d, nh / d->H, nh % d->H, i, j), s = 0;
+                if (t == -INFINITY) { /* masked: 0 (NaN in a NaN row), k_j not read */
+                    w[j] = isnan(li) ? NAN : 0.0f;
+                    continue;
+                }
                 for (int64_t x = 0; x < D; x++) s += qi[x] * kj[x];
-                s = s * d->scale + qkv_attn_mask_term(d, nh / d->H, nh % d->H, i, j);
+                s = s * d->scale + t;
                 w[j] = expf(s - li) * qkv_attn_dropout(d, nh, i, j);
             }
         }

@@ -3,17 +3,37 @@
  * fast kernel is tested against (and itself tested against PyTorch). */
 #include "kernels/attention.h"
 
+/* Is key j masked for row i of head (n,h)? A masked key is never read. */
+static int ref_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i, int64_t j)
+{
+    return qkv_attn_mask_term(d, n, h, i, j) == -INFINITY;
+}
+
 /* Row i of head (n,h): p[j] = softmax_j(q_i.k_j * scale + mask) (without
- * dropout); returns the log-sum-exp, -inf if every key is masked (p = 0). */
+ * dropout); returns the log-sum-exp. Every key masked (or every score
+ * -inf): p = 0, -inf. A NaN score of an unmasked key (or +inf): p = NaN,
+ * NaN (docs/reliability.md, "NaN and infinity"). Masked keys' k are not
+ * read. */
 static double ref_row(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i, const float *qi,
                       const float *kh, double *p)
 {
     double mx = -INFINITY;
+    int nan = 0;
     for (int64_t j = 0; j < d->S; j++) {
+        double term = qkv_attn_mask_term(d, n, h, i, j);
+        if (term == -INFINITY) {
+            p[j] = -INFINITY;
+            continue;
+        }
         double s = 0;
         for (int64_t x = 0; x < d->D; x++) s += (double)qi[x] * kh[j * d->D + x];
-        p[j] = s * d->scale + qkv_attn_mask_term(d, n, h, i, j);
-        if (p[j] > mx) mx = p[j];
+        p[j] = s * d->scale + term;
+        if (isnan(p[j])) nan = 1;
+        else if (p[j] > mx) mx = p[j];
+    }
+    if (nan) {
+        for (int64_t j = 0; j < d->S; j++) p[j] = NAN;
+        return NAN;
     }
     if (mx == -INFINITY) {
         for (int64_t j = 0; j < d->S; j++) p[j] = 0;
@@ -43,7 +63,8 @@ void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k
                     for (int64_t j = 0; j < S; j++) weights[(nh * L + i) * S + j] = (float)p[j];
                 for (int64_t x = 0; x < Dv; x++) {
                     double acc = 0;
-                    for (int64_t j = 0; j < S; j++) acc += p[j] * vh[j * Dv + x];
+                    for (int64_t j = 0; j < S; j++)
+                        if (!ref_masked(d, n, h, i, j)) acc += p[j] * vh[j * Dv + x];
                     out[(nh * L + i) * Dv + x] = (float)acc;
                 }
             }
@@ -70,6 +91,8 @@ void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *
                 if (ref_row(d, n, h, i, qi, kh, p) == -INFINITY) continue;
                 double dsum = 0;
                 for (int64_t j = 0; j < S; j++) {
+                    dp[j] = 0;
+                    if (ref_masked(d, n, h, i, j)) continue; /* p = 0, v_j not read */
                     double z = qkv_attn_dropout(d, nh, i, j), g = 0;
                     for (int64_t x = 0; x < Dv; x++) g += (double)doi[x] * vh[j * Dv + x];
                     dp[j] = z * g;
@@ -79,6 +102,7 @@ void qkv_attn_backward_ref(const qkv_attn_desc *d, const float *q, const float *
                             dv[(nh * S + j) * Dv + x] += (float)(z * p[j] * doi[x]);
                 }
                 for (int64_t j = 0; j < S; j++) {
+                    if (ref_masked(d, n, h, i, j)) continue; /* ds = 0, k_j not read */
                     double ds = p[j] * (dp[j] - dsum) * d->scale;
                     if (dq)
                         for (int64_t x = 0; x < D; x++) dq[(nh * L + i) * D + x] += (float)(ds * kh[j * D + x]);

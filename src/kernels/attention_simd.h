@@ -49,7 +49,9 @@ static inline vf vselect(vi mask, vf a, vf b) /* mask ? a : b, lane by lane */
     return (vf)(((vi)a & mask) | ((vi)b & ~mask));
 }
 
-static inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
+/* max(a, b) lane by lane, NaN if either is: a NaN score makes its query's
+ * running max NaN for good, and with it the row's output and lse. */
+static inline vf vmax(vf a, vf b) { return vselect((a > b) | (a != a), a, b); }
 
 /* a*b + c, rounded once where the target has a fused multiply-add (the
  * including file may define VFMA as its intrinsic), rounded twice where it
@@ -233,7 +235,8 @@ static int tile_masked(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t j
 }
 
 /* st (BK,BQ) *= scale, plus the mask term where the tile needs it; key rows
- * past nj (padding) get -inf. */
+ * past nj (padding) get -inf, and so do masked keys whatever their score
+ * (a NaN or infinite q.k included: a masked key's k never matters). */
 static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
                           int64_t j0, int64_t nj, float *st)
 {
@@ -242,10 +245,26 @@ static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             vf s = vload(st + j * BQ + i) * d->scale;
             vstore(st + j * BQ + i, j < nj ? s : vsplat(-INFINITY));
         }
-    if (tile_masked(d, i0, i1, j0, j0 + nj))
-        for (int64_t j = 0; j < nj; j++)
-            for (int64_t i = 0; i < i1 - i0; i++)
-                st[j * BQ + i] += qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
+    if (!tile_masked(d, i0, i1, j0, j0 + nj)) return;
+    if (d->causal != QKV_CAUSAL_NONE && d->window < 0 && !d->bmask && !d->fmask && !d->kpm && !d->kpm_f &&
+        !d->alibi) {
+        /* Causal alone (a GPT's diagonal tiles): key j0+j is masked for the
+         * queries i0+i with i0+i+diag < j0+j, the rows' first queries; the
+         * same scores as the general loop, without its per-element calls. */
+        for (int64_t j = 0; j < nj && j0 + j < d->mask_keys; j++) {
+            int64_t lim = j0 + j - d->diag - i0;
+            if (lim > i1 - i0) lim = i1 - i0;
+            for (int64_t i = 0; i < lim; i++) st[j * BQ + i] = -INFINITY;
+        }
+        return;
+    }
+    /* A masked score is -inf whatever the key held (a NaN in a masked
+     * key's k must not reach the row: docs/reliability.md, NaN inputs). */
+    for (int64_t j = 0; j < nj; j++)
+        for (int64_t i = 0; i < i1 - i0; i++) {
+            float t = qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
+            st[j * BQ + i] = t == -INFINITY ? t : st[j * BQ + i] + t;
+        }
 }
 
 /* pt (BK,BQ) *= the dropout keep factors z(i,j); only with dropout on. */
@@ -257,6 +276,34 @@ static void tile_dropout(const qkv_attn_desc *d, int64_t nh, int64_t i0, int64_t
 }
 
 /* ---- forward -------------------------------------------------------------- */
+
+/* Are the first n rows of x (rows of w floats) all finite? */
+static int rows_finite(const float *x, int64_t n, int64_t w)
+{
+    vf acc = vsplat(0);
+    for (int64_t r = 0; r < n * w; r += VW) acc += vload(x + r) * 0.0f; /* NaN for NaN or inf */
+    vi bad = acc != acc;
+    for (int l = 0; l < VW; l++)
+        if (bad[l]) return 0;
+    return 1;
+}
+
+/* ob (BQ,Dvp) += P V over the tile's nj keys, leaving out the keys masked
+ * for each row, so that a masked key's value is never read (the tile
+ * product would add 0 x NaN = NaN). Only for tiles with a masked key and a
+ * non-finite value: the rare case. pt (BK,BQ) the probabilities. */
+static void pv_skip_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                           int64_t j0, int64_t nj, const float *pt, const float *vt, int64_t Dvp,
+                           float *ob)
+{
+    for (int64_t i = 0; i < i1 - i0; i++)
+        for (int64_t j = 0; j < nj; j++) {
+            if (qkv_attn_mask_term(d, n, h, i0 + i, j0 + j) == -INFINITY) continue;
+            vf p = vsplat(pt[j * BQ + i]);
+            for (int64_t x = 0; x < Dvp; x += VW)
+                vstore(ob + i * Dvp + x, VFMA(p, vload(vt + j * Dvp + x), vload(ob + i * Dvp + x)));
+        }
+}
 
 /* Per-thread scratch of the forward, in floats (sizes padded for VW = 16,
  * the widest, so that attention_flash.c can size it for any variant). */
@@ -316,7 +363,10 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
                         vstore(ob + (i + r) * Dvp + x, vload(ob + (i + r) * Dvp + x) * cs[r]);
         }
         if (d->dropout_p > 0.0f) tile_dropout(d, nh, i0, i1, j0, nj, st);
-        tile_gemm(BQ, Dvp, BK, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
+        if (tile_masked(d, i0, i1, j0, j1) && !rows_finite(vt, nj, Dvp))
+            pv_skip_masked(d, n, h, i0, i1, j0, nj, st, vt, Dvp, ob); /* masked v not read */
+        else
+            tile_gemm(BQ, Dvp, BK, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
     }
     for (int64_t i = i0; i < i1; i++) {
         float mi = m[i - i0], li = l[i - i0];
@@ -348,6 +398,23 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
 }
 
 /* ---- backward ------------------------------------------------------------- */
+
+/* dqb (BQ,Dp) = dS K over the tile's nj keys, leaving out the keys masked
+ * for each row (ds = 0 there, but 0 x NaN would be NaN): for tiles with a
+ * masked key and a non-finite k only. dst (BK,BQ), kt (BK,Dp). */
+static void dsk_skip_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                            int64_t j0, int64_t nj, const float *dst, const float *kt, int64_t Dp,
+                            float *dqb)
+{
+    memset(dqb, 0, (size_t)(BQ * Dp) * sizeof(float));
+    for (int64_t i = 0; i < i1 - i0; i++)
+        for (int64_t j = 0; j < nj; j++) {
+            if (qkv_attn_mask_term(d, n, h, i0 + i, j0 + j) == -INFINITY) continue;
+            vf ds = vsplat(dst[j * BQ + i]);
+            for (int64_t x = 0; x < Dp; x += VW)
+                vstore(dqb + i * Dp + x, VFMA(ds, vload(kt + j * Dp + x), vload(dqb + i * Dp + x)));
+        }
+}
 
 /* D_i = dout_i . out_i, summed exactly as tile_block sums dp_ij =
  * dout_i . v_j (one multiply-add after another from x = 0, fused alike):
@@ -398,6 +465,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     const float *vt = rows_block(v, Dv, j0, j1, BK, Dv, vbuf);
     memset(dkt, 0, (size_t)(BK * Dp) * sizeof(float));
     memset(dvt, 0, (size_t)(BK * Dvp) * sizeof(float));
+    int k_finite = rows_finite(kt, nj, Dp);
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
         key_walk w = key_walk_make(d, i0, i1);
@@ -415,27 +483,33 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         tile_gemm(BK, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0);   /* st = K Q^T */
         tile_gemm(BK, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0); /* dpt = V dO^T */
         scores_finish(d, n, h, i0, i1, j0, nj, st);
+        /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
         for (int64_t j = 0; j < BK; j++)
-            for (int64_t i = 0; i < BQ; i += VW)
-                vstore(st + j * BQ + i, vexp(vload(st + j * BQ + i) - vload(lb + i)));
+            for (int64_t i = 0; i < BQ; i += VW) {
+                vf sv = vload(st + j * BQ + i);
+                vstore(st + j * BQ + i, vselect(sv == -INFINITY, vsplat(0), vexp(sv - vload(lb + i))));
+            }
         if (d->dropout_p > 0.0f) { /* ds = p (z dp - D), dv from z p */
             for (int64_t j = 0; j < nj; j++)
                 for (int64_t i = 0; i < i1 - i0; i++) {
                     float z = qkv_attn_dropout(d, nh, i0 + i, j0 + j), p = st[j * BQ + i];
-                    dpt[j * BQ + i] = p * (z * dpt[j * BQ + i] - db[i]);
+                    dpt[j * BQ + i] = p == 0.0f ? 0.0f : p * (z * dpt[j * BQ + i] - db[i]);
                     st[j * BQ + i] = z * p;
                 }
         } else {
             for (int64_t j = 0; j < BK; j++)
                 for (int64_t i = 0; i < BQ; i += VW) {
-                    vf p = vload(st + j * BQ + i);
-                    vstore(dpt + j * BQ + i, p * (vload(dpt + j * BQ + i) - vload(db + i)));
+                    vf p = vload(st + j * BQ + i); /* ds = 0 where p = 0, even if D_i is NaN */
+                    vstore(dpt + j * BQ + i, vselect(p == 0.0f, vsplat(0), p * (vload(dpt + j * BQ + i) - vload(db + i))));
                 }
         }
         if (dv) tile_gemm(BK, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1);  /* dV += P dO */
         if (dk) tile_gemm(BK, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1);     /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
-            tile_gemm(BQ, Dp, BK, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
+            if (!k_finite && tile_masked(d, i0, i1, j0, j1))
+                dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
+            else
+                tile_gemm(BQ, Dp, BK, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
             for (int64_t i = 0; i < i1 - i0; i++)
                 for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dqb[i * Dp + x];
         }

@@ -105,3 +105,38 @@ void qkv_vec_exp(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = sel(-(int32_t)(x[i] != x[i]), x[i], vexp1(x[i]));
 }
+
+/* The three sums share one shape: 8 lanes, then the tail, then the lanes
+ * in order. TERM(i) is the i-th term. */
+#define SUM8(n, TERM)                                                   \
+    do {                                                                \
+        double p_[8] = {0}, s_ = 0;                                     \
+        int64_t i = 0;                                                  \
+        for (; i + 8 <= (n); i += 8)                                    \
+            for (int k_ = 0; k_ < 8; k_++) p_[k_] += TERM(i + k_);      \
+        for (; i < (n); i++) s_ += TERM(i);                             \
+        for (int k_ = 0; k_ < 8; k_++) s_ += p_[k_];                    \
+        return s_;                                                      \
+    } while (0)
+
+double qkv_sum_f64(const float *x, int64_t n)
+{
+#define T(i) (double)x[i]
+    SUM8(n, T);
+#undef T
+}
+
+double qkv_sum_sq_dev(const float *x, double m, int64_t n)
+{
+#define T(i) (((double)x[i] - m) * ((double)x[i] - m))
+    SUM8(n, T);
+#undef T
+}
+
+double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n)
+{
+#define T(i) ((double)g[i] * ((double)x[i] - m))
+    SUM8(n, T);
+#undef T
+}
+#undef SUM8

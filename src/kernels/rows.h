@@ -21,4 +21,12 @@ void qkv_vec_add_into(float *y, const float *x, int64_t n);
 void qkv_vec_tanh(float *y, const float *x, int64_t n);
 void qkv_vec_sigmoid(float *y, const float *x, int64_t n);
 void qkv_vec_exp(float *y, const float *x, int64_t n);
+
+/* Sums in double with 8 independent partial sums (one running sum waits
+ * on the add's latency at every element: 4-8x slower on long rows); the
+ * order is fixed, so the result is too. qkv_sum_f64: sum x[i];
+ * qkv_sum_sq_dev: sum (x[i] - m)^2; qkv_sum_dot_dev: sum g[i] (x[i] - m). */
+double qkv_sum_f64(const float *x, int64_t n);
+double qkv_sum_sq_dev(const float *x, double m, int64_t n);
+double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n);
 #endif

@@ -1,6 +1,7 @@
 /* modules.c: torch.nn modules over the functional ops: Linear, Conv1d,
- * LayerNorm, Embedding, ReLU, Tanh, GELU, Dropout, and the Sequential
- * container. Each _init checks all its options before it adds a parameter,
+ * Conv2d, LayerNorm, Embedding, ReLU, Tanh, GELU, Dropout, Flatten, and the
+ * Sequential container (MaxPool2d is in pool.c, BatchNorm2d in
+ * batchnorm.c). Each _init checks all its options before it adds a parameter,
  * so bad options leave the store untouched. */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +97,50 @@ qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_pa
     }
     m->o = *o;
     m->base = (qkv_module){"Conv1d", conv1d_forward};
+    return QKV_OK;
+}
+
+/* ---- Conv2d ----------------------------------------------------------------- */
+
+qkv_conv2d_opts qkv_conv2d_opts_default(int64_t in_channels, int64_t out_channels,
+                                        int64_t kernel_size)
+{
+    return (qkv_conv2d_opts){in_channels, out_channels, {kernel_size, kernel_size}, {1, 1},
+                             {0, 0}, {1, 1}, 1};
+}
+
+static qkv_status conv2d_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_conv2d *m = (qkv_nn_conv2d *)base;
+    return qkv_conv2d(c, x, m->weight, m->bias, m->o.stride, m->o.padding, m->o.dilation, y);
+}
+
+qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_params *p,
+                              const char *prefix, qkv_rng *rng)
+{
+    QKV_TRY(init_common("nn_conv2d_init", m, p, rng, 1));
+    QKV_NEED(o, "nn_conv2d_init", "opts");
+    const int64_t *k = o->kernel_size, *s = o->stride, *pd = o->padding, *d = o->dilation;
+    if (o->in_channels < 1 || o->out_channels < 1 || k[0] < 1 || k[1] < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_conv2d_init: in_channels %lld, out_channels %lld and "
+                        "kernel_size (%lld,%lld) must be positive", (long long)o->in_channels,
+                        (long long)o->out_channels, (long long)k[0], (long long)k[1]);
+    if (s[0] < 1 || s[1] < 1 || pd[0] < 0 || pd[1] < 0 || d[0] < 1 || d[1] < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_conv2d_init: stride (%lld,%lld), padding (%lld,%lld), "
+                        "dilation (%lld,%lld): expected stride >= 1, padding >= 0, dilation >= 1",
+                        (long long)s[0], (long long)s[1], (long long)pd[0], (long long)pd[1],
+                        (long long)d[0], (long long)d[1]);
+    memset(m, 0, sizeof *m);
+    int64_t ws[4] = {o->out_channels, o->in_channels, k[0], k[1]};
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 4, ws, &m->weight));
+    QKV_TRY(qkv_init_linear_default(rng, m->weight)); /* fan_in = Cin * kH * kW */
+    if (o->bias) {
+        QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &o->out_channels, &m->bias));
+        float bound = 1.0f / sqrtf((float)(o->in_channels * k[0] * k[1]));
+        QKV_TRY(qkv_init_uniform(rng, m->bias, -bound, bound));
+    }
+    m->o = *o;
+    m->base = (qkv_module){"Conv2d", conv2d_forward};
     return QKV_OK;
 }
 
@@ -220,6 +265,26 @@ qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p)
         return qkv_fail(QKV_ERR_ARG, "nn_dropout_init: p %g must be in [0,1]", (double)p);
     m->base = (qkv_module){"Dropout", dropout_forward};
     m->p = p;
+    return QKV_OK;
+}
+
+/* nn.Flatten(): (N,...) -> (N,prod(...)), recorded as a view (no copy). */
+static qkv_status flatten_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    QKV_NEED(x, "flatten", "x");
+    if (x->ndim < 2) { /* torch.flatten(x, 1) needs a dim 1 */
+        char bx[64];
+        return qkv_fail(QKV_ERR_SHAPE, "flatten: x %s has %d dims, expected (N,...) with at least 2",
+                        qkv_shape_str(x, bx, sizeof bx), x->ndim);
+    }
+    int64_t shape[2] = {x->shape[0], x->shape[0] ? qkv_tensor_numel(x) / x->shape[0] : 0};
+    return qkv_reshape(c, x, 2, shape, y);
+}
+
+qkv_status qkv_nn_flatten_init(qkv_nn_flatten *m)
+{
+    QKV_NEED(m, "nn_flatten_init", "module");
+    m->base = (qkv_module){"Flatten", flatten_forward};
     return QKV_OK;
 }
 

@@ -206,21 +206,56 @@ static qkv_status check_savable(qkv_params *p, const qkv_optim *o, const qkv_tra
     return QKV_OK;
 }
 
-qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
-                               const qkv_train_pos *pos, const qkv_rng *rng)
+/* The caller's metadata may not take a key the checkpoint writes itself. */
+static int meta_reserved(const char *key)
+{
+    static const char *exact[] = {"format", "format_version", "params", "checksum"};
+    static const char *prefix[] = {"train.", "rng.", "optim."};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (!strcmp(key, exact[i])) return 1;
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (!strncmp(key, prefix[i], strlen(prefix[i]))) return 1;
+    return 0;
+}
+
+static qkv_status check_meta(const qkv_checkpoint_meta *x)
+{
+    const char *fn = "checkpoint_save";
+    if (!x) return QKV_OK;
+    if (x->n < 0 || x->n > 64 || (x->n && (!x->keys || !x->vals)))
+        return qkv_fail(QKV_ERR_ARG, "%s: meta has %d entries (0 to 64, with keys and values)", fn, x->n);
+    for (int i = 0; i < x->n; i++) {
+        if (!x->keys[i] || !x->vals[i] || !x->keys[i][0])
+            return qkv_fail(QKV_ERR_ARG, "%s: meta entry %d has no key or no value", fn, i);
+        if (meta_reserved(x->keys[i]))
+            return qkv_fail(QKV_ERR_ARG, "%s: meta key '%.64s' is the checkpoint's own", fn, x->keys[i]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(x->keys[i], x->keys[j]))
+                return qkv_fail(QKV_ERR_ARG, "%s: meta key '%.64s' given twice", fn, x->keys[i]);
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
+                                    const qkv_train_pos *pos, const qkv_rng *rng,
+                                    const qkv_checkpoint_meta *meta)
 {
     QKV_NEED(path, "checkpoint_save", "path");
     QKV_NEED(params, "checkpoint_save", "params");
     QKV_TRY(check_pair("checkpoint_save", params, optim));
     QKV_TRY(check_savable(params, optim, pos, rng));
+    QKV_TRY(check_meta(meta));
     int np = qkv_params_count(params), nb = optim ? optim->nbuf : 0;
-    int n = np * (1 + nb);
+    int n = np * (1 + nb), nx = meta ? meta->n : 0;
     char **names = calloc((size_t)n + 1, sizeof *names);
     const qkv_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
     qkv_tensor *bufs = calloc((size_t)(np * nb) + 1, sizeof *bufs); /* headers over the state */
     meta_list *m = calloc(1, sizeof *m);
+    const char **keys = calloc(META_MAX + (size_t)nx, sizeof *keys);
+    const char **vals = calloc(META_MAX + (size_t)nx, sizeof *vals);
     qkv_status s = QKV_OK;
-    if (!names || !ts || !bufs || !m) s = qkv_fail(QKV_ERR_NOMEM, "checkpoint_save: out of memory");
+    if (!names || !ts || !bufs || !m || !keys || !vals)
+        s = qkv_fail(QKV_ERR_NOMEM, "checkpoint_save: out of memory");
     for (int i = 0; !s && i < np; i++) {
         qkv_tensor *t = qkv_params_at(params, i);
         names[i] = tensor_key(t->name, NULL);
@@ -242,15 +277,26 @@ qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_o
         for (int i = 0; i < n; i++) sum += hash_f32(names[i], ts[i]->data, qkv_tensor_numel(ts[i]));
         meta_train(m, params, optim, pos, rng);
         for (int i = 0; i < m->n; i++) sum += hash_meta(m->keys[i], m->ptrs[i]);
+        for (int i = 0; i < nx; i++) sum += hash_meta(meta->keys[i], meta->vals[i]);
         meta_add(m, "checksum", "%016" PRIx64, sum);
-        s = qkv_safetensors_save(path, n, (const char *const *)names, ts, m->n, m->keys, m->ptrs);
+        for (int i = 0; i < m->n; i++) keys[i] = m->keys[i], vals[i] = m->ptrs[i];
+        for (int i = 0; i < nx; i++) keys[m->n + i] = meta->keys[i], vals[m->n + i] = meta->vals[i];
+        s = qkv_safetensors_save(path, n, (const char *const *)names, ts, m->n + nx, keys, vals);
     }
     for (int i = 0; names && i < n; i++) free(names[i]);
     free(names);
     free(ts);
     free(bufs);
     free(m);
+    free(keys);
+    free(vals);
     return s;
+}
+
+qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
+                               const qkv_train_pos *pos, const qkv_rng *rng)
+{
+    return qkv_checkpoint_save_meta(path, params, optim, pos, rng, NULL);
 }
 
 /* ---- loading -------------------------------------------------------------- */
@@ -558,7 +604,12 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
     QKV_NEED(params, "checkpoint_load", "params");
     QKV_TRY(check_pair("checkpoint_load", params, optim));
     ckpt_file f = {path, NULL};
-    QKV_TRY(qkv_safetensors_open(path, &f.st));
+    qkv_status so = qkv_safetensors_open(path, &f.st);
+    if (so != QKV_OK) { /* name this function before the reader's message */
+        char why[768];
+        snprintf(why, sizeof why, "%s", qkv_last_error());
+        return qkv_fail(so, "checkpoint_load: %s", why);
+    }
     qkv_train_pos new_pos = {0};
     qkv_rng new_rng = {{0}};
     qkv_optim_opts new_opts;
@@ -588,4 +639,21 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
     if (rng) *rng = new_rng;
     free(scratch);
     return QKV_OK;
+}
+
+qkv_status qkv_checkpoint_read_meta(const char *path, const char *key, char **val)
+{
+    QKV_NEED(val, "checkpoint_read_meta", "val");
+    *val = NULL;
+    QKV_NEED(path, "checkpoint_read_meta", "path");
+    QKV_NEED(key, "checkpoint_read_meta", "key");
+    ckpt_file f = {path, NULL};
+    QKV_TRY(qkv_safetensors_open(path, &f.st));
+    qkv_status s = read_header(&f);
+    const char *v = s ? NULL : qkv_safetensors_meta(f.st, key);
+    if (!s && !v)
+        s = qkv_fail(QKV_ERR_NOTFOUND, "checkpoint_read_meta: %s has no metadata '%.64s'", path, key);
+    if (!s && !(*val = strdup(v))) s = qkv_fail(QKV_ERR_NOMEM, "checkpoint_read_meta: out of memory");
+    qkv_safetensors_close(f.st);
+    return s;
 }

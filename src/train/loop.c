@@ -126,8 +126,19 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
         pos->step++;
         qkv_progress_step(&pr, step, l, qkv_optim_get_lr(t->optim), units);
         if (t->checkpoint && (pos->step % t->checkpoint_every == 0 || pos->step == t->steps)) {
-            if ((s = qkv_checkpoint_save(t->checkpoint, t->params, t->optim, pos, t->rng)) != QKV_OK) break;
+            if ((s = qkv_checkpoint_save_meta(t->checkpoint, t->params, t->optim, pos, t->rng,
+                                              t->meta)) != QKV_OK) {
+                /* a full disk, say: the parameters in memory are fine */
+                char why[512];
+                snprintf(why, sizeof why, "%s", qkv_last_error());
+                s = qkv_fail(s, "train: the checkpoint at step %lld was not saved: %s; training stopped%s",
+                             (long long)pos->step, why, kept(t, saved, buf, sizeof buf));
+                break;
+            }
             saved = pos->step;
+        }
+        if (t->after_step) {
+            if ((s = t->after_step(c, t->user, pos, l)) != QKV_OK) break;
         }
     }
     qkv_progress_finish(&pr);

@@ -216,6 +216,7 @@ qkv_status qkv_optim_step(qkv_optim *o)
     for (int i = 0; i < o->n; i++) {
         qkv_tensor *t = qkv_params_at(o->params, i);
         int64_t n = qkv_tensor_numel(t);
+        if (!t->requires_grad) continue; /* a buffer (qkv_params_add_buffer): not a parameter */
         if (o->o.kind == QKV_OPTIM_SGD)
             sgd_update(&o->o, o->step, t->data, t->grad, o->nbuf ? qkv_optim_buf(o, 0, i) : NULL, n);
         else

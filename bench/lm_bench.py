@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""qkv's language model against PyTorch, interleaved in one run (docs/lm.md):
+training tokens/s of `qkv train lm`'s default model (build/bench/lm_bench
+train against bench/lm_torch_peer.py train, PyTorch at 1 and 2 threads, its
+best taken) and generation tokens/s after prompts of 64 and 1024 tokens with
+the KV cache (qkv's against PyTorch's past keys/values concatenated).
+
+    bench/lm_bench.py [--reps 3] [--steps 10] [--new 64]
+
+Each repetition runs every measurement once, qkv then PyTorch, each in its
+own process; the table gives the medians over repetitions and the ratios
+qkv / PyTorch. qkv runs with OMP_NUM_THREADS as set (default: all cores);
+OMP_WAIT_POLICY=PASSIVE for both. Builds build/bench/lm_bench if needed.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+PY = os.environ.get('TORCH_PY', '/usr/bin/python3')
+
+
+def run(cmd, env_extra=None):
+    env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE', **(env_extra or {}))
+    out = subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    res = {}
+    for line in out.splitlines():
+        if line.startswith('RESULT '):
+            _, k, v = line.split()
+            res[k] = float(v)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--steps', type=int, default=10, help='timed training steps per measurement')
+    ap.add_argument('--new', type=int, default=64, help='tokens generated per measurement')
+    a = ap.parse_args()
+    subprocess.run(['make', '-s', '-j2', 'build/bench/lm_bench'], cwd=ROOT, check=True)
+    qkv = os.path.join('build', 'bench', 'lm_bench')
+    peer = [PY, os.path.join('bench', 'lm_torch_peer.py')]
+    rows = [('train', 'train_tokens_per_s', [qkv, 'train', str(a.steps)], ['train', str(a.steps)]),
+            ('generate after 64', 'generate_64_tokens_per_s', [qkv, 'generate', '64', str(a.new)],
+             ['generate', '64', str(a.new)]),
+            ('generate after 1024', 'generate_1024_tokens_per_s', [qkv, 'generate', '1024', str(a.new)],
+             ['generate', '1024', str(a.new)])]
+    got = {name: {'qkv': [], 'torch t1': [], 'torch t2': []} for name, *_ in rows}
+    threads = None
+    for rep in range(a.reps):
+        for name, key, qcmd, pargs in rows:
+            r = run(qcmd)
+            threads = int(r['threads'])
+            got[name]['qkv'].append(r[key])
+            for t in (1, 2):
+                got[name]['torch t%d' % t].append(run(peer + pargs + ['--threads', str(t)])[key])
+            print('rep %d %s: qkv %.0f, torch 1 thread %.0f, 2 threads %.0f tokens/s' % (
+                rep + 1, name, got[name]['qkv'][-1], got[name]['torch t1'][-1], got[name]['torch t2'][-1]),
+                file=sys.stderr)
+    print('| measurement | qkv tokens/s (%d threads) | PyTorch 1 thread | PyTorch 2 threads | qkv / best PyTorch |'
+          % threads)
+    print('|---|---|---|---|---|')
+    med = {}
+    for name, *_ in rows:
+        m = {k: statistics.median(v) for k, v in got[name].items()}
+        med[name] = m
+        best = max(m['torch t1'], m['torch t2'])
+        print('| %s | %.0f | %.0f | %.0f | %.2f |' % (name, m['qkv'], m['torch t1'], m['torch t2'], m['qkv'] / best))
+    q64, q1024 = med['generate after 64']['qkv'], med['generate after 1024']['qkv']
+    print('\nqkv: a token after 1024 costs %.2f times one after 64 (medians of %d repetitions, %d training steps, '
+          '%d new tokens each)' % (q64 / q1024, a.reps, a.steps, a.new))
+
+
+if __name__ == '__main__':
+    main()

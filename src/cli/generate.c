@@ -1,0 +1,225 @@
+/* generate.c: `qkv generate CHECKPOINT --prompt TEXT`: continues a text with
+ * a language model trained by `qkv train lm`, streaming each token to stdout
+ * as it is made (through the KV cache), the speed on stderr at the end, and
+ * optionally the attention explorer of prompt + continuation (--html). */
+#define _POSIX_C_SOURCE 200809L
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cli/cli.h"
+#include "cli/lm_common.h"
+#include "qkv/plot.h"
+
+const char qkv_cli_generate_usage[] =
+    "usage: qkv generate CHECKPOINT --prompt TEXT [OPTIONS]\n"
+    "  continues TEXT with the language model of CHECKPOINT (a file written by\n"
+    "  `qkv train lm`, or its run folder), printing each token as it is made\n"
+    "  -p, --prompt TEXT         the text to continue (UTF-8, not empty); longer than\n"
+    "                            the model's context: its last tokens are kept (a note\n"
+    "                            on stderr says how many)\n"
+    "  -n, --max-new-tokens N    tokens to generate (default 200)\n"
+    "  -t, --temperature T       0 for greedy (argmax), else sampling (default 0.8)\n"
+    "  -k, --top-k K             sample among the K most likely tokens (default 0: all)\n"
+    "      --top-p P             ... and the fewest whose probability reaches P (default 1)\n"
+    "  -s, --seed S              the sampling's seed (default 1)\n"
+    "      --html FILE           the attention explorer (every layer and head) of the\n"
+    "                            prompt and its continuation (their last context tokens)\n"
+    "  -j, --threads N           OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  -h, --help                show this usage\n"
+    "  the speed (tokens per second) goes to stderr at the end.\n"
+    "  exit status: 0 success; 1 a checkpoint that cannot be read (missing, corrupt, not\n"
+    "  a language model's), a prompt that is not UTF-8 or has characters outside the\n"
+    "  model's vocabulary; 2 usage (no or empty prompt, a bad option)\n";
+
+typedef struct {
+    const char *ckpt, *prompt, *html;
+    lm_sample_opts s;
+    int64_t threads;
+} gen_opts;
+
+static int parse(int argc, char **argv, gen_opts *o)
+{
+    enum { TOPP = 256, HTML };
+    static const struct option options[] = {
+        {"prompt", required_argument, NULL, 'p'}, {"max-new-tokens", required_argument, NULL, 'n'},
+        {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'k'},
+        {"top-p", required_argument, NULL, TOPP}, {"seed", required_argument, NULL, 's'},
+        {"html", required_argument, NULL, HTML}, {"threads", required_argument, NULL, 'j'},
+        QKV_CLI_HELP_OPTION};
+    qkv_cli_args a;
+    /* An empty --prompt "" must reach the check below, not "needs a value". */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--prompt=") || ((!strcmp(argv[i], "--prompt") || !strcmp(argv[i], "-p")) &&
+                                              i + 1 < argc && !argv[i + 1][0])) {
+            fprintf(stderr, "qkv generate: the prompt is empty: give at least one character (try: qkv generate --help)\n");
+            return QKV_EXIT_USAGE;
+        }
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_generate_usage, options, 1, 1);
+    int c;
+    while ((c = qkv_cli_next(&a)) > 0) {
+        char *end;
+        double v;
+        switch (c) {
+        case 'p': o->prompt = a.value; break;
+        case 'n': o->s.max_new_tokens = qkv_cli_int(&a, 1, (int64_t)1 << 30); break;
+        case 'k': o->s.top_k = qkv_cli_int(&a, 0, (int64_t)1 << 30); break;
+        case 's': o->s.seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
+        case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case HTML: o->html = a.value; break;
+        case 't':
+        case TOPP:
+            v = strtod(a.value, &end);
+            if (*end || end == a.value || !(c == 't' ? v >= 0 && v <= 100 : v > 0 && v <= 1))
+                qkv_cli_error(&a, "--%s: '%s' is not a number in %s", a.name, a.value,
+                              c == 't' ? "[0, 100]" : "(0, 1]");
+            else if (c == 't') o->s.temperature = (float)v;
+            else o->s.top_p = (float)v;
+            break;
+        }
+    }
+    if (c < 0) return a.status;
+    o->ckpt = a.operands[0];
+    if (!o->prompt) qkv_cli_error(&a, "--prompt TEXT is needed");
+    return a.status;
+}
+
+/* The first invalid UTF-8 sequence's byte offset, or -1. */
+static int64_t utf8_invalid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return (int64_t)i;
+        uint32_t cp = len == 1 ? b : (uint32_t)(b & (0x7F >> len));
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return (int64_t)i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return (int64_t)i;
+        i += len;
+    }
+    return -1;
+}
+
+/* With a chars tokenizer, id 0 is a character the model does not know:
+ * names the first one (its text and byte offset in the prompt). */
+static int unknown_char(const lm_model *m, const char *prompt, const int64_t *ids, int64_t n)
+{
+    if (qkv_tokenizer_kind_of(m->tok) != QKV_TOKENIZER_CHARS) return 0;
+    size_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)prompt[at];
+        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : 4;
+        if (ids[i] == 0) {
+            fprintf(stderr, "qkv generate: the prompt's character '%.*s' (byte %zu) is not in the model's "
+                    "vocabulary (%lld characters, those of its training text)\n", (int)len, prompt + at, at,
+                    (long long)m->o.vocab_size - 2);
+            return 1;
+        }
+        at += len;
+    }
+    return 0;
+}
+
+/* The explorer of the last (at most max_len) tokens of seq: a forward
+ * with attention capture, the tokens' texts as labels. */
+static qkv_status write_html(lm_model *m, const int64_t *seq, int64_t n, const char *path)
+{
+    int64_t L = n < m->o.max_len ? n : m->o.max_len, NL = m->o.num_layers, H = m->o.layer.nhead;
+    const int64_t *ids = seq + n - L;
+    qkv_ctx *c;
+    QKV_CLI_TRY(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    qkv_ctx_set_capture(c, 1);
+    float *w = malloc((size_t)(NL * H * L * L) * sizeof *w); // (layers,heads,L,L)
+    char **toks = calloc((size_t)L, sizeof *toks);
+    qkv_tensor *x, *logits;
+    qkv_status s = w && toks ? QKV_OK : lm_fail(QKV_ERR_NOMEM, "--html: out of memory");
+    if (!s) s = qkv_tensor_wrap_i64(qkv_ctx_arena(c), (int64_t *)ids, 2, (int64_t[]){1, L}, &x);
+    if (!s) s = qkv_lm_forward(c, &m->m, x, NULL, &logits);
+    if (!s && qkv_ctx_captured_count(c) != NL)
+        s = lm_fail(QKV_ERR_STATE, "--html: %d attention maps captured, expected %lld", qkv_ctx_captured_count(c),
+                    (long long)NL);
+    for (int64_t l = 0; !s && l < NL; l++)
+        memcpy(w + l * H * L * L, qkv_ctx_captured(c, (int)l)->data, (size_t)(H * L * L) * sizeof *w);
+    for (int64_t i = 0; !s && i < L; i++) {
+        size_t len;
+        s = qkv_tokenizer_decode(m->tok, ids + i, 1, &toks[i], &len);
+    }
+    if (!s) {
+        qkv_explorer e = {.weights = w, .layers = NL, .heads = H, .queries = L, .keys = L,
+                          .query_tokens = (const char *const *)toks, .key_tokens = (const char *const *)toks,
+                          .title = "qkv generate: prompt and continuation"};
+        s = qkv_explorer_write(path, &e);
+    }
+    for (int64_t i = 0; toks && i < L; i++) free(toks[i]);
+    free(toks);
+    free(w);
+    qkv_ctx_free(c);
+    return s;
+}
+
+int qkv_cli_generate(int argc, char **argv)
+{
+    gen_opts o = {.s = {.max_new_tokens = 200, .temperature = 0.8f, .top_p = 1, .seed = 1}};
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
+    char path[4096];
+    struct stat sb;
+    if (stat(o.ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/%s", o.ckpt, LM_CKPT_NAME);
+    else snprintf(path, sizeof path, "%s", o.ckpt);
+    size_t plen = strlen(o.prompt);
+    int64_t bad = utf8_invalid((const unsigned char *)o.prompt, plen);
+    if (bad >= 0) {
+        fprintf(stderr, "qkv generate: the prompt is not valid UTF-8 (byte %lld)\n", (long long)bad);
+        return QKV_EXIT_FAILURE;
+    }
+    lm_model m;
+    if (lm_model_load(&m, path)) {
+        fprintf(stderr, "qkv generate: %s\n", lm_last_error());
+        return QKV_EXIT_FAILURE;
+    }
+    int64_t *ids = NULL, n = 0, *all = NULL, n_all = 0;
+    double sec = 0;
+    rc = QKV_EXIT_FAILURE;
+    if (qkv_tokenizer_encode(m.tok, o.prompt, plen, &ids, &n)) {
+        fprintf(stderr, "qkv generate: the prompt: %s\n", qkv_last_error());
+        goto done;
+    }
+    if (unknown_char(&m, o.prompt, ids, n)) goto done;
+    int64_t start = 0, L = m.o.max_len;
+    if (n > L) {
+        start = n - L;
+        fprintf(stderr, "qkv generate: note: the prompt has %lld tokens, the model's context %lld: the first "
+                "%lld are dropped\n", (long long)n, (long long)L, (long long)start);
+    }
+    fwrite(o.prompt, 1, plen, stdout);
+    fflush(stdout);
+    if (lm_generate_stream(&m, ids + start, n - start, &o.s, stdout, &all, &n_all, &sec)) {
+        fprintf(stderr, "\nqkv generate: %s\n", lm_last_error());
+        goto done;
+    }
+    printf("\n");
+    fflush(stdout);
+    int64_t made = n_all - (n - start);
+    fprintf(stderr, "qkv generate: %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, %s)\n", (long long)made,
+            sec, sec > 0 ? (double)made / sec : 0, (long long)(n - start),
+            o.s.temperature > 0 ? "sampled" : "greedy");
+    if (o.html) {
+        if (write_html(&m, all, n_all, o.html)) {
+            fprintf(stderr, "qkv generate: %s\n", lm_last_error());
+            goto done;
+        }
+        fprintf(stderr, "qkv generate: wrote %s\n", o.html);
+    }
+    rc = QKV_EXIT_OK;
+done:
+    free(ids);
+    free(all);
+    lm_model_free(&m);
+    return rc;
+}

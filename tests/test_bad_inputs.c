@@ -1,0 +1,192 @@
+#define _DEFAULT_SOURCE /* mkdtemp, realpath */
+/* test_bad_inputs.c: bad calls to the public API and bad command lines,
+ * each refused with the status expected and a message that names the
+ * function (or the command); nothing crashes, nothing returns OK. With
+ * QKV_BAD_INPUTS_TABLE=FILE it also writes each case and the message qkv
+ * gave as a markdown table: docs/bad_inputs.md is that table
+ * (tools/bad_inputs_table.sh), so the page shows what qkv really says. */
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+static FILE *g_table;
+static char g_dir[64], g_qkv[512];
+
+static const char *status_name(qkv_status s)
+{
+    static const char *n[] = {"OK", "ARG", "SHAPE", "DTYPE", "NOMEM", "IO", "FORMAT", "STATE", "NOTFOUND"};
+    return (unsigned)s < sizeof n / sizeof *n ? n[s] : "?";
+}
+
+/* One row: `what` with a markdown-safe message (| and newlines escaped). */
+static void table_row(const char *what, const char *result, const char *msg)
+{
+    if (!g_table) return;
+    fprintf(g_table, "| `%s` | %s | ", what, result);
+    for (const char *p = msg; *p; p++) {
+        if (*p == '|') fputs("\\|", g_table);
+        else if (*p == '\n') fputs(" ", g_table);
+        else if (*p == '`') fputs("'", g_table);
+        else fputc(*p, g_table);
+    }
+    fputs(" |\n", g_table);
+}
+
+/* The call's status must be `want`; its message must name fn. */
+static void bad(const char *what, qkv_status want, const char *fn, qkv_status got)
+{
+    const char *msg = qkv_last_error();
+    CHECK(got == want, "%s: status %s, expected %s (%s)", what, status_name(got), status_name(want), msg);
+    CHECK(strstr(msg, fn) != NULL, "%s: the message does not name %s: %s", what, fn, msg);
+    char res[32];
+    snprintf(res, sizeof res, "QKV_ERR_%s", status_name(got));
+    table_row(what, res, msg);
+}
+#define BAD(want, fn, call) bad(#call, want, fn, (call))
+
+static void write_text(const char *name, const char *text)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "wb");
+    if (f) fputs(text, f), fclose(f);
+}
+
+static void test_api(void)
+{
+    qkv_arena *A;
+    qkv_ctx *c;
+    CHECK_OK(qkv_arena_new(&A, 1 << 20));
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_tensor *x, *w, *ids, *t = NULL, *y = NULL;
+    CHECK_OK(qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){2, 3}, &x)); // x is (2,3)
+    CHECK_OK(qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){4, 5}, &w)); // w is (4,5)
+    CHECK_OK(qkv_tensor_new(A, QKV_I64, 1, (int64_t[]){2}, &ids));  // ids is (2)
+    ids->idx[0] = 1, ids->idx[1] = 9;
+    static float buf[16];
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+
+    BAD(QKV_ERR_SHAPE, "tensor_new", qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){1LL << 40, 1LL << 40}, &t));
+    BAD(QKV_ERR_SHAPE, "tensor_new", qkv_tensor_new(A, QKV_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, &t));
+    BAD(QKV_ERR_SHAPE, "tensor_new", qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){-1, 3}, &t));
+    BAD(QKV_ERR_SHAPE, "tensor_narrow", qkv_tensor_narrow(A, x, INT64_MAX, 2, &t));
+    BAD(QKV_ERR_ARG, "linear", qkv_linear(c, NULL, w, NULL, &y));
+    BAD(QKV_ERR_SHAPE, "linear", qkv_linear(c, x, w, NULL, &y));
+    BAD(QKV_ERR_DTYPE, "linear", qkv_linear(c, ids, w, NULL, &y));
+    BAD(QKV_ERR_ARG, "embedding", qkv_embedding(c, w, ids, -1, &y));
+    BAD(QKV_ERR_ARG, "cross_entropy", qkv_cross_entropy(c, x, ids, -100, 0.0, QKV_REDUCTION_MEAN, &y));
+    BAD(QKV_ERR_ARG, "cross_entropy", qkv_cross_entropy(c, x, ids, -100, 2.0, QKV_REDUCTION_MEAN, &y));
+    BAD(QKV_ERR_SHAPE, "sdpa", qkv_sdpa(c, x, w, w, NULL, &y, NULL));
+    BAD(QKV_ERR_ARG, "alibi_bias", qkv_alibi_bias_fill(1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, buf));
+    BAD(QKV_ERR_SHAPE, "positions", qkv_positions(c, w, INT64_MAX, 2, &y));
+    BAD(QKV_ERR_ARG, "sinusoidal", qkv_sinusoidal_fill(INT64_MAX - 1, 4, 4, buf));
+    BAD(QKV_ERR_ARG, "init_uniform", qkv_init_uniform(&r, x, 1.0f, 0.0f));
+    BAD(QKV_ERR_ARG, "init_uniform", qkv_init_uniform(&r, x, NAN, 1.0f));
+    float logits[3] = {-INFINITY, -INFINITY, -INFINITY};
+    int64_t tok = -1;
+    qkv_generate_opts go = qkv_generate_opts_default();
+    BAD(QKV_ERR_ARG, "sample", qkv_sample_token(c, logits, 3, &go, &r, &tok));
+    logits[1] = NAN;
+    BAD(QKV_ERR_ARG, "sample", qkv_sample_token(c, logits, 3, &go, &r, &tok));
+
+    qkv_params *p;
+    CHECK_OK(qkv_params_new(&p));
+    qkv_tensor *pw;
+    CHECK_OK(qkv_params_add(p, "", "w", 1, (int64_t[]){3}, &pw));
+    qkv_optim *o = NULL;
+    qkv_optim_opts oo = qkv_optim_adam_default();
+    oo.beta2 = 1.0;
+    BAD(QKV_ERR_ARG, "optim", qkv_optim_new(&o, p, &oo));
+    oo = qkv_optim_sgd_default(-0.1);
+    BAD(QKV_ERR_ARG, "optim", qkv_optim_new(&o, p, &oo));
+    BAD(QKV_ERR_STATE, "backward", qkv_backward(c, x, NULL));
+
+    /* files: relative names, the current folder is g_dir */
+    qkv_safetensors *st = NULL;
+    BAD(QKV_ERR_IO, "safetensors_open", qkv_safetensors_open("missing.safetensors", &st));
+    write_text("text.safetensors", "hello, this is not a safetensors file\n");
+    BAD(QKV_ERR_FORMAT, "safetensors_open", qkv_safetensors_open("text.safetensors", &st));
+    BAD(QKV_ERR_FORMAT, "checkpoint_load", qkv_checkpoint_load("text.safetensors", p, NULL, NULL, NULL));
+    qkv_tokenizer *tk = NULL;
+    write_text("bad.bpe", "qkv-bpe 1\n2\n97 98\n300 1\n");
+    BAD(QKV_ERR_FORMAT, "tokenizer_load", qkv_tokenizer_load("bad.bpe", &tk));
+    BAD(QKV_ERR_ARG, "tokenizer_open", qkv_tokenizer_open("wordpiece:x", &tk));
+    qkv_params_free(p);
+    qkv_ctx_free(c);
+    qkv_arena_free(A);
+}
+
+/* `qkv ARGS` must exit with `want` and say something on stderr that
+ * contains needle. */
+static void bad_cli(const char *args, int want, const char *needle)
+{
+    char cmd[1024], errf[160], msg[2048] = "";
+    snprintf(errf, sizeof errf, "%s/err.txt", g_dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >/dev/null 2>'%s' </dev/null", g_dir, g_qkv, args, errf);
+    int rc = system(cmd);
+    rc = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    FILE *f = fopen(errf, "r");
+    size_t n = f ? fread(msg, 1, sizeof msg - 1, f) : 0;
+    msg[n] = '\0';
+    if (f) fclose(f);
+    char *nl = strchr(msg, '\n'); /* the first line: the message (usage follows) */
+    if (nl) *nl = '\0';
+    CHECK(rc == want && strstr(msg, needle), "qkv %s: exit %d (expected %d), stderr %s", args, rc, want, msg);
+    char what[600], res[32];
+    snprintf(what, sizeof what, "qkv %s", args);
+    snprintf(res, sizeof res, "exit %d", rc);
+    table_row(what, res, msg);
+}
+
+static void test_cli(void)
+{
+    if (access(g_qkv, X_OK) != 0) {
+        CHECK(0, "no qkv binary at %s (build it first)", g_qkv);
+        return;
+    }
+    write_text("corpus.txt", "the cat sat on the mat\n");
+    write_text("huge.safetensors", "\xff\xff\xff\xff\xff\xff\xff\x7f{}");
+    bad_cli("frobnicate", 2, "frobnicate");
+    bad_cli("toy --length 7", 2, "--length");
+    bad_cli("toy --length 281474976710656 --train 16384", 2, "--length");
+    bad_cli("toy --train 12abc", 2, "--train");
+    bad_cli("toy --seed -1", 2, "--seed");
+    bad_cli("toy --epochs 0", 2, "--epochs");
+    bad_cli("toy --task sorting", 2, "--task");
+    bad_cli("inspect missing.safetensors", 1, "missing.safetensors");
+    bad_cli("inspect corpus.txt", 1, "corpus.txt");
+    bad_cli("inspect huge.safetensors", 1, "huge.safetensors");
+    bad_cli("tokenizer train --vocab-size 100 corpus.txt -o t.bpe", 2, "--vocab-size");
+    bad_cli("tokenizer encode --tokenizer bpe:corpus.txt corpus.txt", 1, "corpus.txt");
+    bad_cli("tokenizer encode --tokenizer gpt2:nowhere corpus.txt", 1, "nowhere");
+    bad_cli("train resnet", 2, "resnet");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    const char *slash = strrchr(argv[0], '/');
+    char rel[512];
+    snprintf(rel, sizeof rel, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
+    if (!realpath(rel, g_qkv)) snprintf(g_qkv, sizeof g_qkv, "%s", rel);
+    char dir[] = "/tmp/qkv_bad_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp failed");
+        return h_finish("test_bad_inputs");
+    }
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    const char *tp = getenv("QKV_BAD_INPUTS_TABLE");
+    if (tp && !(g_table = fopen(tp, "w"))) CHECK(0, "cannot write %s", tp);
+    if (chdir(g_dir) != 0) CHECK(0, "cannot enter %s", g_dir); /* messages name relative paths */
+    if (g_table) fputs("| call | result | message |\n|---|---|---|\n", g_table);
+    test_api();
+    if (g_table) fputs("\n| command line | result | message (first line of stderr) |\n|---|---|---|\n", g_table);
+    test_cli();
+    if (g_table) fclose(g_table);
+    char cmd[128];
+    if (chdir("/") != 0) fprintf(stderr, "cannot leave %s\n", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return h_finish("test_bad_inputs");
+}

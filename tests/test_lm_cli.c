@@ -1,0 +1,268 @@
+/* test_lm_cli.c: `qkv train lm` and `qkv generate` end to end on a tiny
+ * model trained for a few steps in a temporary folder: a run stopped
+ * halfway and resumed ends bit for bit where the uninterrupted run ends;
+ * the checkpoint rebuilds the model (generate) and exports to PyTorch with
+ * the same logits (tools/lm_export.py); the loss curves and the attention
+ * explorer are written; bad input (empty, invalid or unknown-character
+ * prompts, prompts longer than the context, corrupt or wrong-kind
+ * checkpoints, options --resume refuses) gets a clear message and the exit
+ * status docs/cli.md gives, never a crash. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+static char qkv_bin[512], tmpdir[64];
+
+/* The corpus: a few verse-like lines, about 12 KB, made from a fixed list. */
+static void write_corpus(const char *path)
+{
+    static const char *words[] = {"and", "the", "lord", "said", "unto", "him", "of", "land", "light",
+                                  "God", "was", "waters", "day", "night", "heaven", "earth"};
+    FILE *f = fopen(path, "w");
+    uint64_t x = 88172645463325252ull;
+    for (int line = 0; f && line < 400; line++) {
+        fprintf(f, "  %d", line % 31 + 1);
+        for (int w = 0; w < 6; w++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            fprintf(f, " %s", words[x % 16]);
+        }
+        fputs(".\n", f);
+    }
+    if (f) fclose(f);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = calloc(1, 1 << 20);
+    size_t n = f && buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    if (f) fclose(f);
+    if (len) *len = n;
+    return buf ? buf : calloc(1, 1);
+}
+
+/* Runs "qkv ARGS" through the shell in tmpdir's folder; stdout and stderr
+ * into *out and *err (malloc'd); the exit status, -1 if killed. */
+static int qkv(char **out, char **err, const char *fmt, ...)
+{
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=1 timeout 120 '%s' %s > out.txt 2> err.txt", tmpdir,
+             qkv_bin, args);
+    int st = system(cmd);
+    char p[128];
+    snprintf(p, sizeof p, "%s/out.txt", tmpdir);
+    *out = slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/err.txt", tmpdir);
+    *err = slurp(p, NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *path_in(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+/* Commands that must fail: "qkv CMD ARGS" exits with status, needle on stderr. */
+typedef struct {
+    const char *args, *needle;
+    int status;
+} refusal;
+
+static void check_refusals(const char *cmd, const refusal *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *o, *e;
+        int rc = qkv(&o, &e, "%s %s", cmd, t[i].args);
+        CHECK(rc == t[i].status && strstr(e, t[i].needle), "%s %s: exit %d (wanted %d): '%s' (wanted '%s')", cmd,
+              t[i].args, rc, t[i].status, e, t[i].needle);
+        free(o), free(e);
+    }
+}
+
+#define TINY "--corpus corpus.txt --layers 2 --d-model 16 --heads 2 --context 16 --batch 4 --warmup 2 --dropout 0.1 " \
+             "--eval-every 3 --eval-batches 2 --sample 0"
+
+/* Training, resuming, the files a run writes. */
+static void test_train(void)
+{
+    char *o, *e;
+    int rc = qkv(&o, &e, "train lm " TINY " --steps 6 --out full --plots full/curves.svg");
+    CHECK(rc == 0, "train lm: exit %d: %s", rc, e);
+    CHECK(strstr(o, "tokens (chars tokenizer") && strstr(o, "parameters"), "train lm's header: %s", o);
+    CHECK(strstr(e, "step 3: validation loss") && strstr(e, "step 6: validation loss") && strstr(e, "tokens/s"),
+          "validation and progress lines: %s", e);
+    CHECK(access(path_in("full/lm.ckpt"), R_OK) == 0 && access(path_in("full/curves.svg"), R_OK) == 0,
+          "full/lm.ckpt or full/curves.svg missing");
+    free(o), free(e);
+    /* The same run in two pieces. */
+    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --stop-at 3 --out parts");
+    CHECK(rc == 0, "train lm --stop-at 3: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train lm --resume --out parts --sample 20");
+    CHECK(rc == 0 && strstr(o, "resuming at step 3") && strstr(o, "sample"), "--resume: exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    size_t n1, n2;
+    char *a = slurp(path_in("full/lm.ckpt"), &n1), *b = slurp(path_in("parts/lm.ckpt"), &n2);
+    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
+          "uninterrupted run's (%zu bytes)", n2, n1);
+    free(a), free(b);
+    /* What --resume and a new run refuse. */
+    static const refusal bad[] = {
+        {"--resume --out parts --layers 3", "--layers cannot be given", 2},
+        {"--resume --out parts --steps 6", "at step 6 already", 1},
+        {TINY " --steps 6 --out full", "exists: continue it with --resume", 1},
+        {"--corpus nothere.txt --out x", "cannot open nothere.txt", 1},
+        {"--d-model 10 --heads 3", "not a multiple of --heads", 2},
+    };
+    check_refusals("train lm", bad, sizeof bad / sizeof *bad);
+}
+
+/* Generation and its bad input. */
+static void test_generate(void)
+{
+    char *o, *e;
+    int rc = qkv(&o, &e, "generate full/lm.ckpt --prompt 'and the lord' -n 30 --seed 3 --html page.html");
+    CHECK(rc == 0 && !strncmp(o, "and the lord", 12) && strlen(o) > 12, "generate: exit %d: '%s' %s", rc, o, e);
+    CHECK(strstr(e, "tokens/s") && strstr(e, "30 tokens in"), "generate's speed line: %s", e);
+    size_t n;
+    char *page = slurp(path_in("page.html"), &n);
+    CHECK(n > 1000 && strstr(page, "<html") != NULL, "page.html: %zu bytes", n);
+    free(page);
+    char *o2, *e2;
+    rc = qkv(&o2, &e2, "generate full --prompt 'and the lord' -n 30 --seed 3");
+    CHECK(rc == 0 && !strcmp(o, o2), "the same seed from the run folder: '%s' vs '%s'", o, o2);
+    free(o), free(e), free(o2), free(e2);
+    rc = qkv(&o, &e, "generate full --prompt 'and the lord' -n 40 -t 0 -k 5 --top-p 0.9");
+    CHECK(rc == 0 && strlen(o) > 40, "greedy: exit %d: %s", rc, e);
+    free(o), free(e);
+    /* A prompt longer than the context (16): its last 16 tokens are kept. */
+    rc = qkv(&o, &e, "generate full --prompt 'and the lord said unto him of the land' -n 5");
+    CHECK(rc == 0 && strstr(e, "the prompt has 38 tokens, the model's context 16: the first 22 are dropped"),
+          "a long prompt: exit %d: %s", rc, e);
+    free(o), free(e);
+    /* More new tokens than the context holds: the window slides. */
+    rc = qkv(&o, &e, "generate full --prompt 'and' -n 50");
+    CHECK(rc == 0 && strstr(e, "50 tokens in"), "50 tokens past a context of 16: exit %d: %s", rc, e);
+    free(o), free(e);
+    static const refusal bad[] = {
+        {"full --prompt ''", "the prompt is empty", 2},
+        {"full --prompt=", "the prompt is empty", 2},
+        {"full", "--prompt TEXT is needed", 2},
+        {"full --prompt a -t -1", "--temperature: '-1' is not a number", 2},
+        {"full --prompt a --top-p 0", "--top-p: '0' is not a number", 2},
+        {"--prompt a", "expects 1 argument", 2},
+        {"full --prompt \"$(printf 'a\\377b')\"", "not valid UTF-8 (byte 1)", 1},
+        {"full --prompt \"$(printf 'ab\\303')\"", "not valid UTF-8 (byte 2)", 1},
+        {"full --prompt 'the Lord'", "character 'L' (byte 4) is not in the model's vocabulary", 1},
+        {"full --prompt 'earth\xc3\xa9'", "character '\xc3\xa9' (byte 5) is not in the model's vocabulary", 1},
+        {"nothere.ckpt --prompt a", "nothere.ckpt", 1},
+        {"corpus.txt --prompt a", "corpus.txt", 1},
+        {"plain.ckpt --prompt a", "not of a language model (no lm.config)", 1},
+        {"weights.safetensors --prompt a", "not a qkv checkpoint", 1},
+        {"corrupt.ckpt --prompt a", "the file is corrupt", 1},
+    };
+    /* A checkpoint of something else, a plain state_dict, a corrupted copy. */
+    qkv_params *p;
+    qkv_tensor *w;
+    CHECK_OK(qkv_params_new(&p));
+    CHECK_OK(qkv_params_add(p, "", "w", 1, (int64_t[]){4}, &w));
+    CHECK_OK(qkv_checkpoint_save(path_in("plain.ckpt"), p, NULL, NULL, NULL));
+    CHECK_OK(qkv_params_save_safetensors(p, path_in("weights.safetensors"), NULL));
+    qkv_params_free(p);
+    char *ck = slurp(path_in("full/lm.ckpt"), &n);
+    ck[n - 5] ^= 1; /* a parameter's byte */
+    FILE *f = fopen(path_in("corrupt.ckpt"), "wb");
+    if (f) fwrite(ck, 1, n, f), fclose(f);
+    free(ck);
+    check_refusals("generate -n 3", bad, sizeof bad / sizeof *bad);
+}
+
+
+/* The export: PyTorch's logits of the exported model equal qkv's. */
+static void test_export(void)
+{
+    qkv_params *p = NULL;
+    qkv_lm m = {0};
+    qkv_lm_opts lo;
+    char *cfg = NULL;
+    CHECK_OK(qkv_checkpoint_read_meta(path_in("full/lm.ckpt"), "lm.config", &cfg));
+    qkv_status s = cfg ? qkv_lm_opts_parse(cfg, &lo) : QKV_ERR_FORMAT;
+    free(cfg);
+    qkv_rng r;
+    qkv_rng_seed(&r, 9);
+    if (!s) s = qkv_params_new(&p);
+    if (!s) s = qkv_lm_init(&m, &lo, p, "", &r);
+    if (!s) s = qkv_checkpoint_load(path_in("full/lm.ckpt"), p, NULL, NULL, NULL);
+    CHECK(s == QKV_OK, "the checkpoint's model: %s", qkv_last_error());
+    enum { N = 2, T = 16 };
+    int64_t ids[N * T];
+    for (int i = 0; i < N * T; i++) ids[i] = (i * 7 + 3) % lo.vocab_size;
+    qkv_arena *a;
+    qkv_ctx *c;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_tensor *tid, *fid, *logits = NULL;
+    float fids[N * T]; /* the writer takes F32; lm_export.py reads them as int64 */
+    for (int i = 0; i < N * T; i++) fids[i] = (float)ids[i];
+    CHECK_OK(qkv_tensor_wrap_i64(a, ids, 2, (int64_t[]){N, T}, &tid));
+    CHECK_OK(qkv_tensor_wrap(a, fids, 2, (int64_t[]){N, T}, &fid));
+    const qkv_tensor *ts[1] = {fid};
+    const char *names[1] = {"ids"};
+    CHECK_OK(qkv_safetensors_save(path_in("ids.safetensors"), 1, names, ts, 0, NULL, NULL));
+    if (!s) CHECK_OK(qkv_lm_forward(c, &m, tid, NULL, &logits));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/lm_export.py %s --out %s --ids %s --logits %s > /dev/null",
+             path_in("full/lm.ckpt"), path_in("model.pt"), path_in("ids.safetensors"), path_in("torch.safetensors"));
+    int rc = system(cmd);
+    CHECK(rc == 0, "tools/lm_export.py failed: %s", cmd);
+    qkv_safetensors *st = NULL;
+    if (rc == 0) CHECK_OK(qkv_safetensors_open(path_in("torch.safetensors"), &st));
+    qkv_tensor *want = NULL;
+    if (st) CHECK_OK(qkv_safetensors_load_tensor(st, "logits", a, &want));
+    if (want && logits) {
+        CHECK(qkv_tensor_numel(want) == qkv_tensor_numel(logits), "logits: %lld values from PyTorch, %lld from qkv",
+              (long long)qkv_tensor_numel(want), (long long)qkv_tensor_numel(logits));
+        double err = h_rel_err(logits->data, want->data, qkv_tensor_numel(want));
+        CHECK(err <= 1e-5, "exported model's logits: relative error %.3g", err);
+        printf("exported to PyTorch: logits relative error %.2g\n", err);
+    }
+    qkv_safetensors_close(st);
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
+    qkv_lm_free(&m);
+    qkv_params_free(p);
+}
+
+int main(int argc, char **argv)
+{
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
+    char *abs = realpath(qkv_bin, NULL);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_lm_cli_XXXXXX");
+    if (!abs || access(abs, X_OK) != 0 || !mkdtemp(tmpdir)) {
+        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
+        free(abs);
+        return h_finish("test_lm_cli");
+    }
+    snprintf(qkv_bin, sizeof qkv_bin, "%s", abs);
+    free(abs);
+    write_corpus(path_in("corpus.txt"));
+    test_train();
+    test_generate();
+    test_export();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return h_finish("test_lm_cli");
+}
