@@ -115,8 +115,8 @@ static int conf_read(const char *cmd, const char *dir, conf_file *cf)
     snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "qkv %s: %s has no %s (%s): not a checkpoint directory written by "
-                "`qkv train` (give the directory of --out, or its %s)\n", cmd, dir, MT_CONFIG,
+        fprintf(stderr, "qkv %s: %s has no %s (%s): not a model directory of `qkv train "
+                "translation` (give its --out directory, or the %s in it)\n", cmd, dir, MT_CONFIG,
                 strerror(errno), MT_CHECKPOINT);
         return 1;
     }
