@@ -22,7 +22,7 @@ typedef struct {
 
 /* The first MiB of path (all of it for these tests), NUL-terminated; an
  * empty string when it cannot be read. len (may be NULL) gets its length. */
-static char *cli_slurp(const char *path, size_t *len)
+static inline char *cli_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     char *buf = calloc(1, 1 << 20);
@@ -35,7 +35,7 @@ static char *cli_slurp(const char *path, size_t *len)
 /* Runs bin with args (NULL-terminated, at most 46); stdin from in (NULL:
  * /dev/null); stdout and stderr through the files out and err; killed
  * after timeout_s seconds. */
-static cli_result cli_run(const char *bin, const char *in, const char *out, const char *err,
+static inline cli_result cli_run(const char *bin, const char *in, const char *out, const char *err,
                           const char *const *args, int timeout_s)
 {
     char *argv[48] = {(char *)bin};
@@ -63,7 +63,7 @@ static cli_result cli_run(const char *bin, const char *in, const char *out, cons
  * build-san/tests/../qkv) into bin; a new temporary directory made from
  * tmp (a mkdtemp template, changed in place); out and err: out.txt and
  * err.txt in it. 0, or -1 when there is no binary or no directory. */
-static int cli_setup(const char *argv0, char *bin, size_t bin_cap, char *tmp, char *out,
+static inline int cli_setup(const char *argv0, char *bin, size_t bin_cap, char *tmp, char *out,
                      size_t out_cap, char *err, size_t err_cap)
 {
     const char *slash = strrchr(argv0, '/');
