@@ -163,3 +163,16 @@ char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len)
     *len = n;
     return buf;
 }
+
+double qkv_cli_double(qkv_cli_args *a, double lo, double hi)
+{
+    const char *s = a->value;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !(v >= lo && v <= hi)) {
+        qkv_cli_error(a, "--%s: '%s' is not a number in [%g, %g]", a->name, s, lo, hi);
+        return lo;
+    }
+    return v;
+}

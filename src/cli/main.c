@@ -18,6 +18,8 @@
     X(generate, "continue a text with a language model trained by qkv train lm")             \
     X(data, "build a data set from Debian's files (translation: English/French pairs)")      \
     X(bleu, "corpus BLEU-4 of a hypothesis file against reference files (NLTK's)")           \
+    X(translate, "translate sentences with a trained model; show its attention")              \
+    X(eval, "score a trained model on a split of its data (BLEU, loss)")                    \
     X(help, "list the commands, or show one command's usage")
 
 #define DECLARE(name, summary)                                                                 \
