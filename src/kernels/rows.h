@@ -21,6 +21,10 @@ void qkv_vec_add_into(float *y, const float *x, int64_t n);
 void qkv_vec_tanh(float *y, const float *x, int64_t n);
 void qkv_vec_sigmoid(float *y, const float *x, int64_t n);
 void qkv_vec_exp(float *y, const float *x, int64_t n);
+/* y[i] = erf(x[i]), vectorised and branch-free, within 2e-7 of erf in
+ * double (a few ulp; +-1 from |x| = 3.9 on, NaN for NaN); callers use erff
+ * under qkv_reference(). y may be x. */
+void qkv_vec_erf(float *y, const float *x, int64_t n);
 
 /* Sums in double with 8 independent partial sums (one running sum waits
  * on the add's latency at every element: 4-8x slower on long rows); the
