@@ -194,7 +194,7 @@ static const char usage_head[] =
     "  the test accuracy after every epoch; the model in --out DIR/model.ckpt for\n"
     "  qkv eval and qkv classify\n"
     "      --data DIR         Fashion-MNIST's files (default data/fashion-mnist)\n"
-    "      --epochs N         (default: vit 10, cnn 5, mlp 10)\n"
+    "      --epochs N         (default: vit 15, cnn 5, mlp 10)\n"
     "      --batch B          images per step (default 128)\n"
     "      --lr LR            peak learning rate, AdamW (default 1e-3)\n"
     "      --min-lr LR        the cosine's end (default LR / 100)\n"
@@ -221,9 +221,9 @@ static const char vit_options[] =
     "  ViT options (defaults: a model for about 30 minutes on two cores, docs/vision_cli.md):\n"
     "      --patch P          patch side, dividing 28 (default 4: 49 patches)\n"
     "      --d-model D        width (default 64)\n"
-    "      --layers L         encoder layers (default 6)\n"
+    "      --layers L         encoder layers (default 4)\n"
     "      --heads H          attention heads (default 4)\n"
-    "      --mlp-dim F        feed-forward width (default 128)\n"
+    "      --mlp-dim F        feed-forward width (default 256)\n"
     "      --pool cls|mean    the head reads the class token, or the mean (default cls)\n"
     "      --pos learned|sincos  positions (default learned)\n";
 static const char usage_tail[] =
@@ -409,10 +409,10 @@ static void describe(const vision_config *g, char *buf, size_t n)
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
 {
     const char *cmd = argv[0];
-    vt_opts o = {.r = {.epochs = kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1, .seed = 1, .augment = 1,
+    vt_opts o = {.r = {.epochs = kind == VISION_VIT ? 15 : kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1, .seed = 1, .augment = 1,
                        .lr = 1e-3, .min_lr = -1, .weight_decay = kind == VISION_VIT ? 0.05 : 0.01, .clip = 1,
                        .data = "data/fashion-mnist"},
-                 .g = {.kind = kind, .patch = 4, .d_model = 64, .layers = 6, .heads = 4, .mlp_dim = 128}};
+                 .g = {.kind = kind, .patch = 4, .d_model = 64, .layers = 4, .heads = 4, .mlp_dim = 256}};
     static const char *const outs[3] = {"vit-run", "cnn-run", "mlp-run"};
     o.out = outs[kind];
     int rc = parse(argc, argv, &o, kind);
