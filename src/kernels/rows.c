@@ -114,21 +114,25 @@ static inline float verf1(float x)
 
 void qkv_vec_erf(float *y, const float *x, int64_t n)
 {
+#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
     for (int64_t i = 0; i < n; i++) y[i] = verf1(x[i]);
 }
 
 void qkv_vec_tanh(float *y, const float *x, int64_t n)
 {
+#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
     for (int64_t i = 0; i < n; i++) y[i] = vtanh1(x[i]);
 }
 
 void qkv_vec_sigmoid(float *y, const float *x, int64_t n)
 {
+#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
     for (int64_t i = 0; i < n; i++) y[i] = vsigm1(x[i]);
 }
 
 void qkv_vec_exp(float *y, const float *x, int64_t n)
 {
+#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
     for (int64_t i = 0; i < n; i++) y[i] = sel(-(int32_t)(x[i] != x[i]), x[i], vexp1(x[i]));
 }
 
