@@ -407,7 +407,7 @@ static void test_reverse(void)
            "sources reversed exactly (greedy)\n", secs, 100 * acc);
 }
 
-/* ---- the vectorised exp, sigmoid, tanh, erf (src/kernels/rows.c) against double ---- */
+/* ---- the vectorised exp, sigmoid, tanh, erf, erfc (src/kernels/rows.c) against double ---- */
 
 static void test_vec_math(void)
 {
@@ -457,6 +457,24 @@ static void test_vec_math(void)
           "qkv_vec_erf: 0, +-inf, NaN, 40 give %g %g %g %g %g", oe[0], oe[1], oe[2], oe[3], oe[4]);
     printf("vectorised erf against double on [-6,6]: absolute error %.3g, relative %.3g where |x| < 1\n",
            eabs, erel);
+    /* erfc: absolute error on [-6, 6]; relative error where x > 0, against
+     * 4e-7 (the tail's fraction 1.2e-7 and float rounding in its
+     * polynomial) plus 1.5e-7 x^2 (the rounding of x^2 and of -x^2 + c,
+     * which exp magnifies) */
+    double cabs = 0, crel = 0;
+    qkv_vec_erfc(y, x, M);
+    for (int i = 0; i < M; i++) {
+        double t = erfc((double)x[i]), v = x[i];
+        cabs = fmax(cabs, fabs(y[i] - t));
+        if (v > 0) crel = fmax(crel, fabs(y[i] - t) / t / (4e-7 + 1.5e-7 * v * v));
+    }
+    CHECK(cabs <= 3e-7 && crel <= 1, "qkv_vec_erfc: absolute error %.3g, relative %.3g of the bound", cabs, crel);
+    float sc[4] = {INFINITY, -INFINITY, NAN, 0.0f}, oc[4];
+    qkv_vec_erfc(oc, sc, 4);
+    CHECK(oc[0] == 0.0f && oc[1] == 2.0f && isnan(oc[2]) && oc[3] == 1.0f,
+          "qkv_vec_erfc: +-inf, NaN, 0 give %g %g %g %g", oc[0], oc[1], oc[2], oc[3]);
+    printf("vectorised erfc against double on [-6,6]: absolute error %.3g, relative within %.2f of "
+           "4e-7 + 1.5e-7 x^2 where x > 0\n", cabs, crel);
     free(x), free(y);
 }
 

@@ -154,9 +154,10 @@ static qkv_status vt_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos
     r->last_test = acc;
     if (isatty(fileno(stderr))) fputc('\n', stderr);
     double now = vision_now();
-    printf("epoch %lld: train loss %.4f, train accuracy %.2f%% (augmented), test accuracy %.2f%% (%lld images), "
+    printf("epoch %lld: train loss %.4f, train accuracy %.2f%%%s, test accuracy %.2f%% (%lld images), "
            "%.0f s\n", (long long)(pos->step / r->spe), steps ? r->loss_sum / (double)steps : NAN,
-           100 * train_acc, 100 * acc, (long long)r->test->n, now - r->t_epoch);
+           100 * train_acc, r->o->r.augment ? " (augmented)" : "", 100 * acc, (long long)r->test->n,
+           now - r->t_epoch);
     fflush(stdout);
     r->t_epoch = now;
     r->loss_sum = 0, r->right = 0, r->seen = 0;
@@ -175,7 +176,7 @@ static qkv_status plot_curves(const char *prefix, const vt_run *r, const char *t
     QKV_CLI_TRY(qkv_plot_lines(path, &pl));
     printf("wrote %s\n", path);
     qkv_series sa[2] = {
-        {.label = "training (augmented batches)", .x = r->train_acc.x, .y = r->train_acc.y, .n = r->train_acc.n,
+        {.label = r->o->r.augment ? "training (augmented batches)" : "training", .x = r->train_acc.x, .y = r->train_acc.y, .n = r->train_acc.n,
          .colour = 0x1f77b4},
         {.label = "test", .x = r->test_acc.x, .y = r->test_acc.y, .n = r->test_acc.n, .colour = 0xd62728,
          .dashed = 1}};
