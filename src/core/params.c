@@ -70,7 +70,7 @@ static qkv_status params_add_entry(const char *fn, qkv_params *p, const char *pr
 }
 
 static qkv_status params_add_body(qkv_params *p, const char *prefix, const char *name, int ndim,
-                          const int64_t *shape, qkv_tensor **out)
+                                  const int64_t *shape, qkv_tensor **out)
 {
     return params_add_entry("params_add", p, prefix, name, ndim, shape, 1, out);
 }
@@ -85,7 +85,7 @@ qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, i
  * buffer so that every loop over the store stays uniform, ops record no
  * gradient path to it, and the optimizers skip it. */
 static qkv_status params_add_buffer_body(qkv_params *p, const char *prefix, const char *name, int ndim,
-                                 const int64_t *shape, qkv_tensor **out)
+                                         const int64_t *shape, qkv_tensor **out)
 {
     return params_add_entry("params_add_buffer", p, prefix, name, ndim, shape, 0, out);
 }

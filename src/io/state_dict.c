@@ -274,7 +274,7 @@ qkv_status qkv_params_load_state_dict(qkv_params *p, const qkv_safetensors *st, 
 }
 
 static qkv_status params_load_safetensors_body(qkv_params *p, const char *path, const char *prefix,
-                                       int strict, qkv_state_dict_report *report)
+                                               int strict, qkv_state_dict_report *report)
 {
     static const char fn[] = "params_load_safetensors";
     qkv_safetensors *st;

@@ -26,8 +26,8 @@ static qkv_status toy_attention_forward(qkv_ctx *c, qkv_module *mod, qkv_tensor 
 }
 
 static qkv_status toy_attention_init_body(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
-                                  int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
-                                  qkv_rng *rng)
+                                          int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
+                                          qkv_rng *rng)
 {
     QKV_NEED(m, "toy_attention_init", "m");
     *m = (qkv_toy_attention){0};
@@ -56,8 +56,8 @@ qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t 
 }
 
 static qkv_status toy_net_init_body(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
-                            int64_t channels, int64_t kernel, int scaled, qkv_params *p,
-                            qkv_rng *rng)
+                                    int64_t channels, int64_t kernel, int scaled, qkv_params *p,
+                                    qkv_rng *rng)
 {
     QKV_NEED(net, "toy_net_init", "net");
     *net = (qkv_toy_net){0};

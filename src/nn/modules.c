@@ -38,7 +38,7 @@ static qkv_status linear_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qk
 }
 
 static qkv_status nn_linear_init_body(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
-                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
+                                      int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_TRY(init_common("nn_linear_init", m, p, rng, 1));
     if (in_features < 1 || out_features < 1)
@@ -164,7 +164,7 @@ static qkv_status layernorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
 }
 
 static qkv_status nn_layernorm_init_body(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
-                                 int elementwise_affine, qkv_params *p, const char *prefix)
+                                         int elementwise_affine, qkv_params *p, const char *prefix)
 {
     QKV_NEED(m, "nn_layernorm_init", "module");
     if (elementwise_affine) QKV_NEED(p, "nn_layernorm_init", "params");
@@ -201,8 +201,8 @@ static qkv_status embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
 }
 
 static qkv_status nn_embedding_init_body(qkv_nn_embedding *m, int64_t num_embeddings,
-                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
-                                 const char *prefix, qkv_rng *rng)
+                                         int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                         const char *prefix, qkv_rng *rng)
 {
     QKV_TRY(init_common("nn_embedding_init", m, p, rng, 1));
     if (num_embeddings < 1 || embedding_dim < 1)

@@ -61,8 +61,8 @@ static qkv_status patch_embed_module_forward(qkv_ctx *c, qkv_module *base, qkv_t
 }
 
 static qkv_status nn_patch_embed_init_body(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
-                                   int64_t patch, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng)
+                                           int64_t patch, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng)
 {
     const char *fn = "nn_patch_embed_init";
     QKV_NEED(m, fn, "module");

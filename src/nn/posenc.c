@@ -531,7 +531,7 @@ static void alibi_head(float m, int64_t L, int64_t S, qkv_alibi_kind kind, float
 }
 
 static qkv_status alibi_bias_fill_body(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
-                               float *bias)
+                                       float *bias)
 {
     QKV_TRY(alibi_check(N, H, L, S, kind));
     QKV_NEED(bias, "alibi_bias", "bias");
@@ -605,8 +605,8 @@ static qkv_status learned_pos_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *
 }
 
 static qkv_status nn_learned_pos_init_body(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
-                                   int batch_first, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng)
+                                           int batch_first, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng)
 {
     const char *fn = "nn_learned_pos_init";
     QKV_NEED(m, fn, "module");
@@ -649,8 +649,8 @@ static qkv_status token_embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tens
 }
 
 static qkv_status nn_token_embedding_init_body(qkv_nn_token_embedding *m, int64_t num_embeddings,
-                                       int64_t d_model, int64_t padding_idx, int scaled,
-                                       qkv_params *p, const char *prefix, qkv_rng *rng)
+                                               int64_t d_model, int64_t padding_idx, int scaled,
+                                               qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_NEED(m, "nn_token_embedding_init", "module");
     qkv_nn_embedding emb;

@@ -241,8 +241,8 @@ static qkv_status check_meta(const qkv_checkpoint_meta *x)
 }
 
 static qkv_status checkpoint_save_meta_body(const char *path, qkv_params *params, const qkv_optim *optim,
-                                    const qkv_train_pos *pos, const qkv_rng *rng,
-                                    const qkv_checkpoint_meta *meta)
+                                            const qkv_train_pos *pos, const qkv_rng *rng,
+                                            const qkv_checkpoint_meta *meta)
 {
     QKV_NEED(path, "checkpoint_save", "path");
     QKV_NEED(params, "checkpoint_save", "params");
