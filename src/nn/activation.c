@@ -211,7 +211,7 @@ qkv_status qkv_activation_parse(const char *name, qkv_activation *act)
                     name);
 }
 
-qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)
+static qkv_status activation_apply_body(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)
 {
     const char *name = qkv_activation_name(act);
     if (!name) {
@@ -219,6 +219,11 @@ qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, q
         return qkv_fail(QKV_ERR_ARG, "activation: %d is not a qkv_activation value", (int)act);
     }
     return activation(c, name, act, x, y);
+}
+
+qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)
+{
+    return qkv_fail_in("activation_apply", activation_apply_body(c, act, x, y));
 }
 
 qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y)
