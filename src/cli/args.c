@@ -1,12 +1,14 @@
 /* args.c: the option parsing every qkv command shares: a getopt_long loop
  * that answers --help and reports unknown options, missing values and wrong
  * operand counts the same way for all, and strict value parsers. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cli/cli.h"
 
 void qkv_cli_args_init(qkv_cli_args *a, int argc, char **argv, const char *usage,
@@ -175,4 +177,43 @@ double qkv_cli_double(qkv_cli_args *a, double lo, double hi)
         return lo;
     }
     return v;
+}
+
+double qkv_cli_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static char fail_msg[1024], fail_lib[1024];
+
+qkv_status qkv_cli_fail(qkv_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
+    va_end(ap);
+    snprintf(fail_lib, sizeof fail_lib, "%s", qkv_last_error());
+    return s;
+}
+
+/* Ours while the library has not failed since (its message is unchanged). */
+const char *qkv_cli_last_error(void)
+{
+    return fail_msg[0] && !strcmp(fail_lib, qkv_last_error()) ? fail_msg : qkv_last_error();
+}
+
+void qkv_cli_curve_add(qkv_cli_curve *c, double x, double y)
+{
+    if (c->n >= c->cap) {
+        int64_t cap = c->cap ? 2 * c->cap : 64;
+        double *nx = realloc(c->x, (size_t)cap * sizeof *nx);
+        if (!nx) return;
+        c->x = nx;
+        double *ny = realloc(c->y, (size_t)cap * sizeof *ny);
+        if (!ny) return;
+        c->y = ny, c->cap = cap;
+    }
+    c->x[c->n] = x, c->y[c->n++] = y;
 }

@@ -59,14 +59,14 @@ static qkv_status draw_attention(qkv_ctx *c, const vision_model *m, const cl_ima
     const vision_config *g = &m->cfg;
     int64_t L = g->layers, H = g->heads, S = m->vit.seq_len, gh = m->vit.grid_h, gw = m->vit.grid_w, P = gh * gw;
     if (qkv_ctx_captured_count(c) != L)
-        return vision_fail(QKV_ERR_STATE, "%d attention maps captured, expected %lld", qkv_ctx_captured_count(c),
+        return qkv_cli_fail(QKV_ERR_STATE, "%d attention maps captured, expected %lld", qkv_ctx_captured_count(c),
                            (long long)L);
     float *all = malloc((size_t)(L * H * S * S) * sizeof *all), *roll = malloc((size_t)(S * S) * sizeof *roll);
     float *maps = malloc((size_t)((H + 1) * P) * sizeof *maps); // (H+1, gh, gw)
     float *img = malloc((size_t)(g->height * g->width * g->channels) * sizeof *img); // (h,w,c)
     qkv_overlay *ov = malloc((size_t)(H + 1) * sizeof *ov);
     char(*titles)[64] = malloc((size_t)(H + 1) * sizeof *titles);
-    qkv_status s = all && roll && maps && img && ov && titles ? QKV_OK : vision_fail(QKV_ERR_NOMEM, "out of memory");
+    qkv_status s = all && roll && maps && img && ov && titles ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     for (int64_t l = 0; !s && l < L; l++) memcpy(all + l * H * S * S, qkv_ctx_captured(c, (int)l)->data,
                                                  (size_t)(H * S * S) * sizeof *all);
     if (!s) s = qkv_attention_rollout(all, L, H, S, roll);
@@ -109,7 +109,7 @@ static qkv_status classify_one(qkv_ctx *c, const vision_model *m, const cl_image
     QKV_CLI_TRY(vision_forward(c, m, x, &logits));
     double *p = malloc((size_t)K * sizeof *p), mx = -INFINITY, sum = 0;
     int64_t *order = malloc((size_t)K * sizeof *order);
-    if (!p || !order) return free(p), free(order), vision_fail(QKV_ERR_NOMEM, "out of memory");
+    if (!p || !order) return free(p), free(order), qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     for (int64_t k = 0; k < K; k++) mx = fmax(mx, logits->data[k]);
     for (int64_t k = 0; k < K; k++) sum += p[k] = exp(logits->data[k] - mx);
     for (int64_t k = 0; k < K; k++) p[k] /= sum, order[k] = k;
@@ -170,7 +170,7 @@ int qkv_cli_classify(int argc, char **argv)
     vision_model m;
     char path[1200];
     if (vision_model_load(&m, a.operands[0], path, sizeof path)) {
-        fprintf(stderr, "qkv classify: %s\n", vision_last_error());
+        fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
         return QKV_EXIT_FAILURE;
     }
     if (attention && m.cfg.kind != VISION_VIT) {
@@ -187,12 +187,12 @@ int qkv_cli_classify(int argc, char **argv)
     char name[64];
     im.pixels = malloc((size_t)per * sizeof *im.pixels);
     int rc = QKV_EXIT_OK;
-    qkv_status s = im.pixels ? qkv_ctx_new(&ctx) : vision_fail(QKV_ERR_NOMEM, "out of memory");
+    qkv_status s = im.pixels ? qkv_ctx_new(&ctx) : qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     for (int i = 1; !s && i < a.noperands; i++) {
         im.name = a.operands[i];
         if ((s = read_png(g, a.operands[i], im.pixels)) == QKV_OK) s = classify_one(ctx, &m, &im, topk, attention);
         if (s && s != QKV_ERR_NOMEM) { /* a bad file: say so, go on with the others */
-            fprintf(stderr, "qkv classify: %s\n", vision_last_error());
+            fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
             rc = QKV_EXIT_FAILURE;
             s = QKV_OK;
         }
@@ -207,10 +207,10 @@ int qkv_cli_classify(int argc, char **argv)
         free(train);
         s = vision_load_set(dir, 0, 0, &test);
         if (!s && test_index >= test->n)
-            s = vision_fail(QKV_ERR_ARG, "--test-index %lld: the test set has %lld images", (long long)test_index,
+            s = qkv_cli_fail(QKV_ERR_ARG, "--test-index %lld: the test set has %lld images", (long long)test_index,
                             (long long)test->n);
         else if (!s && (test->channels != g->channels || test->height != g->height || test->width != g->width))
-            s = vision_fail(QKV_ERR_SHAPE, "the test images are %lldx%lld, the model's %lldx%lld",
+            s = qkv_cli_fail(QKV_ERR_SHAPE, "the test images are %lldx%lld, the model's %lldx%lld",
                             (long long)test->height, (long long)test->width, (long long)g->height, (long long)g->width);
         if (!s) {
             memcpy(im.pixels, test->images + test_index * per, (size_t)per * sizeof *im.pixels);
@@ -221,7 +221,7 @@ int qkv_cli_classify(int argc, char **argv)
         }
     }
     if (s) {
-        fprintf(stderr, "qkv classify: %s\n", vision_last_error());
+        fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
         rc = QKV_EXIT_FAILURE;
     }
     free(im.pixels);

@@ -31,10 +31,6 @@ typedef struct {
 #define QKV_CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define QKV_CLI_PRINTF(f, a)
-/* The whole of path ("-" or NULL: stdin), NUL-terminated, malloc'd, its
- * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
- * stderr. */
-char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len);
 #endif
 
 /* A command's arguments as qkv_cli_next walks them. */
@@ -82,4 +78,20 @@ int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);
  * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
  * stderr. */
 char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len);
+/* Seconds on a monotonic clock. */
+double qkv_cli_now(void);
+/* A command's own failure (the library's qkv_fail is internal): records
+ * the message and returns s; qkv_cli_last_error() gives the latest
+ * failure's message, the command's or the library's. */
+qkv_status qkv_cli_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
+const char *qkv_cli_last_error(void);
+/* A curve of a training run (loss, accuracy), for the --plots figures:
+ * points (x[i], y[i]), i < n; zero-initialised; free(x), free(y). */
+typedef struct {
+    double *x, *y;
+    int64_t n, cap;
+} qkv_cli_curve;
+/* Appends (x, y); out of memory: the point is dropped (a figure with a
+ * missing point beats a training stopped for it). */
+void qkv_cli_curve_add(qkv_cli_curve *c, double x, double y);
 #endif

@@ -45,7 +45,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
     int rc = QKV_EXIT_FAILURE;
     if (mt_pairs_read("eval", path, m.cfg.reverse, &p)) goto done;
     if (mt_set_build(&m, &p, m.cfg.max_words, &s) != QKV_OK || qkv_ctx_new(&c) != QKV_OK) {
-        fprintf(stderr, "qkv eval: %s\n", mt_last_error());
+        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
         goto done;
     }
     if (limit && limit < s.n) s.n = limit;
@@ -59,7 +59,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
     refs = calloc((size_t)s.n, sizeof *refs);
     if (!hyps || !refs || mt_eval_loss(c, &m, &s, 0, &loss) != QKV_OK ||
         mt_translate_all(c, &m, &s, beam, hyps) != QKV_OK) {
-        fprintf(stderr, "qkv eval: %s\n", hyps && refs ? mt_last_error() : "out of memory");
+        fprintf(stderr, "qkv eval: %s\n", hyps && refs ? qkv_cli_last_error() : "out of memory");
         goto done;
     }
     /* references split as the tokenizer splits (lower-cased, marks apart), as the outputs are */

@@ -19,7 +19,7 @@ static qkv_status draw(const char *path, const int64_t *conf, int64_t K, const c
     char(*buf)[24] = malloc((size_t)K * sizeof *buf);
     if (!w || !names || !buf) {
         free(w), free(names), free(buf);
-        return vision_fail(QKV_ERR_NOMEM, "out of memory");
+        return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     }
     for (int64_t t = 0; t < K; t++) {
         int64_t n = 0;
@@ -62,7 +62,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
     vision_model m;
     char path[1200];
     if (vision_model_load(&m, a.operands[0], path, sizeof path)) {
-        fprintf(stderr, "qkv eval: %s\n", vision_last_error());
+        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
         return QKV_EXIT_FAILURE;
     }
     /* the run's data folder, unless --data */
@@ -76,23 +76,23 @@ int qkv_cli_eval_vision(int argc, char **argv)
     qkv_image_set *test = NULL;
     qkv_ctx *ctx = NULL;
     int64_t K = m.cfg.classes, *conf = calloc((size_t)(K * K), sizeof *conf);
-    double acc, t0 = vision_now();
+    double acc, t0 = qkv_cli_now();
     int rc = QKV_EXIT_FAILURE;
-    if (!conf) vision_fail(QKV_ERR_NOMEM, "out of memory");
+    if (!conf) qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     else if (vision_load_set(dir, 0, limit, &test) || qkv_ctx_new(&ctx)) {
     } else if (test->channels != m.cfg.channels || test->height != m.cfg.height || test->width != m.cfg.width) {
-        vision_fail(QKV_ERR_SHAPE, "%s holds %lldx%lldx%lld images, the model takes %lldx%lldx%lld", dir,
+        qkv_cli_fail(QKV_ERR_SHAPE, "%s holds %lldx%lldx%lld images, the model takes %lldx%lldx%lld", dir,
                     (long long)test->channels, (long long)test->height, (long long)test->width,
                     (long long)m.cfg.channels, (long long)m.cfg.height, (long long)m.cfg.width);
     } else if (!vision_evaluate(ctx, &m, test, batch, &acc, conf)) {
         rc = QKV_EXIT_OK;
     }
     if (rc) {
-        fprintf(stderr, "qkv eval: %s\n", vision_last_error());
+        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
     } else {
         printf("%s (%s, %lld parameters) on %lld test images of %s: accuracy %.2f%% (%lld right), %.1f s\n", path,
                vision_kind_names[m.cfg.kind], (long long)qkv_params_numel_trainable(m.p), (long long)test->n, dir,
-               100 * acc, (long long)(acc * (double)test->n + 0.5), vision_now() - t0);
+               100 * acc, (long long)(acc * (double)test->n + 0.5), qkv_cli_now() - t0);
         printf("\nper class:\n");
         for (int64_t k = 0; k < K; k++) {
             int64_t n = 0;
@@ -115,7 +115,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
         for (int i = 0; i < 2 && !rc; i++) {
             if (!figs[i]) continue;
             if (draw(figs[i], conf, K, title)) {
-                fprintf(stderr, "qkv eval: %s\n", vision_last_error());
+                fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
                 rc = QKV_EXIT_FAILURE;
             } else {
                 printf("wrote %s\n", figs[i]);

@@ -137,11 +137,11 @@ static qkv_status write_html(lm_model *m, const int64_t *seq, int64_t n, const c
     float *w = malloc((size_t)(NL * H * L * L) * sizeof *w); // (layers,heads,L,L)
     char **toks = calloc((size_t)L, sizeof *toks);
     qkv_tensor *x, *logits;
-    qkv_status s = w && toks ? QKV_OK : lm_fail(QKV_ERR_NOMEM, "--html: out of memory");
+    qkv_status s = w && toks ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "--html: out of memory");
     if (!s) s = qkv_tensor_wrap_i64(qkv_ctx_arena(c), (int64_t *)ids, 2, (int64_t[]){1, L}, &x);
     if (!s) s = qkv_lm_forward(c, &m->m, x, NULL, &logits);
     if (!s && qkv_ctx_captured_count(c) != NL)
-        s = lm_fail(QKV_ERR_STATE, "--html: %d attention maps captured, expected %lld", qkv_ctx_captured_count(c),
+        s = qkv_cli_fail(QKV_ERR_STATE, "--html: %d attention maps captured, expected %lld", qkv_ctx_captured_count(c),
                     (long long)NL);
     for (int64_t l = 0; !s && l < NL; l++)
         memcpy(w + l * H * L * L, qkv_ctx_captured(c, (int)l)->data, (size_t)(H * L * L) * sizeof *w);
@@ -180,7 +180,7 @@ int qkv_cli_generate(int argc, char **argv)
     }
     lm_model m;
     if (lm_model_load(&m, path)) {
-        fprintf(stderr, "qkv generate: %s\n", lm_last_error());
+        fprintf(stderr, "qkv generate: %s\n", qkv_cli_last_error());
         return QKV_EXIT_FAILURE;
     }
     int64_t *ids = NULL, n = 0, *all = NULL, n_all = 0;
@@ -200,7 +200,7 @@ int qkv_cli_generate(int argc, char **argv)
     fwrite(o.prompt, 1, plen, stdout);
     fflush(stdout);
     if (lm_generate_stream(&m, ids + start, n - start, &o.s, stdout, &all, &n_all, &sec)) {
-        fprintf(stderr, "\nqkv generate: %s\n", lm_last_error());
+        fprintf(stderr, "\nqkv generate: %s\n", qkv_cli_last_error());
         goto done;
     }
     printf("\n");
@@ -211,7 +211,7 @@ int qkv_cli_generate(int argc, char **argv)
             o.s.temperature > 0 ? "sampled" : "greedy");
     if (o.html) {
         if (write_html(&m, all, n_all, o.html)) {
-            fprintf(stderr, "qkv generate: %s\n", lm_last_error());
+            fprintf(stderr, "qkv generate: %s\n", qkv_cli_last_error());
             goto done;
         }
         fprintf(stderr, "qkv generate: wrote %s\n", o.html);

@@ -8,30 +8,6 @@
 #include <time.h>
 #include "cli/lm_common.h"
 
-double lm_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static char fail_msg[1024], fail_lib[1024];
-
-qkv_status lm_fail(qkv_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
-    va_end(ap);
-    snprintf(fail_lib, sizeof fail_lib, "%s", qkv_last_error());
-    return s;
-}
-
-/* Ours while the library has not failed since (its message is unchanged). */
-const char *lm_last_error(void)
-{
-    return fail_msg[0] && !strcmp(fail_lib, qkv_last_error()) ? fail_msg : qkv_last_error();
-}
 
 qkv_status lm_meta_make(lm_meta *mt, const lm_model *m, const char *train)
 {
@@ -73,12 +49,12 @@ static qkv_status load_tokenizer(const char *path, char **spec, char **text, qkv
     if (!strcmp(*spec, "bytes")) return qkv_tokenizer_bytes_init(tok);
     if (!strncmp(*spec, "gpt2:", 5)) return qkv_tokenizer_gpt2_load(*spec + 5, tok);
     if (strcmp(*spec, "chars") && strcmp(*spec, "bpe"))
-        return lm_fail(QKV_ERR_FORMAT, "%s: lm.tokenizer '%.40s' is not bytes, chars, bpe or gpt2:DIR",
+        return qkv_cli_fail(QKV_ERR_FORMAT, "%s: lm.tokenizer '%.40s' is not bytes, chars, bpe or gpt2:DIR",
                         path, *spec);
     QKV_CLI_TRY(qkv_checkpoint_read_meta(path, "lm.tokenizer_file", text));
     QKV_CLI_TRY(qkv_tokenizer_load_text(*text, strlen(*text), tok));
     if (strcmp(*spec, qkv_tokenizer_kind_of(*tok) == QKV_TOKENIZER_CHARS ? "chars" : "bpe"))
-        return lm_fail(QKV_ERR_FORMAT, "%s: lm.tokenizer says %s, its file is another kind", path, *spec);
+        return qkv_cli_fail(QKV_ERR_FORMAT, "%s: lm.tokenizer says %s, its file is another kind", path, *spec);
     return QKV_OK;
 }
 
@@ -88,12 +64,12 @@ qkv_status lm_model_load(lm_model *m, const char *path)
     char *cfg = NULL;
     qkv_status s = qkv_checkpoint_read_meta(path, "lm.config", &cfg);
     if (s == QKV_ERR_NOTFOUND)
-        s = lm_fail(s, "%s is a qkv checkpoint, but not of a language model (no lm.config)", path);
+        s = qkv_cli_fail(s, "%s is a qkv checkpoint, but not of a language model (no lm.config)", path);
     if (!s) s = qkv_lm_opts_parse(cfg, &m->o);
     free(cfg);
     if (!s) s = load_tokenizer(path, &m->tok_spec, &m->tok_text, &m->tok);
     if (!s && qkv_tokenizer_vocab_size(m->tok) != m->o.vocab_size)
-        s = lm_fail(QKV_ERR_FORMAT, "%s: the tokenizer has %lld ids, the model %lld", path,
+        s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: the tokenizer has %lld ids, the model %lld", path,
                      (long long)qkv_tokenizer_vocab_size(m->tok), (long long)m->o.vocab_size);
     qkv_rng rng;
     qkv_rng_seed(&rng, 1);
@@ -102,9 +78,9 @@ qkv_status lm_model_load(lm_model *m, const char *path)
     if (!s) s = qkv_checkpoint_load(path, m->p, NULL, NULL, NULL);
     if (s) {
         char msg[600];
-        snprintf(msg, sizeof msg, "%s", lm_last_error());
+        snprintf(msg, sizeof msg, "%s", qkv_cli_last_error());
         lm_model_free(m);
-        lm_fail(s, "%s", msg);
+        qkv_cli_fail(s, "%s", msg);
     }
     return s;
 }
@@ -148,12 +124,12 @@ qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const 
 {
     int64_t L = m->o.max_len, V = m->o.vocab_size, total = n + o->max_new_tokens;
     *all = NULL, *n_all = 0, *seconds = 0;
-    if (n < 1 || n > L) return lm_fail(QKV_ERR_ARG, "generate: prompt of %lld tokens (1 to %lld)", (long long)n, (long long)L);
+    if (n < 1 || n > L) return qkv_cli_fail(QKV_ERR_ARG, "generate: prompt of %lld tokens (1 to %lld)", (long long)n, (long long)L);
     int64_t *seq = malloc((size_t)total * sizeof *seq);
     float *logits = malloc((size_t)V * sizeof *logits);
     qkv_ctx *c = NULL;
     qkv_kv_cache kc = {0};
-    qkv_status s = seq && logits ? QKV_OK : lm_fail(QKV_ERR_NOMEM, "generate: out of memory");
+    qkv_status s = seq && logits ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "generate: out of memory");
     if (!s) s = qkv_ctx_new(&c);
     if (!s) s = qkv_lm_cache_init(&kc, &m->m, 1, L);
     if (!s) {
@@ -169,7 +145,7 @@ qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const 
     qkv_rng rng;
     qkv_rng_seed(&rng, o->seed);
     int64_t len = n;
-    double t0 = lm_now();
+    double t0 = qkv_cli_now();
     while (!s && len < total) {
         int64_t id;
         if (o->temperature > 0) {
@@ -189,7 +165,7 @@ qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const 
             s = feed(c, m, &kc, seq + len - keep, keep, logits);
         }
     }
-    *seconds = lm_now() - t0;
+    *seconds = qkv_cli_now() - t0;
     qkv_kv_cache_free(&kc);
     qkv_ctx_free(c);
     free(logits);

@@ -58,10 +58,4 @@ typedef struct {
 qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const lm_sample_opts *o,
                               FILE *out, int64_t **all, int64_t *n_all, double *seconds);
 
-double lm_now(void);
-/* The CLI's own failures (the library's qkv_fail is internal): records
- * the message and returns s; lm_last_error() gives the latest failure's
- * message, the CLI's or the library's. */
-qkv_status lm_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
-const char *lm_last_error(void);
 #endif

@@ -10,26 +10,6 @@
 #include <sys/stat.h>
 #include "cli/mt.h"
 
-/* The CLI's own errors (the library's qkv_fail is internal). */
-static char mt_msg[512];
-
-qkv_status mt_fail(qkv_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(mt_msg, sizeof mt_msg, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-const char *mt_last_error(void)
-{
-    static char out[512];
-    if (!mt_msg[0]) return qkv_last_error();
-    snprintf(out, sizeof out, "%s", mt_msg);
-    mt_msg[0] = '\0';
-    return out;
-}
 
 const char *mt_direction(const mt_config *c) { return c->reverse ? "fr-en" : "en-fr"; }
 
@@ -281,7 +261,7 @@ static int open_words(const char *cmd, const char *dir, const char *name, int64_
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (qkv_tokenizer_load(path, t) != QKV_OK) {
-        fprintf(stderr, "qkv %s: %s\n", cmd, mt_last_error());
+        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
         return 1;
     }
     if (qkv_tokenizer_kind_of(*t) != QKV_TOKENIZER_WORDS || qkv_tokenizer_vocab_size(*t) != vocab) {
@@ -311,7 +291,7 @@ int mt_model_open(const char *cmd, const char *arg, mt_model *m)
     else snprintf(ckpt, sizeof ckpt, "%s/%s", dir, MT_CHECKPOINT);
     if (mt_model_init(m, &c, src, tgt) != QKV_OK ||
         qkv_checkpoint_load(ckpt, m->p, NULL, NULL, NULL) != QKV_OK) {
-        fprintf(stderr, "qkv %s: %s\n", cmd, mt_last_error());
+        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
         mt_model_free(m);
         return 1;
     }
@@ -382,7 +362,7 @@ qkv_status mt_set_build(const mt_model *m, const mt_pairs *p, int64_t max_words,
     s->index = malloc(n * sizeof(int64_t));
     if (!s->ids || !s->src_off || !s->src_len || !s->tgt_off || !s->tgt_len || !s->index) {
         mt_set_free(s);
-        return mt_fail(QKV_ERR_NOMEM, "translation set: out of memory");
+        return qkv_cli_fail(QKV_ERR_NOMEM, "translation set: out of memory");
     }
     int64_t L = m->cfg.max_len - 1; /* room for <eos> */
     for (int64_t i = 0; i < p->n; i++) {
@@ -408,7 +388,7 @@ qkv_status mt_set_build(const mt_model *m, const mt_pairs *p, int64_t max_words,
             if (!g) {
                 free(a), free(b);
                 mt_set_free(s);
-                return mt_fail(QKV_ERR_NOMEM, "translation set: out of memory");
+                return qkv_cli_fail(QKV_ERR_NOMEM, "translation set: out of memory");
             }
             s->ids = g;
         }
@@ -522,7 +502,7 @@ qkv_status mt_encode_source(const mt_model *m, const char *text, int64_t **ids, 
     int64_t *out = malloc((size_t)(keep + 1) * sizeof *out);
     if (!out) {
         free(a);
-        return mt_fail(QKV_ERR_NOMEM, "translate: out of memory");
+        return qkv_cli_fail(QKV_ERR_NOMEM, "translate: out of memory");
     }
     if (keep) memcpy(out, a, (size_t)keep * sizeof *a);
     out[keep] = MT_EOS;
@@ -547,7 +527,7 @@ qkv_status mt_decode(qkv_ctx *c, const mt_model *m, qkv_tensor *src, const int64
     uint8_t *mask = malloc((size_t)(N * S));
     int64_t *ids = malloc((size_t)(N * S) * sizeof *ids);
     qkv_kv_cache kc;
-    qkv_status st = mask && ids ? QKV_OK : mt_fail(QKV_ERR_NOMEM, "translate: out of memory");
+    qkv_status st = mask && ids ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "translate: out of memory");
     if (st == QKV_OK) {
         memcpy(mask, sm->mask, (size_t)(N * S));
         memcpy(ids, src->idx, (size_t)(N * S) * sizeof *ids);
@@ -597,7 +577,7 @@ qkv_status mt_attention(qkv_ctx *c, const mt_model *m, const int64_t *src, int64
     for (int64_t t = 1; t < L; t++) tin->idx[t] = out[t - 1];
     if (m->cfg.model == MT_RNN) {
         if (m->cfg.attention == QKV_RNN_ATTN_NONE) {
-            st = mt_fail(QKV_ERR_ARG, "the model has no attention (--attention none): there is "
+            st = qkv_cli_fail(QKV_ERR_ARG, "the model has no attention (--attention none): there is "
                           "no alignment to show");
             goto done;
         }
@@ -617,7 +597,7 @@ qkv_status mt_attention(qkv_ctx *c, const mt_model *m, const int64_t *src, int64
      * decoder layer's self- and cross-attention */
     int64_t nl = m->cfg.layers, H = m->cfg.heads;
     if (qkv_ctx_captured_count(c) < (int)(3 * nl)) {
-        st = mt_fail(QKV_ERR_STATE, "attention: %d weights captured, expected %lld",
+        st = qkv_cli_fail(QKV_ERR_STATE, "attention: %d weights captured, expected %lld",
                       qkv_ctx_captured_count(c), (long long)(3 * nl));
         goto done;
     }
@@ -643,7 +623,7 @@ qkv_status mt_translate_all(qkv_ctx *c, const mt_model *m, const mt_set *s, int6
 {
     int64_t B = 32, L = m->cfg.max_len;
     int64_t *tokens = malloc((size_t)(B * L) * sizeof *tokens), lens[32], rows[32];
-    if (!tokens) return mt_fail(QKV_ERR_NOMEM, "translate: out of memory");
+    if (!tokens) return qkv_cli_fail(QKV_ERR_NOMEM, "translate: out of memory");
     qkv_status st = QKV_OK;
     for (int64_t i0 = 0; i0 < s->n && st == QKV_OK; i0 += B) {
         int64_t N = s->n - i0 < B ? s->n - i0 : B;

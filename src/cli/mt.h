@@ -47,10 +47,6 @@ typedef struct {
     qkv_tokenizer *src_tok, *tgt_tok;
 } mt_model;
 
-/* An error of the CLI's own, as qkv_fail would set it; mt_last_error()
- * gives it (once), else qkv_last_error(). */
-qkv_status mt_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
-const char *mt_last_error(void);
 
 const char *mt_model_name(const mt_config *c); /* "GRU, additive attention", "transformer" */
 const char *mt_direction(const mt_config *c);  /* "en-fr" or "fr-en" */

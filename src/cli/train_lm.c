@@ -76,9 +76,9 @@ static qkv_status read_file(const char *path, char **text, size_t *len)
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT && strstr(path, "data/kjv/kjv.txt"))
-            return lm_fail(QKV_ERR_IO, "%s is missing: run tools/get_data.sh kjv from the repository's "
+            return qkv_cli_fail(QKV_ERR_IO, "%s is missing: run tools/get_data.sh kjv from the repository's "
                             "root (or give --corpus FILE)", path);
-        return lm_fail(QKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        return qkv_cli_fail(QKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     }
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
@@ -91,8 +91,8 @@ static qkv_status read_file(const char *path, char **text, size_t *len)
     }
     int bad = ferror(f);
     fclose(f);
-    if (!buf) return lm_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
-    if (bad) return free(buf), lm_fail(QKV_ERR_IO, "cannot read %s", path);
+    if (!buf) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
+    if (bad) return free(buf), qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
     buf[n] = 0;
     *text = buf, *len = n;
     return QKV_OK;
@@ -124,7 +124,7 @@ static qkv_status make_tokenizer(const char *arg, const char *text, size_t len, 
     size_t fl;
     if (*spec && (k == QKV_TOKENIZER_CHARS || k == QKV_TOKENIZER_BPE))
         s = qkv_tokenizer_save_text(*tok, file, &fl);
-    if (!s && !*spec) s = lm_fail(QKV_ERR_NOMEM, "out of memory");
+    if (!s && !*spec) s = qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     return s;
 }
 
@@ -136,7 +136,7 @@ static qkv_status split_corpus(const char *path, const char *text, size_t len, c
     int64_t n_val = (int64_t)floor((double)cp->n * val_fraction);
     cp->n_train = cp->n - n_val;
     if (cp->n_train < context + 1 || n_val < context + 1)
-        return lm_fail(QKV_ERR_ARG, "%s: %lld tokens give %lld for training and %lld for validation; each "
+        return qkv_cli_fail(QKV_ERR_ARG, "%s: %lld tokens give %lld for training and %lld for validation; each "
                         "needs more than the context (%lld)", path, (long long)cp->n, (long long)cp->n_train,
                         (long long)n_val, (long long)context);
     return QKV_OK;
@@ -146,24 +146,6 @@ static qkv_status split_corpus(const char *path, const char *text, size_t len, c
 
 /* Loss curves: the training loss's mean over windows of steps, and the
  * validation loss at each evaluation. */
-typedef struct {
-    double *x, *y;
-    int64_t n, cap;
-} curve;
-
-static void curve_add(curve *c, double x, double y)
-{
-    if (c->n >= c->cap) {
-        int64_t cap = c->cap ? 2 * c->cap : 256;
-        double *nx = realloc(c->x, (size_t)cap * sizeof *nx);
-        if (!nx) return;
-        c->x = nx;
-        double *ny = realloc(c->y, (size_t)cap * sizeof *ny);
-        if (!ny) return;
-        c->y = ny, c->cap = cap;
-    }
-    c->x[c->n] = x, c->y[c->n++] = y;
-}
 
 typedef struct {
     const lm_opts *o;
@@ -171,7 +153,7 @@ typedef struct {
     const corpus *cp;
     int64_t *x, *y; // (B,T) each
     qkv_ctx *eval;
-    curve train, val;
+    qkv_cli_curve train, val;
     double window_sum;
     int64_t window_n, window;
     double last_val;
@@ -254,13 +236,13 @@ static qkv_status time_up(lm_run *r, const qkv_train_pos *pos, int saved, int va
         double v;
         QKV_CLI_TRY(validate(r, &v));
         r->last_val = v;
-        curve_add(&r->val, (double)pos->step, v);
+        qkv_cli_curve_add(&r->val, (double)pos->step, v);
     }
     if (isatty(fileno(stderr))) fputc('\n', stderr);
     fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
             (long long)pos->step, r->o->time_limit, r->last_val);
     r->timed_out = 1;
-    return lm_fail(QKV_ERR_STATE, "stopped at the time limit");
+    return qkv_cli_fail(QKV_ERR_STATE, "stopped at the time limit");
 }
 
 static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss)
@@ -268,10 +250,10 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
     lm_run *r = user;
     int64_t every = r->o->save_every > 0 ? r->o->save_every : r->o->eval_every;
     int last = pos->step == r->o->r.steps || pos->step == r->o->stop_at;
-    int over = r->o->time_limit > 0 && lm_now() - r->t0 > 60 * r->o->time_limit && !last;
+    int over = r->o->time_limit > 0 && qkv_cli_now() - r->t0 > 60 * r->o->time_limit && !last;
     r->window_sum += loss;
     if (++r->window_n == r->window || pos->step == r->o->r.steps || pos->step == r->o->stop_at) {
-        curve_add(&r->train, (double)pos->step, r->window_sum / (double)r->window_n);
+        qkv_cli_curve_add(&r->train, (double)pos->step, r->window_sum / (double)r->window_n);
         r->window_sum = 0, r->window_n = 0;
     }
     if (pos->step % r->o->eval_every && !last)
@@ -279,7 +261,7 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
     double v;
     QKV_CLI_TRY(validate(r, &v));
     r->last_val = v;
-    curve_add(&r->val, (double)pos->step, v);
+    qkv_cli_curve_add(&r->val, (double)pos->step, v);
     if (isatty(fileno(stderr))) fputc('\n', stderr);
     fprintf(stderr, "step %lld: validation loss %.4f (train %.4f)\n", (long long)pos->step, v, loss);
     return over ? time_up(r, pos, pos->step % every == 0, 1) : QKV_OK;
@@ -464,7 +446,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
         qkv_status s = qkv_checkpoint_read_meta(st->ckpt, "lm.train", &train);
         int64_t steps = o->r.steps;
         if (!s && !run_parse(train, &o->r))
-            s = lm_fail(QKV_ERR_FORMAT, "%s: metadata lm.train is malformed", st->ckpt);
+            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata lm.train is malformed", st->ckpt);
         free(train);
         if (s) return s;
         if (steps > 0) o->r.steps = steps;
@@ -504,7 +486,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
 
 static int fail(lm_state *st, const char *what)
 {
-    fprintf(stderr, "qkv train lm: %s%s%s\n", what ? what : "", what ? ": " : "", lm_last_error());
+    fprintf(stderr, "qkv train lm: %s%s%s\n", what ? what : "", what ? ": " : "", qkv_cli_last_error());
     state_free(st);
     return QKV_EXIT_FAILURE;
 }
@@ -559,7 +541,7 @@ int qkv_cli_train_lm(int argc, char **argv)
     r->window = o.r.steps / 200 > 10 ? o.r.steps / 200 : 10;
     r->x = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->x);
     r->y = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->y);
-    if (!r->x || !r->y) return lm_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, NULL);
+    if (!r->x || !r->y) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, NULL);
     qkv_optim_opts oo = qkv_optim_adamw_default();
     oo.lr = o.r.lr;
     oo.weight_decay = o.r.weight_decay;
@@ -599,10 +581,10 @@ int qkv_cli_train_lm(int argc, char **argv)
                       .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r, .meta = &st.meta.meta,
                       .after_step = after_step};
     int64_t first = st.pos.step;
-    r->t0 = lm_now();
+    r->t0 = qkv_cli_now();
     r->opt = st.opt, r->rng = &st.rng, r->meta = &st.meta.meta, r->ckpt = st.ckpt;
     if (qkv_train(st.c, &tr, &st.pos) && !r->timed_out) return fail(&st, NULL);
-    double sec = lm_now() - r->t0;
+    double sec = qkv_cli_now() - r->t0;
     printf("done: step %lld, validation loss %.4f nats per token, %lld tokens trained on in %.0f s (%.0f tokens/s), "
            "checkpoint %s\n", (long long)st.pos.step, r->last_val,
            (long long)((st.pos.step - first) * o.r.batch * o.r.context), sec,

@@ -306,7 +306,7 @@ static int plot_log(const tr_opts *o)
 
 static int fail(const char *what)
 {
-    fprintf(stderr, "qkv train translation: %s%s%s\n", what ? what : "", what ? ": " : "", mt_last_error());
+    fprintf(stderr, "qkv train translation: %s%s%s\n", what ? what : "", what ? ": " : "", qkv_cli_last_error());
     return QKV_EXIT_FAILURE;
 }
 
@@ -319,7 +319,7 @@ static qkv_status train_words(char *const *side, int64_t n, int64_t vocab, qkv_t
     size_t len = 0;
     for (int64_t i = 0; i < n; i++) len += strlen(side[i]) + 1;
     char *text = malloc(len + 1), *q = text;
-    if (!text) return mt_fail(QKV_ERR_NOMEM, "out of memory for the tokenizer's text");
+    if (!text) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory for the tokenizer's text");
     for (int64_t i = 0; i < n; i++) {
         size_t l = strlen(side[i]);
         memcpy(q, side[i], l), q += l, *q++ = '\n';
@@ -336,7 +336,7 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, qkv_tokenizer **src,
     if (!o->resume && o->vocab > 0) {
         if (train_words(tp->src, tp->n, o->vocab, src) != QKV_OK ||
             train_words(tp->tgt, tp->n, o->vocab, tgt) != QKV_OK) {
-            fprintf(stderr, "qkv train translation: the tokenizers: %s\n", mt_last_error());
+            fprintf(stderr, "qkv train translation: the tokenizers: %s\n", qkv_cli_last_error());
             return 1;
         }
     } else if (o->resume) {

@@ -62,24 +62,6 @@ static int run_parse(const char *s, run_opts *r)
 
 /* ---- curves ------------------------------------------------------------------ */
 
-typedef struct {
-    double *x, *y;
-    int64_t n, cap;
-} curve;
-
-static void curve_add(curve *c, double x, double y)
-{
-    if (c->n >= c->cap) {
-        int64_t cap = c->cap ? 2 * c->cap : 64;
-        double *nx = realloc(c->x, (size_t)cap * sizeof *nx);
-        if (!nx) return;
-        c->x = nx;
-        double *ny = realloc(c->y, (size_t)cap * sizeof *ny);
-        if (!ny) return;
-        c->y = ny, c->cap = cap;
-    }
-    c->x[c->n] = x, c->y[c->n++] = y;
-}
 
 /* ---- training ------------------------------------------------------------------- */
 
@@ -95,7 +77,7 @@ typedef struct {
     /* the epoch so far, and the curves */
     double loss_sum, window_sum;
     int64_t right, seen, window_n, window;
-    curve loss, train_acc, test_acc;
+    qkv_cli_curve loss, train_acc, test_acc;
     double last_test, t_epoch;
 } vt_run;
 
@@ -141,7 +123,7 @@ static qkv_status vt_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos
     double epochs = (double)pos->step / (double)r->spe;
     r->loss_sum += loss, r->window_sum += loss;
     if (++r->window_n == r->window) {
-        curve_add(&r->loss, epochs, r->window_sum / (double)r->window_n);
+        qkv_cli_curve_add(&r->loss, epochs, r->window_sum / (double)r->window_n);
         r->window_sum = 0, r->window_n = 0;
     }
     if (pos->step % r->spe) return QKV_OK;
@@ -149,11 +131,11 @@ static qkv_status vt_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos
     QKV_CLI_TRY(vision_evaluate(r->eval, r->model, r->test, 256, &acc, NULL));
     double train_acc = r->seen ? (double)r->right / (double)r->seen : NAN;
     int64_t steps = r->seen / r->o->r.batch;
-    curve_add(&r->train_acc, epochs, train_acc);
-    curve_add(&r->test_acc, epochs, acc);
+    qkv_cli_curve_add(&r->train_acc, epochs, train_acc);
+    qkv_cli_curve_add(&r->test_acc, epochs, acc);
     r->last_test = acc;
     if (isatty(fileno(stderr))) fputc('\n', stderr);
-    double now = vision_now();
+    double now = qkv_cli_now();
     printf("epoch %lld: train loss %.4f, train accuracy %.2f%%%s, test accuracy %.2f%% (%lld images), "
            "%.0f s\n", (long long)(pos->step / r->spe), steps ? r->loss_sum / (double)steps : NAN,
            100 * train_acc, r->o->r.augment ? " (augmented)" : "", 100 * acc, (long long)r->test->n,
@@ -354,13 +336,13 @@ static void state_free(vt_state *st)
     qkv_image_set_free(st->train);
     qkv_image_set_free(st->test);
     free(st->run.x), free(st->run.y), free(st->run.order);
-    curve *cv[3] = {&st->run.loss, &st->run.train_acc, &st->run.test_acc};
+    qkv_cli_curve *cv[3] = {&st->run.loss, &st->run.train_acc, &st->run.test_acc};
     for (int i = 0; i < 3; i++) free(cv[i]->x), free(cv[i]->y);
 }
 
 static int fail(vt_state *st, const char *cmd, const char *what)
 {
-    fprintf(stderr, "qkv %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", vision_last_error());
+    fprintf(stderr, "qkv %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", qkv_cli_last_error());
     state_free(st);
     return QKV_EXIT_FAILURE;
 }
@@ -373,12 +355,12 @@ static qkv_status setup(vt_opts *o, vt_state *st, vision_kind kind)
         char *train = NULL;
         QKV_CLI_TRY(vision_model_load(&st->model, st->ckpt, NULL, 0));
         if (st->model.cfg.kind != kind)
-            return vision_fail(QKV_ERR_ARG, "%s holds a %s, not a %s: resume it with qkv train %s", st->ckpt,
+            return qkv_cli_fail(QKV_ERR_ARG, "%s holds a %s, not a %s: resume it with qkv train %s", st->ckpt,
                                vision_kind_names[st->model.cfg.kind], vision_kind_names[kind],
                                vision_kind_names[st->model.cfg.kind]);
         qkv_status s = qkv_checkpoint_read_meta(st->ckpt, "vision.train", &train);
         if (!s && !run_parse(train, &o->r))
-            s = vision_fail(QKV_ERR_FORMAT, "%s: metadata vision.train is malformed", st->ckpt);
+            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata vision.train is malformed", st->ckpt);
         free(train);
         if (s) return s;
         o->g = st->model.cfg;
@@ -435,7 +417,7 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
     vt_run *r = &st.run;
     int64_t B = o.r.batch, spe = st.train->n / B;
     if (spe < 1) {
-        vision_fail(QKV_ERR_ARG, "%lld training images make no whole batch of %lld", (long long)st.train->n,
+        qkv_cli_fail(QKV_ERR_ARG, "%lld training images make no whole batch of %lld", (long long)st.train->n,
                     (long long)B);
         return fail(&st, cmd, NULL);
     }
@@ -451,7 +433,7 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
     r->x = malloc((size_t)(B * per) * sizeof *r->x);
     r->y = malloc((size_t)B * sizeof *r->y);
     r->order = malloc((size_t)st.train->n * sizeof *r->order);
-    if (!r->x || !r->y || !r->order) return vision_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, cmd, NULL);
+    if (!r->x || !r->y || !r->order) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, cmd, NULL);
     qkv_optim_opts oo = qkv_optim_adamw_default();
     oo.lr = o.r.lr;
     oo.weight_decay = o.r.weight_decay;
@@ -494,10 +476,10 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
                       .progress = stderr, .unit = "images", .batch = vt_batch, .user = r, .meta = &st.meta,
                       .after_step = vt_after_step};
     int64_t first = st.pos.step;
-    double t0 = vision_now();
+    double t0 = qkv_cli_now();
     r->t_epoch = t0;
     if (qkv_train(st.c, &tr, &st.pos)) return fail(&st, cmd, NULL);
-    double sec = vision_now() - t0;
+    double sec = qkv_cli_now() - t0;
     int64_t images = (st.pos.step - first) * B;
     printf("done: epoch %lld, test accuracy %.2f%%, %lld images trained on in %.0f s (%.0f images/s), checkpoint %s\n",
            (long long)(st.pos.step / spe), 100 * r->last_test, (long long)images, sec, (double)images / sec, st.ckpt);

@@ -126,7 +126,7 @@ static qkv_status show_attention(tl_state *st, int64_t k, const int64_t *src, in
     }
     if (s == QKV_OK) {
         ns -= cut;
-        if (ns != S - 1) s = mt_fail(QKV_ERR_STATE, "attention: %lld words for %lld positions", (long long)ns, (long long)S);
+        if (ns != S - 1) s = qkv_cli_fail(QKV_ERR_STATE, "attention: %lld words for %lld positions", (long long)ns, (long long)S);
         cols[S - 1] = "<eos>";
     }
     for (int64_t t = 0; t < L && s == QKV_OK; t++) {
@@ -220,7 +220,7 @@ static void translate_line(tl_state *st, int64_t k, const char *where, char *tex
         else s = show_attention(st, k, src, S, st->tokens, len, text, cut);
     }
     if (s != QKV_OK) {
-        fprintf(stderr, "qkv translate: %s: %s\n", where, mt_last_error());
+        fprintf(stderr, "qkv translate: %s: %s\n", where, qkv_cli_last_error());
         st->failures++;
     }
     free(src);

@@ -13,30 +13,6 @@ const char *const vision_kind_names[3] = {"vit", "cnn", "mlp"};
 static const char *const pool_names[2] = {"cls", "mean"};
 static const char *const pos_names[2] = {"learned", "sincos"};
 
-double vision_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static char fail_msg[1024], fail_lib[1024];
-
-qkv_status vision_fail(qkv_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
-    va_end(ap);
-    snprintf(fail_lib, sizeof fail_lib, "%s", qkv_last_error());
-    return s;
-}
-
-/* Ours while the library has not failed since (its message is unchanged). */
-const char *vision_last_error(void)
-{
-    return fail_msg[0] && !strcmp(fail_lib, qkv_last_error()) ? fail_msg : qkv_last_error();
-}
 
 /* ---- the configuration string ---------------------------------------------- */
 
@@ -69,10 +45,10 @@ qkv_status vision_config_parse(const char *text, vision_config *g)
     int kd = n == 7 ? pick(kind, vision_kind_names, 3) : -1;
     if (kd < 0 || c < 1 || c > 4 || h < 1 || h > 4096 || w < 1 || w > 4096 || k < 2 || k > 100000 ||
         !(g->std > 0) || !(g->mean > -1e6 && g->mean < 1e6))
-        return vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
+        return qkv_cli_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
     *g = (vision_config){.kind = (vision_kind)kd, .channels = c, .height = h, .width = w, .classes = k,
                          .mean = g->mean, .std = g->std};
-    if (kd != VISION_VIT) return text[used] ? vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text)
+    if (kd != VISION_VIT) return text[used] ? qkv_cli_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text)
                                             : QKV_OK;
     int u2 = 0;
     n = sscanf(text + used, " patch=%lld d_model=%lld layers=%lld heads=%lld mlp_dim=%lld pool=%7s pos=%7s%n",
@@ -80,7 +56,7 @@ qkv_status vision_config_parse(const char *text, vision_config *g)
     int pl = n == 7 ? pick(pool, pool_names, 2) : -1, ps = n == 7 ? pick(pos, pos_names, 2) : -1;
     if (pl < 0 || ps < 0 || text[used + u2] || p < 1 || p > h || p > w || d < 1 || d > 16384 || l < 1 ||
         l > 256 || nh < 1 || d % nh || f < 1 || f > 65536)
-        return vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
+        return qkv_cli_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
     g->patch = p, g->d_model = d, g->layers = l, g->heads = nh, g->mlp_dim = f;
     g->pool = (qkv_vit_pool)pl, g->pos = ps ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED;
     return QKV_OK;
@@ -136,17 +112,17 @@ qkv_status vision_model_load(vision_model *m, const char *path, char *path_out, 
     char *kind = NULL, *cfg = NULL;
     qkv_status s = qkv_checkpoint_read_meta(file, "kind", &kind);
     if (s == QKV_ERR_NOTFOUND)
-        return vision_fail(s, "%s is a qkv checkpoint, but not of an image classifier (no kind)", file);
+        return qkv_cli_fail(s, "%s is a qkv checkpoint, but not of an image classifier (no kind)", file);
     if (s) return s;
     if (pick(kind, vision_kind_names, 3) < 0) {
-        s = vision_fail(QKV_ERR_ARG, "%s holds a model of kind '%.40s', not an image classifier (vit, cnn, mlp)",
+        s = qkv_cli_fail(QKV_ERR_ARG, "%s holds a model of kind '%.40s', not an image classifier (vit, cnn, mlp)",
                         file, kind);
         free(kind);
         return s;
     }
     free(kind);
     s = qkv_checkpoint_read_meta(file, "vision.config", &cfg);
-    if (s == QKV_ERR_NOTFOUND) s = vision_fail(s, "%s: metadata vision.config is missing", file);
+    if (s == QKV_ERR_NOTFOUND) s = qkv_cli_fail(s, "%s: metadata vision.config is missing", file);
     vision_config g;
     if (!s) s = vision_config_parse(cfg, &g);
     free(cfg);
@@ -156,9 +132,9 @@ qkv_status vision_model_load(vision_model *m, const char *path, char *path_out, 
     if (!s) s = qkv_checkpoint_load(file, m->p, NULL, NULL, NULL);
     if (s) {
         char msg[1024];
-        snprintf(msg, sizeof msg, "%s", vision_last_error());
+        snprintf(msg, sizeof msg, "%s", qkv_cli_last_error());
         vision_model_free(m);
-        vision_fail(s, "%s", msg);
+        qkv_cli_fail(s, "%s", msg);
     }
     return s;
 }
@@ -179,7 +155,7 @@ qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_se
     int64_t per = g->channels * g->height * g->width, K = g->classes, right = 0;
     float *x = malloc((size_t)(batch * per) * sizeof *x);
     int64_t *idx = malloc((size_t)batch * sizeof *idx), *lab = malloc((size_t)batch * sizeof *lab);
-    qkv_status s = x && idx && lab ? QKV_OK : vision_fail(QKV_ERR_NOMEM, "out of memory");
+    qkv_status s = x && idx && lab ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     if (confusion) memset(confusion, 0, (size_t)(K * K) * sizeof *confusion);
     qkv_image_aug aug = {.mean = &g->mean, .std = &g->std};
     qkv_ctx_set_training(c, 0);

@@ -60,12 +60,6 @@ qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_se
  * the set at dir (train 1, test 0), its first limit images (0: all). */
 qkv_status vision_load_set(const char *dir, int train, int64_t limit, qkv_image_set **out);
 
-/* The CLI's own failures: records the message and returns s;
- * vision_last_error() gives the latest message, the CLI's or the
- * library's. */
-qkv_status vision_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
-const char *vision_last_error(void);
-double vision_now(void);
 
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind);
 #endif
