@@ -212,6 +212,11 @@ $(B)/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(B)/libqkv.a
 	@mkdir -p $(B)/fuzz
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
+# The command line is not in libqkv: fuzz_cli_* targets link its parsers.
+$(B)/fuzz/fuzz_cli_%: tests/fuzz/fuzz_cli_%.c src/cli/args.c src/cli/cli.h $(B)/libqkv.a
+	@mkdir -p $(B)/fuzz
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< src/cli/args.c -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+
 clean:
 	rm -rf build build-san build-fuzz qkv.pc qkv-plot.pc
 
