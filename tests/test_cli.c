@@ -7,56 +7,23 @@
  * directory (build/tests/../qkv, build-san/tests/../qkv); each run is
  * killed after 60 s. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, posix_spawn, nanosleep */
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "harness.h"
-
-extern char **environ;
 
 static char qkv_bin[512], tmpdir[64], out_path[128], err_path[128];
 
-static const char *const commands[] = {"demo", "toy", "inspect", "train", "generate", "help"};
+static const char *const commands[] = {"demo", "toy", "inspect", "train", "generate", "translate", "eval", "help"};
 enum { NCOMMANDS = (int)(sizeof commands / sizeof *commands) };
 
-typedef struct {
-    int status; /* the exit status; -1 if qkv did not exit by itself */
-    char *out, *err;
-} result;
+typedef cli_result result;
 
-static char *slurp(const char *path)
-{
-    char *buf = calloc(1, 1 << 16);
-    FILE *f = fopen(path, "rb");
-    if (f && buf) buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-    if (f) fclose(f);
-    return buf ? buf : calloc(1, 1);
-}
+static char *slurp(const char *path) { return cli_slurp(path, NULL); }
 
 /* Runs qkv with args (NULL-terminated), without a shell. */
 static result run(const char *const *args)
 {
-    char *argv[32] = {qkv_bin};
-    for (int i = 0; args[i] && i < 30; i++) argv[i + 1] = (char *)args[i];
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid;
-    int st = 0, done = 0;
-    if (posix_spawn(&pid, qkv_bin, &fa, NULL, argv, environ) == 0) {
-        for (int ms = 0; ms < 60000 && !(done = waitpid(pid, &st, WNOHANG) == pid); ms++)
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        if (!done) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-        }
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    return (result){done && WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
+    return cli_run(qkv_bin, NULL, out_path, err_path, args, 60);
 }
 
 #define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
@@ -76,9 +43,11 @@ static void test_command_help(void)
         {"-t, --task", "-m, --model", "--pe", "-n, --train", "--test", "-l, --length", "-e, --epochs",
          "-s, --seed", "--scaled", "-a, --all", "-p, --plots PREFIX", "--format png|svg|pdf", "--png PREFIX"},
         {"FILE.safetensors"},
-        {"KIND", "toy", "lm"},
+        {"KIND", "toy", "lm", "translation"},
         {"CHECKPOINT", "-p, --prompt TEXT", "-n, --max-new-tokens N", "-t, --temperature T", "-k, --top-k K",
          "--top-p P", "-s, --seed S", "--html FILE", "-j, --threads N"},
+        {"CHECKPOINT", "-k, --beam K", "-a, --show-attention", "--png FILE", "--svg FILE", "--html FILE"},
+        {"CHECKPOINT", "translation", "--split train|valid|test", "-k, --beam K", "-n, --limit N"},
         {"[COMMAND]"}};
     for (int i = 0; i < NCOMMANDS; i++) {
         const char *cmd = commands[i];
@@ -282,16 +251,12 @@ static void test_demo(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    const char *slash = strrchr(argv[0], '/');
-    int dir_len = slash ? (int)(slash - argv[0]) : 1;
-    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", dir_len, slash ? argv[0] : ".");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_cli_XXXXXX");
-    if (access(qkv_bin, X_OK) != 0 || !mkdtemp(tmpdir)) {
+    if (cli_setup(argv[0], qkv_bin, sizeof qkv_bin, tmpdir, out_path, sizeof out_path, err_path,
+                  sizeof err_path)) {
         CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
         return h_finish("test_cli");
     }
-    snprintf(out_path, sizeof out_path, "%s/out.txt", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/err.txt", tmpdir);
     test_command_help();
     test_list();
     test_version();

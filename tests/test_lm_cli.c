@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "harness.h"
 
 static char qkv_bin[512], tmpdir[64];
@@ -34,15 +35,7 @@ static void write_corpus(const char *path)
     if (f) fclose(f);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = f && buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    if (f) fclose(f);
-    if (len) *len = n;
-    return buf ? buf : calloc(1, 1);
-}
+#define slurp cli_slurp /* tests/cli_run.h */
 
 /* Runs "qkv ARGS" through the shell in tmpdir's folder; stdout and stderr
  * into *out and *err (malloc'd); the exit status, -1 if killed. */

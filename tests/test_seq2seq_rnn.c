@@ -407,7 +407,7 @@ static void test_reverse(void)
            "sources reversed exactly (greedy)\n", secs, 100 * acc);
 }
 
-/* ---- the vectorised exp, sigmoid, tanh (src/kernels/rows.c) against double ---- */
+/* ---- the vectorised exp, sigmoid, tanh, erf, erfc (src/kernels/rows.c) against double ---- */
 
 static void test_vec_math(void)
 {
@@ -439,6 +439,42 @@ static void test_vec_math(void)
     CHECK(o[2][0] == 1.0f && isnan(o[2][3]), "qkv_vec_exp: 0, NaN give %g %g", o[2][0], o[2][3]);
     printf("vectorised math, worst relative error against double: tanh %.3g on [-12,12], sigmoid %.3g on "
            "[-80,40], exp %.3g on [-87,88]\n", worst[0], worst[1], worst[2]);
+    /* erf: absolute error on [-6, 6] (both pieces and the switch at |x| = 1),
+     * relative error where |x| < 1 (x P(x^2), tiny x included) */
+    double eabs = 0, erel = 0;
+    for (int i = 0; i < M; i++) x[i] = -6.0f + 12.0f * (float)i / (M - 1);
+    x[0] = 1e-30f, x[1] = -3e-6f, x[2] = 1.0f, x[3] = nextafterf(1.0f, 0.0f), x[4] = -1.0f;
+    qkv_vec_erf(y, x, M);
+    for (int i = 0; i < M; i++) {
+        double t = erf((double)x[i]);
+        eabs = fmax(eabs, fabs(y[i] - t));
+        if (fabs(x[i]) < 1) erel = fmax(erel, fabs(y[i] - t) / fabs(t));
+    }
+    CHECK(eabs <= 2e-7 && erel <= 3e-7, "qkv_vec_erf: absolute error %.3g, relative (|x| < 1) %.3g", eabs, erel);
+    float se[5] = {0.0f, INFINITY, -INFINITY, NAN, 40.0f}, oe[5];
+    qkv_vec_erf(oe, se, 5);
+    CHECK(oe[0] == 0.0f && oe[1] == 1.0f && oe[2] == -1.0f && isnan(oe[3]) && oe[4] == 1.0f,
+          "qkv_vec_erf: 0, +-inf, NaN, 40 give %g %g %g %g %g", oe[0], oe[1], oe[2], oe[3], oe[4]);
+    printf("vectorised erf against double on [-6,6]: absolute error %.3g, relative %.3g where |x| < 1\n",
+           eabs, erel);
+    /* erfc: absolute error on [-6, 6]; relative error where x > 0, against
+     * 4e-7 (the tail's fraction 1.2e-7 and float rounding in its
+     * polynomial) plus 1.5e-7 x^2 (the rounding of x^2 and of -x^2 + c,
+     * which exp magnifies) */
+    double cabs = 0, crel = 0;
+    qkv_vec_erfc(y, x, M);
+    for (int i = 0; i < M; i++) {
+        double t = erfc((double)x[i]), v = x[i];
+        cabs = fmax(cabs, fabs(y[i] - t));
+        if (v > 0) crel = fmax(crel, fabs(y[i] - t) / t / (4e-7 + 1.5e-7 * v * v));
+    }
+    CHECK(cabs <= 3e-7 && crel <= 1, "qkv_vec_erfc: absolute error %.3g, relative %.3g of the bound", cabs, crel);
+    float sc[4] = {INFINITY, -INFINITY, NAN, 0.0f}, oc[4];
+    qkv_vec_erfc(oc, sc, 4);
+    CHECK(oc[0] == 0.0f && oc[1] == 2.0f && isnan(oc[2]) && oc[3] == 1.0f,
+          "qkv_vec_erfc: +-inf, NaN, 0 give %g %g %g %g", oc[0], oc[1], oc[2], oc[3]);
+    printf("vectorised erfc against double on [-6,6]: absolute error %.3g, relative within %.2f of "
+           "4e-7 + 1.5e-7 x^2 where x > 0\n", cabs, crel);
     free(x), free(y);
 }
 

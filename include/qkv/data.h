@@ -78,6 +78,13 @@ typedef struct {
 } qkv_words_options;
 qkv_status qkv_tokenizer_words_train(const char *text, size_t len, const qkv_words_options *opt,
                                      qkv_tokenizer **out);
+/* A words tokenizer's pieces of text[0, len), as encode splits them
+ * (lower-cased when t lower-cases), joined by single spaces, known or not:
+ * what BLEU compares and what attention maps label. unknown (may be NULL)
+ * gets how many pieces encode would map to <unk>. *out is malloc'd and
+ * NUL-terminated (free() it), *out_len its length (may be NULL). */
+qkv_status qkv_tokenizer_words_split(const qkv_tokenizer *t, const char *text, size_t len,
+                                     char **out, size_t *out_len, int64_t *unknown);
 /* GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe. */
 qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
 /* A chars, bpe or words tokenizer to/from its text file (formats in

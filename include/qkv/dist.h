@@ -78,7 +78,8 @@ qkv_status qkv_dist_check_params(qkv_dist *d, qkv_params *params, int64_t step);
  * Call after any checkpoint load (which needs the whole state). *saved_bytes
  * (may be NULL) gets the bytes of state freed on this rank. */
 qkv_status qkv_dist_zero1(qkv_dist *d, qkv_optim *o, int64_t *saved_bytes);
-/* qkv_optim_step, then (ZeRO-1) every rank's updated range to every rank. */
+/* qkv_optim_step, then (ZeRO-1) every rank's updated range to every rank.
+ * d NULL: one process (qkv_optim_step only). */
 qkv_status qkv_dist_optim_step(qkv_dist *d, qkv_optim *o);
 /* qkv_checkpoint_save_meta written by rank 0 only (a ZeRO-1 state
  * gathered to it first); every rank gets rank 0's status. d and meta may

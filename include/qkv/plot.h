@@ -68,6 +68,12 @@ typedef struct {
     float alpha;             /* the map's opacity; 0: 0.6 */
 } qkv_overlay;
 qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o);
+/* n overlays as the panels of one figure (the heads of a layer, a
+ * rollout beside them), columns across (0: up to 4), each about 200 points
+ * on its image's longer side with its own title and colour bar; title
+ * above them all, or NULL. */
+qkv_status qkv_plot_overlay_grid(const char *path, const qkv_overlay *panels, int n, int columns,
+                                 const char *title);
 
 /* ---- line plots --------------------------------------------------------- */
 

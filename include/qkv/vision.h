@@ -140,6 +140,15 @@ qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
 qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
                            qkv_tensor **logits);
 
+/* Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in
+ * Transformers"): attn (layers, heads, S, S) the layers' self-attention
+ * weights in order (as qkv_vit_features captures them, one image), ->
+ * out (S, S) = A_L ... A_2 A_1 where A_l = rownorm(mean_heads(attn_l) +
+ * I), each row divided by its sum (for rows of weights summing to 1, the
+ * paper's 0.5 W + 0.5 I). Row 0 of out is how much each token's input
+ * flows into the class token's output. Computed in double. */
+qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t heads, int64_t S, float *out);
+
 /* torchvision's VisionTransformer (vit_b_16, ...): its state_dict names
  * the same tensors differently. qkv_vit_torchvision_name maps one key:
  *   conv_proj.*, class_token                       the same

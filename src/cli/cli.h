@@ -69,10 +69,10 @@ void qkv_cli_error(qkv_cli_args *a, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
  * whole text); else a usage error naming the option, and lo. */
 int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi);
 /* The current option's value as a number in [lo, hi], or (lo, hi] when
- * lo_open (strtod's syntax, the whole text, no leading space; NaN never
- * is); else a usage error "--NAME: 'VALUE' is not a number in [lo, hi]",
- * and lo. */
-double qkv_cli_float(qkv_cli_args *a, double lo, double hi, int lo_open);
+ * lo_open (strtod's syntax, the whole text, no leading space; never NaN,
+ * nor out of double's range); else a usage error "--NAME: 'VALUE' is not a
+ * number in [lo, hi]", and lo. */
+double qkv_cli_double(qkv_cli_args *a, double lo, double hi, int lo_open);
 /* The index of the current option's value in names[0..n); else a usage
  * error naming the option and the choices, and 0. */
 int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);

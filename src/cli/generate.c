@@ -66,8 +66,8 @@ static int parse(int argc, char **argv, gen_opts *o)
         case 's': o->s.seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         case HTML: o->html = a.value; break;
-        case 't': o->s.temperature = (float)qkv_cli_float(&a, 0, 100, 0); break;
-        case TOPP: o->s.top_p = (float)qkv_cli_float(&a, 0, 1, 1); break;
+        case 't': o->s.temperature = (float)qkv_cli_double(&a, 0, 100, 0); break;
+        case TOPP: o->s.top_p = (float)qkv_cli_double(&a, 0, 1, 1); break;
         }
     }
     if (c < 0) return a.status;

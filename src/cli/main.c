@@ -16,8 +16,11 @@
     X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
     X(train, "train a model of a kind (toy, lm, ...) with built-in defaults")                 \
     X(generate, "continue a text with a language model trained by qkv train lm")             \
+    X(eval, "score a trained model: BLEU for translation, accuracy for vit/cnn/mlp")          \
+    X(classify, "the top classes of PNG images by a vit/cnn/mlp; the ViT's attention drawn")   \
     X(data, "build a data set from Debian's files (translation: English/French pairs)")      \
     X(bleu, "corpus BLEU-4 of a hypothesis file against reference files (NLTK's)")           \
+    X(translate, "translate sentences with a trained model; show its attention")              \
     X(help, "list the commands, or show one command's usage")
 
 #define DECLARE(name, summary)                                                                 \

@@ -9,7 +9,11 @@
 
 #define QKV_CLI_TRAIN_KINDS(X)                                                                 \
     X(toy, "the lecture's toy experiment (the same as qkv toy)")                                \
-    X(lm, "a GPT-style language model on a text corpus (default: the KJV, characters)")
+    X(lm, "a GPT-style language model on a text corpus (default: the KJV, characters)")       \
+    X(translation, "English/French translation: RNN seq2seq with attention, or transformer")   \
+    X(vit, "a vision transformer on Fashion-MNIST")                                            \
+    X(cnn, "the CNN baseline on Fashion-MNIST")                                                \
+    X(mlp, "the MLP baseline on Fashion-MNIST")
 
 #define DECLARE(name, summary) int qkv_cli_train_##name(int argc, char **argv);
 QKV_CLI_TRAIN_KINDS(DECLARE)

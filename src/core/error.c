@@ -1,6 +1,7 @@
 /* error.c: the thread-local message behind qkv_last_error(). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "core/internal.h"
 
 static _Thread_local char qkv_errbuf[512];
@@ -15,6 +16,15 @@ qkv_status qkv_fail(qkv_status s, const char *fmt, ...)
 }
 
 const char *qkv_last_error(void) { return qkv_errbuf; }
+
+qkv_status qkv_fail_in(const char *fn, qkv_status s)
+{
+    size_t n = strlen(fn);
+    if (s == QKV_OK || (strncmp(qkv_errbuf, fn, n) == 0 && qkv_errbuf[n] == ':')) return s;
+    char inner[sizeof qkv_errbuf];
+    memcpy(inner, qkv_errbuf, sizeof inner);
+    return qkv_fail(s, "%s: %s", fn, inner);
+}
 
 const char *qkv_status_name(qkv_status s)
 {

@@ -10,6 +10,11 @@ qkv_status qkv_fail(qkv_status s, const char *fmt, ...)
 #endif
     ;
 
+/* A public function that hands its work to another: s unchanged, and a
+ * failure's message prefixed with "fn: " unless it already starts so, so
+ * that it names the function the caller called. */
+qkv_status qkv_fail_in(const char *fn, qkv_status s);
+
 /* Checks that a pointer argument is present: in function fn, argument arg. */
 #define QKV_NEED(ptr, fn, arg)                                                  \
     do {                                                                        \

@@ -19,8 +19,11 @@ void qkv_rng_seed(qkv_rng *r, uint64_t seed)
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
+/* The void and value functions cannot report an error: a NULL r (or x)
+ * gives 0 (or fills nothing) instead of a crash. */
 uint64_t qkv_rng_next(qkv_rng *r)
 {
+    if (!r) return 0;
     uint64_t *s = r->s;
     uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0];
@@ -44,11 +47,13 @@ float qkv_rng_normal(qkv_rng *r)
 
 void qkv_rng_fill_uniform(qkv_rng *r, float *x, int64_t n, float lo, float hi)
 {
+    if (!r || !x) return;
     for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * qkv_rng_uniform(r);
 }
 
 void qkv_rng_fill_normal(qkv_rng *r, float *x, int64_t n, float mean, float std)
 {
+    if (!r || !x) return;
     for (int64_t i = 0; i < n; i++) x[i] = mean + std * qkv_rng_normal(r);
 }
 

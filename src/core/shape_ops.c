@@ -75,7 +75,7 @@ qkv_status qkv_permute(qkv_ctx *c, qkv_tensor *x, const int *perm, qkv_tensor **
 
 /* ---- reshape -------------------------------------------------------------- */
 
-qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape, qkv_tensor **y)
+static qkv_status reshape_body(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape, qkv_tensor **y)
 {
     QKV_NEED(y, "reshape", "y");
     *y = NULL;
@@ -83,6 +83,11 @@ qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape
     QKV_NEED(x, "reshape", "x");
     /* A view: its gradient is its base's, so no tape entry is needed. */
     return qkv_tensor_view(qkv_ctx_arena(c), x, ndim, shape, y);
+}
+
+qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape, qkv_tensor **y)
+{
+    return qkv_fail_in("reshape", reshape_body(c, x, ndim, shape, y));
 }
 
 /* ---- append_row ----------------------------------------------------------- */

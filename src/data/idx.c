@@ -207,7 +207,7 @@ static qkv_status parse_src(idx_src *s, qkv_idx *x)
     return QKV_OK;
 }
 
-qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx **out)
+static qkv_status idx_parse_body(const void *bytes, size_t n, const char *name, qkv_idx **out)
 {
     QKV_NEED(out, "idx_parse", "out");
     *out = NULL;
@@ -233,6 +233,11 @@ qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx 
     }
     *out = x;
     return QKV_OK;
+}
+
+qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx **out)
+{
+    return qkv_fail_in("idx_parse", idx_parse_body(bytes, n, name, out));
 }
 
 qkv_status qkv_idx_read(const char *path, qkv_idx **out)

@@ -400,7 +400,7 @@ qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out)
     return s;
 }
 
-qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out)
+static qkv_status tokenizer_load_text_body(const char *text, size_t len, qkv_tokenizer **out)
 {
     static const char fn[] = "tokenizer_load";
     QKV_NEED(out, fn, "out");
@@ -413,6 +413,11 @@ qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer *
     qkv_status s = parse_file("(text)", copy, len, out);
     free(copy);
     return s;
+}
+
+qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out)
+{
+    return qkv_fail_in("tokenizer_load_text", tokenizer_load_text_body(text, len, out));
 }
 
 qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)

@@ -358,3 +358,55 @@ int64_t tok_words_special(const char *name)
         if (!strcmp(name, SPECIALS[k])) return k;
     return -1;
 }
+
+/* ---- the pieces as text (qkv_tokenizer_words_split) ---------------------- */
+
+typedef struct {
+    const qkv_tokenizer *t;
+    char *buf;
+    size_t n, cap;
+    int64_t unknown;
+} split_arg;
+
+static qkv_status join_piece(const char *s, size_t n, void *arg)
+{
+    split_arg *a = arg;
+    if (a->n + n + 2 > a->cap) {
+        size_t cap = (a->n + n + 2) * 2;
+        char *b = realloc(a->buf, cap);
+        if (!b) return qkv_fail(QKV_ERR_NOMEM, "tokenizer_words_split: out of memory for %zu bytes", cap);
+        a->buf = b, a->cap = cap;
+    }
+    if (a->n) a->buf[a->n++] = ' ';
+    memcpy(a->buf + a->n, s, n);
+    a->n += n;
+    a->buf[a->n] = '\0';
+    if (tok_words_find(a->t, s, n) < NSPECIAL) a->unknown++; /* as encode_piece maps it */
+    return QKV_OK;
+}
+
+qkv_status qkv_tokenizer_words_split(const qkv_tokenizer *t, const char *text, size_t len,
+                                     char **out, size_t *out_len, int64_t *unknown)
+{
+    static const char fn[] = "tokenizer_words_split";
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (unknown) *unknown = 0;
+    QKV_NEED(t, fn, "t");
+    if (len) QKV_NEED(text, fn, "text");
+    if (t->kind != QKV_TOKENIZER_WORDS)
+        return qkv_fail(QKV_ERR_ARG, "%s: the tokenizer is not a words tokenizer", fn);
+    split_arg a = {t, malloc(1), 0, 1, 0};
+    if (!a.buf) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    a.buf[0] = '\0';
+    qkv_status s = tok_words_split(text, len, t->lower, t->split_punct, join_piece, &a);
+    if (s != QKV_OK) {
+        free(a.buf);
+        return s;
+    }
+    *out = a.buf;
+    if (out_len) *out_len = a.n;
+    if (unknown) *unknown = a.unknown;
+    return QKV_OK;
+}

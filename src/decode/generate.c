@@ -171,12 +171,12 @@ static qkv_status lm_generate_run(const gen_call *gc, const qkv_lm *m, qkv_kv_ca
                                   qkv_tensor *prompt, const qkv_tensor *pad)
 {
     dec_model g = {m, lm_hidden, lm_head, m->o.vocab_size, NULL, NULL, NULL, 0};
+    int64_t N = prompt->shape[0]; /* now: prompt may live in the arena that the steps reset */
     float *logits = malloc((size_t)(kc->batch * g.V) * sizeof(float)); // (R,V)
     if (!logits) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", gc->fn);
     qkv_status s = lm_prefill(gc->fn, gc->c, &g, kc, gc->o, prompt, pad, logits);
     if (s == QKV_OK)
-        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, prompt->shape[0], logits, gc->tokens, gc->lengths,
-                    gc->scores);
+        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, N, logits, gc->tokens, gc->lengths, gc->scores);
     free(logits);
     return s;
 }
@@ -209,7 +209,8 @@ static qkv_status s2s_generate_run(const gen_call *gc, const qkv_seq2seq *m, qkv
                                    qkv_tensor *src, const qkv_tensor *pad, int64_t bos)
 {
     dec_model g = {m, s2s_hidden, s2s_head, m->o.tgt_vocab, NULL, NULL, NULL, 0};
-    int64_t B = gc->o->kind == QKV_DECODE_BEAM ? gc->o->num_beams : 1, R = kc->batch;
+    /* N now: src may live in the ctx's arena, which the first token's step resets */
+    int64_t B = gc->o->kind == QKV_DECODE_BEAM ? gc->o->num_beams : 1, R = kc->batch, N = src->shape[0];
     float *logits = malloc((size_t)(R * g.V) * sizeof(float)); // (R,V)
     int64_t *first = malloc((size_t)R * sizeof *first);       // (R) bos
     qkv_status s = logits && first ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", gc->fn);
@@ -217,8 +218,7 @@ static qkv_status s2s_generate_run(const gen_call *gc, const qkv_seq2seq *m, qkv
     if (s == QKV_OK) s = s2s_begin(gc->fn, gc->c, m, kc, src, pad, B);
     if (s == QKV_OK) s = dec_feed_tokens(gc->fn, gc->c, &g, kc, first, logits);
     if (s == QKV_OK)
-        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, src->shape[0], logits, gc->tokens, gc->lengths,
-                    gc->scores);
+        s = dec_run(gc->fn, gc->c, &g, kc, gc->o, N, logits, gc->tokens, gc->lengths, gc->scores);
     free(logits);
     free(first);
     return s;

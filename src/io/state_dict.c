@@ -273,8 +273,8 @@ qkv_status qkv_params_load_state_dict(qkv_params *p, const qkv_safetensors *st, 
     return sd_load(fn, p, st, prefix, strict, report);
 }
 
-qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const char *prefix,
-                                       int strict, qkv_state_dict_report *report)
+static qkv_status params_load_safetensors_body(qkv_params *p, const char *path, const char *prefix,
+                                               int strict, qkv_state_dict_report *report)
 {
     static const char fn[] = "params_load_safetensors";
     qkv_safetensors *st;
@@ -283,6 +283,12 @@ qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const ch
     qkv_status s = sd_load(fn, p, st, prefix, strict, report);
     qkv_safetensors_close(st);
     return s;
+}
+
+qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const char *prefix,
+                                       int strict, qkv_state_dict_report *report)
+{
+    return qkv_fail_in("params_load_safetensors", params_load_safetensors_body(p, path, prefix, strict, report));
 }
 
 /* ---- saving ----------------------------------------------------------- */

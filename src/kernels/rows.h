@@ -21,6 +21,15 @@ void qkv_vec_add_into(float *y, const float *x, int64_t n);
 void qkv_vec_tanh(float *y, const float *x, int64_t n);
 void qkv_vec_sigmoid(float *y, const float *x, int64_t n);
 void qkv_vec_exp(float *y, const float *x, int64_t n);
+/* y[i] = erf(x[i]), vectorised and branch-free, within 2e-7 of erf in
+ * double (a few ulp; +-1 from |x| = 3.9 on, NaN for NaN); callers use erff
+ * under qkv_reference(). y may be x. */
+void qkv_vec_erf(float *y, const float *x, int64_t n);
+/* y[i] = erfc(x[i]) = 1 - erf(x[i]), the same way, keeping its relative
+ * accuracy for large x (within 3e-7 absolute; relatively about 4e-7 plus
+ * 1.5e-7 x^2 from the rounding of x^2, measured in tests/test_seq2seq_rnn.c);
+ * 0 at +inf, 2 at -inf, NaN for NaN. */
+void qkv_vec_erfc(float *y, const float *x, int64_t n);
 
 /* Sums in double with 8 independent partial sums (one running sum waits
  * on the add's latency at every element: 4-8x slower on long rows); the

@@ -25,9 +25,9 @@ static qkv_status toy_attention_forward(qkv_ctx *c, qkv_module *mod, qkv_tensor 
     return qkv_permute(c, a, (int[]){0, 2, 1}, y);
 }
 
-qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
-                                  int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
-                                  qkv_rng *rng)
+static qkv_status toy_attention_init_body(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
+                                          int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
+                                          qkv_rng *rng)
 {
     QKV_NEED(m, "toy_attention_init", "m");
     *m = (qkv_toy_attention){0};
@@ -48,9 +48,16 @@ qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t 
     return QKV_OK;
 }
 
-qkv_status qkv_toy_net_init(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
-                            int64_t channels, int64_t kernel, int scaled, qkv_params *p,
-                            qkv_rng *rng)
+qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
+                                  int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
+                                  qkv_rng *rng)
+{
+    return qkv_fail_in("toy_attention_init", toy_attention_init_body(m, in_dim, out_dim, key_dim, scaled, p, prefix, rng));
+}
+
+static qkv_status toy_net_init_body(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
+                                    int64_t channels, int64_t kernel, int scaled, qkv_params *p,
+                                    qkv_rng *rng)
 {
     QKV_NEED(net, "toy_net_init", "net");
     *net = (qkv_toy_net){0};
@@ -86,6 +93,13 @@ qkv_status qkv_toy_net_init(qkv_toy_net *net, qkv_toy_model model, int64_t in_ch
         QKV_TRY(qkv_sequential_add(&net->seq, mod));
     }
     return QKV_OK;
+}
+
+qkv_status qkv_toy_net_init(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
+                            int64_t channels, int64_t kernel, int scaled, qkv_params *p,
+                            qkv_rng *rng)
+{
+    return qkv_fail_in("toy_net_init", toy_net_init_body(net, model, in_channels, channels, kernel, scaled, p, rng));
 }
 
 void qkv_toy_net_free(qkv_toy_net *net)

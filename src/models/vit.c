@@ -314,7 +314,7 @@ qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qk
     return qkv_transformer_encoder_forward(c, &m->encoder, x, NULL, tokens);
 }
 
-qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv_tensor **logits)
+static qkv_status vit_forward_body(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv_tensor **logits)
 {
     QKV_NEED(logits, "vit_forward", "logits");
     *logits = NULL;
@@ -322,4 +322,9 @@ qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv
     QKV_TRY(qkv_vit_features(c, m, images, &t));
     QKV_TRY(pool_tokens(c, t, m->o.pool == QKV_VIT_POOL_MEAN, &pooled)); // (N,D)
     return qkv_linear(c, pooled, m->head.weight, m->head.bias, logits);  // (N,K)
+}
+
+qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv_tensor **logits)
+{
+    return qkv_fail_in("vit_forward", vit_forward_body(c, m, images, logits));
 }

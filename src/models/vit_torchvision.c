@@ -61,7 +61,7 @@ qkv_status qkv_vit_torchvision_name(const char *key, char *out, size_t n)
                     "VisionTransformer that qkv_vit has (heads.pre_logits is not supported)", key);
 }
 
-qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, const char *prefix)
+static qkv_status vit_load_torchvision_body(qkv_params *p, const qkv_safetensors *st, const char *prefix)
 {
     QKV_NEED(p, FN, "params");
     QKV_NEED(st, FN, "file");
@@ -134,4 +134,9 @@ qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, co
     free(dst);
     free(seen);
     return s;
+}
+
+qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, const char *prefix)
+{
+    return qkv_fail_in("vit_load_torchvision", vit_load_torchvision_body(p, st, prefix));
 }

@@ -37,8 +37,8 @@ static qkv_status linear_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qk
     return qkv_linear(c, x, m->weight, m->bias, y);
 }
 
-qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
-                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
+static qkv_status nn_linear_init_body(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
+                                      int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_TRY(init_common("nn_linear_init", m, p, rng, 1));
     if (in_features < 1 || out_features < 1)
@@ -57,6 +57,12 @@ qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out
     m->out_features = out_features;
     m->base = (qkv_module){"Linear", linear_forward};
     return QKV_OK;
+}
+
+qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
+                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
+{
+    return qkv_fail_in("nn_linear_init", nn_linear_init_body(m, in_features, out_features, bias, p, prefix, rng));
 }
 
 /* ---- Conv1d ----------------------------------------------------------------- */
@@ -157,8 +163,8 @@ static qkv_status layernorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
     return qkv_layer_norm(c, x, m->weight, m->bias, m->eps, y);
 }
 
-qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
-                                 int elementwise_affine, qkv_params *p, const char *prefix)
+static qkv_status nn_layernorm_init_body(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
+                                         int elementwise_affine, qkv_params *p, const char *prefix)
 {
     QKV_NEED(m, "nn_layernorm_init", "module");
     if (elementwise_affine) QKV_NEED(p, "nn_layernorm_init", "params");
@@ -180,6 +186,12 @@ qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, 
     return QKV_OK;
 }
 
+qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
+                                 int elementwise_affine, qkv_params *p, const char *prefix)
+{
+    return qkv_fail_in("nn_layernorm_init", nn_layernorm_init_body(m, normalized_shape, eps, elementwise_affine, p, prefix));
+}
+
 /* ---- Embedding -------------------------------------------------------------- */
 
 static qkv_status embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
@@ -188,9 +200,9 @@ static qkv_status embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
     return qkv_embedding(c, m->weight, x, m->padding_idx, y);
 }
 
-qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
-                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
-                                 const char *prefix, qkv_rng *rng)
+static qkv_status nn_embedding_init_body(qkv_nn_embedding *m, int64_t num_embeddings,
+                                         int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                         const char *prefix, qkv_rng *rng)
 {
     QKV_TRY(init_common("nn_embedding_init", m, p, rng, 1));
     if (num_embeddings < 1 || embedding_dim < 1)
@@ -210,6 +222,13 @@ qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
     m->padding_idx = padding_idx;
     m->base = (qkv_module){"Embedding", embedding_forward};
     return QKV_OK;
+}
+
+qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
+                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                 const char *prefix, qkv_rng *rng)
+{
+    return qkv_fail_in("nn_embedding_init", nn_embedding_init_body(m, num_embeddings, embedding_dim, padding_idx, p, prefix, rng));
 }
 
 /* ---- parameterless ---------------------------------------------------------- */

@@ -60,9 +60,9 @@ static qkv_status patch_embed_module_forward(qkv_ctx *c, qkv_module *base, qkv_t
     return qkv_patch_embed(c, x, m->weight, m->bias, y);
 }
 
-qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
-                                   int64_t patch, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng)
+static qkv_status nn_patch_embed_init_body(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
+                                           int64_t patch, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng)
 {
     const char *fn = "nn_patch_embed_init";
     QKV_NEED(m, fn, "module");
@@ -84,4 +84,11 @@ qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, i
     m->in_channels = in_channels, m->embed_dim = embed_dim, m->patch = patch;
     m->weight = w, m->bias = b;
     return QKV_OK;
+}
+
+qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
+                                   int64_t patch, qkv_params *p, const char *prefix,
+                                   qkv_rng *rng)
+{
+    return qkv_fail_in("nn_patch_embed_init", nn_patch_embed_init_body(m, in_channels, embed_dim, patch, p, prefix, rng));
 }

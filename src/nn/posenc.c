@@ -31,7 +31,7 @@ static qkv_status sinusoidal_check(int64_t offset, int64_t T, int64_t d)
     return QKV_OK;
 }
 
-qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
+static qkv_status sinusoidal_fill_body(int64_t offset, int64_t T, int64_t d, float *pe)
 {
     QKV_TRY(sinusoidal_check(offset, T, d));
     if (T > 0) QKV_NEED(pe, "sinusoidal", "pe");
@@ -46,6 +46,11 @@ qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
     return QKV_OK;
 }
 
+qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
+{
+    return qkv_fail_in("sinusoidal_fill", sinusoidal_fill_body(offset, T, d, pe));
+}
+
 qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe)
 {
     QKV_NEED(pe, "sinusoidal", "pe");
@@ -58,7 +63,7 @@ qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_
 }
 
 /* The same table transposed, (d,T): channels for Conv1d-layout inputs. */
-qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
+static qkv_status pos_sinusoidal_body(int64_t T, int64_t d, float *pe)
 {
     QKV_NEED(pe, "pos_sinusoidal", "pe");
     if (T <= 0) return qkv_fail(QKV_ERR_ARG, "pos_sinusoidal: T %lld must be positive", (long long)T);
@@ -74,6 +79,11 @@ qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
         for (int64_t k = 0; k < d; k++) pe[k * T + t] = td[t * d + k];
     free(td);
     return QKV_OK;
+}
+
+qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe)
+{
+    return qkv_fail_in("pos_sinusoidal", pos_sinusoidal_body(T, d, pe));
 }
 
 /* ---- binary (the lecture's positional channels) ----------------------------- */
@@ -520,8 +530,8 @@ static void alibi_head(float m, int64_t L, int64_t S, qkv_alibi_kind kind, float
         }
 }
 
-qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
-                               float *bias)
+static qkv_status alibi_bias_fill_body(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
+                                       float *bias)
 {
     QKV_TRY(alibi_check(N, H, L, S, kind));
     QKV_NEED(bias, "alibi_bias", "bias");
@@ -529,6 +539,12 @@ qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_a
     for (int64_t n = 1; n < N; n++) /* the same for every batch entry */
         memcpy(bias + n * H * L * S, bias, (size_t)(H * L * S) * sizeof(float));
     return QKV_OK;
+}
+
+qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
+                               float *bias)
+{
+    return qkv_fail_in("alibi_bias_fill", alibi_bias_fill_body(N, H, L, S, kind, bias));
 }
 
 qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
@@ -588,9 +604,9 @@ static qkv_status learned_pos_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *
     return qkv_add_positional(c, x, m->weight, m->offset, m->batch_first, y);
 }
 
-qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
-                                   int batch_first, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng)
+static qkv_status nn_learned_pos_init_body(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
+                                           int batch_first, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng)
 {
     const char *fn = "nn_learned_pos_init";
     QKV_NEED(m, fn, "module");
@@ -610,6 +626,13 @@ qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64
     return QKV_OK;
 }
 
+qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
+                                   int batch_first, qkv_params *p, const char *prefix,
+                                   qkv_rng *rng)
+{
+    return qkv_fail_in("nn_learned_pos_init", nn_learned_pos_init_body(m, max_len, d_model, batch_first, p, prefix, rng));
+}
+
 static qkv_status token_embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x,
                                           qkv_tensor **y)
 {
@@ -625,9 +648,9 @@ static qkv_status token_embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tens
     return qkv_scale(c, e, m->scale, y);
 }
 
-qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
-                                       int64_t d_model, int64_t padding_idx, int scaled,
-                                       qkv_params *p, const char *prefix, qkv_rng *rng)
+static qkv_status nn_token_embedding_init_body(qkv_nn_token_embedding *m, int64_t num_embeddings,
+                                               int64_t d_model, int64_t padding_idx, int scaled,
+                                               qkv_params *p, const char *prefix, qkv_rng *rng)
 {
     QKV_NEED(m, "nn_token_embedding_init", "module");
     qkv_nn_embedding emb;
@@ -636,4 +659,11 @@ qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_em
     m->scale = scaled ? (float)sqrt((double)d_model) : 1.0f;
     m->base = (qkv_module){"TokenEmbedding", token_embedding_forward};
     return QKV_OK;
+}
+
+qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
+                                       int64_t d_model, int64_t padding_idx, int scaled,
+                                       qkv_params *p, const char *prefix, qkv_rng *rng)
+{
+    return qkv_fail_in("nn_token_embedding_init", nn_token_embedding_init_body(m, num_embeddings, d_model, padding_idx, scaled, p, prefix, rng));
 }

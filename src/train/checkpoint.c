@@ -240,9 +240,9 @@ static qkv_status check_meta(const qkv_checkpoint_meta *x)
     return QKV_OK;
 }
 
-qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
-                                    const qkv_train_pos *pos, const qkv_rng *rng,
-                                    const qkv_checkpoint_meta *meta)
+static qkv_status checkpoint_save_meta_body(const char *path, qkv_params *params, const qkv_optim *optim,
+                                            const qkv_train_pos *pos, const qkv_rng *rng,
+                                            const qkv_checkpoint_meta *meta)
 {
     QKV_NEED(path, "checkpoint_save", "path");
     QKV_NEED(params, "checkpoint_save", "params");
@@ -297,10 +297,17 @@ qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const 
     return s;
 }
 
+qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
+                                    const qkv_train_pos *pos, const qkv_rng *rng,
+                                    const qkv_checkpoint_meta *meta)
+{
+    return qkv_fail_in("checkpoint_save_meta", checkpoint_save_meta_body(path, params, optim, pos, rng, meta));
+}
+
 qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
                                const qkv_train_pos *pos, const qkv_rng *rng)
 {
-    return qkv_checkpoint_save_meta(path, params, optim, pos, rng, NULL);
+    return checkpoint_save_meta_body(path, params, optim, pos, rng, NULL);
 }
 
 /* ---- loading -------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* libFuzzer target for the command line's numbers (src/cli/args.c:
- * qkv_cli_int, qkv_cli_float), through qkv_cli_next as a command meets
+ * qkv_cli_int, qkv_cli_double), through qkv_cli_next as a command meets
  * them: the input's first byte picks an option (a whole number or a real
  * one, with the ranges the commands use) and a form (--opt=VALUE or
  * --opt VALUE), the rest is the value (up to its first NUL). The result
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t i = 0;
     while ((c = qkv_cli_next(&a)) > 0) {
         got++;
-        if (o->real) v = qkv_cli_float(&a, o->lo, o->hi, o->lo_open);
+        if (o->real) v = qkv_cli_double(&a, o->lo, o->hi, o->lo_open);
         else i = qkv_cli_int(&a, int_end(o->lo), int_end(o->hi));
     }
     fclose(mem);

@@ -1,0 +1,126 @@
+/* eval.c: `qkv eval CHECKPOINT [OPTIONS]`: scores a trained model. The
+ * kind of model is read from the run: a translation run's folder has a
+ * config.txt whose first line is "kind translation"; the other trainers
+ * keep "kind" in the checkpoint's metadata. Kind NAME is the function in
+ * its row of the table below, which gets the whole command line (argv[0]
+ * = "eval") and parses its own options. A run's folder (--out DIR of qkv
+ * train) may stand for the checkpoint in it. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/mt.h"
+
+/* The kinds: X(kind, function, summary). */
+#define QKV_CLI_EVAL_KINDS(X)                                                                  \
+    X(translation, qkv_cli_eval_translation, "corpus BLEU-4, exact match, loss and perplexity") \
+    X(vit, qkv_cli_eval_vision, "accuracy, per-class accuracy, confusion matrix")              \
+    X(cnn, qkv_cli_eval_vision, "the same as vit")                                             \
+    X(mlp, qkv_cli_eval_vision, "the same as vit")
+
+int qkv_cli_eval_vision(int argc, char **argv);
+int qkv_cli_eval_translation(int argc, char **argv);
+#define ROW(kind, fn, summary) {#kind, fn},
+static const struct {
+    const char *kind;
+    int (*run)(int argc, char **argv);
+} kinds[] = {QKV_CLI_EVAL_KINDS(ROW)};
+enum { NKINDS = (int)(sizeof kinds / sizeof *kinds) };
+
+const char qkv_cli_eval_usage[] =
+    "usage: qkv eval CHECKPOINT [OPTIONS]\n"
+    "  scores the model saved by `qkv train KIND` (CHECKPOINT: the checkpoint, or the\n"
+    "  run's --out folder) on its data; the kind is read from the run. Kinds:\n"
+#define USAGE_ROW(kind, fn, summary) "    " #kind "  " summary "\n"
+    QKV_CLI_EVAL_KINDS(USAGE_ROW)
+    "  -h, --help   show this usage\n"
+    "  the options of each kind:\n"
+    "  translation (qkv train translation): corpus BLEU-4, exact match, loss and perplexity\n"
+    "      --split train|valid|test  (default test)\n"
+    "      --data DIR         the pairs (default: the directory the model was trained on)\n"
+    "  -k, --beam K           beam search with K beams (default 1: greedy)\n"
+    "  -n, --limit N          only the first N pairs of the split (default: all)\n"
+    "  -o, --output FILE      write the translations there, one a line\n"
+    "  vit, cnn, mlp (qkv train vit|cnn|mlp): accuracy, per-class accuracy, confusion matrix\n"
+    "      --data DIR         Fashion-MNIST's files (default: the run's)\n"
+    "      --test-limit N     only the first N test images (default: all 10000)\n"
+    "      --batch B          images per forward (default 256)\n"
+    "      --png FILE, --svg FILE  draw the confusion matrix (a heat map with class names)\n"
+    "  -j, --threads N        OpenMP threads\n";
+
+/* The options (of any kind) that take a separate value, for finding CHECKPOINT. */
+static int takes_value(const char *arg)
+{
+    static const char *const with[] = {"--data", "--test-limit", "--batch", "--png", "--svg",
+                                       "--threads", "-j", "--split", "--beam", "-k",
+                                       "--limit", "-n", "--output", "-o"};
+    for (size_t i = 0; i < sizeof with / sizeof *with; i++)
+        if (!strcmp(arg, with[i])) return 1;
+    return 0;
+}
+
+/* The kind of the run at arg into kind (malloc'd); 1 after a message. */
+static int run_kind(const char *arg, char **kind)
+{
+    char dir[1024], path[1200];
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        fprintf(stderr, "qkv eval: cannot open %s: %s\n", arg, strerror(errno));
+        return 1;
+    }
+    if (mt_checkpoint_dir("eval", arg, dir, sizeof dir)) return 1;
+    snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
+    if (access(path, F_OK) == 0) { /* a translation run */
+        char k[64];
+        if (mt_checkpoint_kind("eval", dir, k, sizeof k)) return 1;
+        return (*kind = strdup(k)) ? 0 : (fprintf(stderr, "qkv eval: out of memory\n"), 1);
+    }
+    if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/model.ckpt", arg);
+    else snprintf(path, sizeof path, "%s", arg);
+    qkv_status s = qkv_checkpoint_read_meta(path, "kind", kind);
+    if (s == QKV_OK) return 0;
+    if (s == QKV_ERR_NOTFOUND)
+        fprintf(stderr, "qkv eval: %s is a qkv checkpoint without a kind: qkv eval cannot score it\n", path);
+    else
+        fprintf(stderr, "qkv eval: %s\n", qkv_last_error());
+    return 1;
+}
+
+int qkv_cli_eval(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(qkv_cli_eval_usage, stdout);
+            return QKV_EXIT_OK;
+        }
+        if (takes_value(argv[i])) i++;
+    }
+    if (i >= argc) { /* no CHECKPOINT: the parser says what is wrong (an option, the count) */
+        static const struct option any[] = {
+            {"data", required_argument, NULL, 256},       {"test-limit", required_argument, NULL, 257},
+            {"batch", required_argument, NULL, 258},      {"png", required_argument, NULL, 259},
+            {"svg", required_argument, NULL, 260},        {"threads", required_argument, NULL, 'j'},
+            {"split", required_argument, NULL, 261},      {"beam", required_argument, NULL, 'k'},
+            {"limit", required_argument, NULL, 'n'},      {"output", required_argument, NULL, 'o'},
+            QKV_CLI_HELP_OPTION};
+        qkv_cli_args a;
+        qkv_cli_args_init(&a, argc, argv, qkv_cli_eval_usage, any, 1, 1);
+        while (qkv_cli_next(&a) > 0) continue;
+        return a.status >= 0 ? a.status : QKV_EXIT_USAGE;
+    }
+    char *kind = NULL;
+    if (run_kind(argv[i], &kind)) return QKV_EXIT_FAILURE;
+    for (int k = 0; k < NKINDS; k++)
+        if (!strcmp(kinds[k].kind, kind)) {
+            free(kind);
+            return kinds[k].run(argc, argv);
+        }
+    fprintf(stderr, "qkv eval: %s holds a model of kind '%.40s', which qkv eval cannot score yet\n", argv[i],
+            kind);
+    free(kind);
+    return QKV_EXIT_FAILURE;
+}

@@ -1,0 +1,495 @@
+/* train_translation.c: `qkv train translation`: a recurrent seq2seq with
+ * attention (any score kind, location attention or none) or the
+ * transformer encoder-decoder, trained on data/translation's pairs
+ * (English→French or the reverse) with the words tokenizers; checkpoints,
+ * resume, validation loss and greedy translations every --eval-every
+ * steps, loss curves. The model's directory (--out) holds config.txt,
+ * checkpoint.safetensors, words.src, words.tgt and log.tsv, which
+ * `qkv translate` and `qkv eval` read. docs/translation.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cli/mt.h"
+#include "qkv/plot.h"
+
+const char qkv_cli_train_translation_usage[] =
+    "usage: qkv train translation [OPTIONS]\n"
+    "  trains a translation model on DIR/train.tsv (English TAB French pairs, from\n"
+    "  `tools/get_data.sh translation`) with DIR/words.en and DIR/words.fr, saving it\n"
+    "  into --out for `qkv translate` and `qkv eval`\n"
+    "  -m, --model rnn|transformer   (default rnn)\n"
+    "      --rnn gru|lstm            the recurrent layers (default gru)\n"
+    "  -a, --attention KIND          none, dot, scaled, cosine, general, reduced (low-rank),\n"
+    "                                additive (default), location\n"
+    "      --bidirectional           a bidirectional encoder (not with dot, scaled, cosine)\n"
+    "      --layers N                recurrent or transformer layers (default 1; transformer 2)\n"
+    "      --hidden N                RNN state size (default 256); transformer: feed-forward\n"
+    "                                size (default 512)\n"
+    "      --embed N, --d-model N    embedding size (default 256)\n"
+    "      --heads N                 transformer heads (default 4)\n"
+    "      --dropout P               (default 0.1)\n"
+    "  -d, --direction en-fr|fr-en   (default en-fr)\n"
+    "      --data DIR                the pairs and tokenizers (default data/translation)\n"
+    "      --vocab N                 words a side: tokenizers of the N most frequent words\n"
+    "                                of the training pairs (default 4000; 0: DIR/words.en\n"
+    "                                and DIR/words.fr as they are)\n"
+    "      --max-words N             keep pairs of at most N words a side (default 8)\n"
+    "      --max-len N               tokens of a sentence, <eos> included (default 24, or\n"
+    "                                3 x --max-words when that is not larger)\n"
+    "  -b, --batch N                 sentences a step (default 64)\n"
+    "  -n, --steps N                 steps in all (default 1500)\n"
+    "  -e, --epochs E                instead of --steps: E passes over the training pairs\n"
+    "      --lr LR                   Adam's learning rate (default 0.002)\n"
+    "      --clip NORM               clip the gradient norm (default 1; 0: off)\n"
+    "      --teacher-forcing R       feed the target with probability R (RNN; default 1)\n"
+    "  -s, --seed S                  (default 1)\n"
+    "  -j, --threads N               OpenMP threads (default: all)\n"
+    "  -o, --out DIR                 the model's directory (default runs/translation)\n"
+    "      --resume                  continue the run in --out (its settings; --steps or\n"
+    "                                --epochs give the new total)\n"
+    "      --eval-every N            validation loss and a few greedy translations every N\n"
+    "                                steps, with a checkpoint (default 250)\n"
+    "  -p, --plots PREFIX            loss curves into PREFIX_loss.png\n"
+    "  -h, --help                    show this usage\n";
+
+enum {
+    O_RNN = 256, O_BIDI, O_LAYERS, O_HIDDEN, O_EMBED, O_HEADS, O_DROPOUT, O_DATA, O_MAXW, O_MAXLEN,
+    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB
+};
+
+static const struct option options[] = {
+    {"model", required_argument, NULL, 'm'},     {"rnn", required_argument, NULL, O_RNN},
+    {"attention", required_argument, NULL, 'a'}, {"bidirectional", no_argument, NULL, O_BIDI},
+    {"layers", required_argument, NULL, O_LAYERS}, {"hidden", required_argument, NULL, O_HIDDEN},
+    {"embed", required_argument, NULL, O_EMBED}, {"d-model", required_argument, NULL, O_EMBED},
+    {"heads", required_argument, NULL, O_HEADS}, {"dropout", required_argument, NULL, O_DROPOUT},
+    {"direction", required_argument, NULL, 'd'}, {"data", required_argument, NULL, O_DATA},
+    {"vocab", required_argument, NULL, O_VOCAB}, {"max-words", required_argument, NULL, O_MAXW}, {"max-len", required_argument, NULL, O_MAXLEN},
+    {"batch", required_argument, NULL, 'b'},     {"steps", required_argument, NULL, 'n'},
+    {"epochs", required_argument, NULL, 'e'},    {"lr", required_argument, NULL, O_LR},
+    {"clip", required_argument, NULL, O_CLIP},   {"teacher-forcing", required_argument, NULL, O_TF},
+    {"seed", required_argument, NULL, 's'},      {"threads", required_argument, NULL, 'j'},
+    {"out", required_argument, NULL, 'o'},       {"resume", no_argument, NULL, O_RESUME},
+    {"eval-every", required_argument, NULL, O_EVAL}, {"plots", required_argument, NULL, 'p'},
+    QKV_CLI_HELP_OPTION};
+
+typedef struct {
+    mt_config c;
+    int64_t epochs, threads, eval_every, vocab;
+    int resume, set_layers, set_hidden, steps_given;
+    char out[512], plots[512];
+} tr_opts;
+
+static int parse(int argc, char **argv, tr_opts *o)
+{
+    static const char *const models[] = {"rnn", "transformer"}, *const rnns[] = {"gru", "lstm"},
+                             *const dirs[] = {"en-fr", "fr-en"};
+    qkv_cli_args a;
+    qkv_cli_args_init(&a, argc, argv, qkv_cli_train_translation_usage, options, 0, 0);
+    int ch;
+    while ((ch = qkv_cli_next(&a)) > 0) switch (ch) {
+        case 'm': o->c.model = qkv_cli_choice(&a, models, 2); break;
+        case O_RNN: o->c.rnn = qkv_cli_choice(&a, rnns, 2) ? QKV_RNN_LSTM : QKV_RNN_GRU; break;
+        case 'a': /* "reduced" is the CLI's short name of reduced_rank */
+            if (qkv_rnn_attention_parse(strcmp(a.value, "reduced") ? a.value : "reduced_rank",
+                                        &o->c.attention) != QKV_OK)
+                qkv_cli_error(&a, "--attention: '%s' is not one of none, dot, scaled, cosine, "
+                              "general, reduced, low-rank, additive, location", a.value);
+            break;
+        case O_BIDI: o->c.bidirectional = 1; break;
+        case O_LAYERS: o->c.layers = qkv_cli_int(&a, 1, 16), o->set_layers = 1; break;
+        case O_HIDDEN: o->c.hidden = qkv_cli_int(&a, 1, 8192), o->set_hidden = 1; break;
+        case O_EMBED: o->c.embed = qkv_cli_int(&a, 1, 8192); break;
+        case O_HEADS: o->c.heads = qkv_cli_int(&a, 1, 256); break;
+        case O_DROPOUT: o->c.dropout = qkv_cli_double(&a, 0, 0.9, 0); break;
+        case 'd': o->c.reverse = qkv_cli_choice(&a, dirs, 2); break;
+        case O_DATA: snprintf(o->c.data, sizeof o->c.data, "%s", a.value); break;
+        case O_VOCAB: o->vocab = qkv_cli_int(&a, 0, (int64_t)1 << 24); break;
+        case O_MAXW: o->c.max_words = qkv_cli_int(&a, 1, 1000); break;
+        case O_MAXLEN: o->c.max_len = qkv_cli_int(&a, 2, 1000); break;
+        case 'b': o->c.batch = qkv_cli_int(&a, 1, 4096); break;
+        case 'n': o->c.steps = qkv_cli_int(&a, 1, (int64_t)1 << 40), o->steps_given = 1, o->epochs = 0; break;
+        case 'e': o->epochs = qkv_cli_int(&a, 1, 100000), o->steps_given = 1; break;
+        case O_LR: o->c.lr = qkv_cli_double(&a, 1e-9, 10, 0); break;
+        case O_CLIP: o->c.clip = qkv_cli_double(&a, 0, 1e9, 0); break;
+        case O_TF: o->c.teacher_forcing = qkv_cli_double(&a, 0, 1, 0); break;
+        case 's': o->c.seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
+        case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case 'o': snprintf(o->out, sizeof o->out, "%s", a.value); break;
+        case O_RESUME: o->resume = 1; break;
+        case O_EVAL: o->eval_every = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
+        case 'p': snprintf(o->plots, sizeof o->plots, "%s", a.value); break;
+        }
+    if (ch < 0) return a.status;
+    if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
+        qkv_cli_error(&a, "%s attention compares equal sizes and cannot read a bidirectional "
+                      "encoder: use general, reduced, additive, location or none",
+                      qkv_rnn_attention_name(o->c.attention));
+        return a.status;
+    }
+    if (o->c.model == MT_TRANSFORMER && o->c.embed % o->c.heads) {
+        qkv_cli_error(&a, "--embed %lld is not a multiple of --heads %lld", (long long)o->c.embed,
+                      (long long)o->c.heads);
+        return a.status;
+    }
+    if (o->c.max_words >= o->c.max_len) o->c.max_len = o->c.max_words * 3; /* room for punctuation */
+    return -1;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the run ---------------------------------------------------------------- */
+
+typedef struct {
+    const tr_opts *o;
+    mt_model *m;
+    const mt_set *train, *valid;
+    const mt_pairs *vpairs;
+    int64_t nb, *perm, perm_epoch, start;
+    qkv_ctx *eval;
+    FILE *log;
+    double window_sum;
+    int64_t window_n, window; /* the log's training loss: means of window steps */
+} tr_run;
+
+enum { LOG_WINDOW = 25, EVAL_PAIRS = 500, EVAL_SHOW = 3 };
+/* LOG_WINDOW steps, or fewer in a short run: a curve of at least 20 points */
+
+/* Validation loss (the first EVAL_PAIRS pairs) and EVAL_SHOW translations. */
+static qkv_status evaluate(tr_run *r, int64_t step)
+{
+    double loss;
+    QKV_CLI_TRY(mt_eval_loss(r->eval, r->m, r->valid, EVAL_PAIRS, &loss));
+    int64_t n = r->valid->n < EVAL_PAIRS ? r->valid->n : EVAL_PAIRS;
+    printf("step %lld: validation loss %.4f (perplexity %.1f) on %lld pairs\n", (long long)step,
+           loss, exp(loss), (long long)n);
+    fprintf(r->log, "valid\t%lld\t%.6f\n", (long long)step, loss);
+    fflush(r->log);
+    mt_set show = *r->valid;
+    show.n = r->valid->n < EVAL_SHOW ? r->valid->n : EVAL_SHOW;
+    char *hyps[EVAL_SHOW] = {0};
+    QKV_CLI_TRY(mt_translate_all(r->eval, r->m, &show, 1, hyps));
+    for (int64_t i = 0; i < show.n; i++) {
+        int64_t k = show.index[i];
+        printf("  %s\n  -> %s\n     (reference: %s)\n", r->vpairs->src[k], hyps[i], r->vpairs->tgt[k]);
+        free(hyps[i]);
+    }
+    fflush(stdout);
+    return QKV_OK;
+}
+
+/* The permutation of epoch e: Fisher-Yates from a generator seeded by
+ * (seed, e), so a resumed run sees the same batches. */
+static void shuffle(tr_run *r, int64_t epoch)
+{
+    qkv_rng g;
+    qkv_rng_seed(&g, r->o->c.seed * 1000003u + (uint64_t)epoch);
+    int64_t n = r->train->n;
+    for (int64_t i = 0; i < n; i++) r->perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(qkv_rng_next(&g) % (uint64_t)(i + 1)), t = r->perm[i];
+        r->perm[i] = r->perm[j], r->perm[j] = t;
+    }
+    r->perm_epoch = epoch;
+}
+
+static qkv_status tr_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss, int64_t *units)
+{
+    tr_run *r = user;
+    const mt_config *cf = &r->m->cfg;
+    if (step > r->start && step % r->o->eval_every == 0) QKV_CLI_TRY(evaluate(r, step));
+    int64_t e = step / r->nb, b = step % r->nb, B = cf->batch;
+    if (e != r->perm_epoch) shuffle(r, e);
+    int64_t N = r->train->n - b * B < B ? r->train->n - b * B : B;
+    qkv_ctx_set_seed(c, cf->seed * 1000003u + (uint64_t)step); /* dropout's masks */
+    mt_batch bt;
+    QKV_CLI_TRY(mt_batch_make(c, r->train, r->perm + b * B, N, &bt));
+    QKV_CLI_TRY(mt_loss(c, r->m, &bt, cf->teacher_forcing, cf->seed + (uint64_t)step, loss));
+    r->window_sum += (*loss)->data[0];
+    if (++r->window_n == r->window) {
+        fprintf(r->log, "train\t%lld\t%.6f\n", (long long)(step + 1), r->window_sum / (double)r->window);
+        r->window_sum = 0, r->window_n = 0;
+    }
+    *units = N;
+    return QKV_OK;
+}
+
+/* Keeps the log's lines up to step (a resumed run rewrites what follows). */
+static int log_open(const tr_opts *o, int64_t step, FILE **f)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", o->out, MT_LOG);
+    char *keep = NULL;
+    size_t len = 0, k = 0;
+    if (step > 0) {
+        FILE *old = fopen(path, "rb");
+        if (old) {
+            fclose(old);
+            keep = qkv_cli_read_all("train translation", path, &len);
+        }
+        for (char *s = keep; s && *s;) {
+            char *nl = strchr(s, '\n');
+            size_t n = nl ? (size_t)(nl - s + 1) : strlen(s);
+            char *tab = strchr(s, '\t');
+            if (tab && tab < s + n && strtoll(tab + 1, NULL, 10) <= step) memmove(keep + k, s, n), k += n;
+            s += n;
+        }
+    }
+    *f = fopen(path, "w");
+    if (!*f) {
+        fprintf(stderr, "qkv train translation: cannot write %s: %s\n", path, strerror(errno));
+        free(keep);
+        return 1;
+    }
+    if (k) fwrite(keep, 1, k, *f);
+    free(keep);
+    return 0;
+}
+
+/* The log's training (solid) and validation (dashed) curves into PREFIX_loss.png. */
+static int plot_log(const tr_opts *o)
+{
+    char path[600], out[600];
+    snprintf(path, sizeof path, "%s/%s", o->out, MT_LOG);
+    size_t len;
+    char *text = qkv_cli_read_all("train translation", path, &len);
+    if (!text) return 1;
+    int64_t n = 0;
+    for (size_t i = 0; i < len; i++) n += text[i] == '\n';
+    double *x = malloc((size_t)(2 * n + 2) * sizeof *x), *y = malloc((size_t)(2 * n + 2) * sizeof *y);
+    int64_t nt = 0, nv = 0;
+    if (!x || !y) {
+        free(text), free(x), free(y);
+        fprintf(stderr, "qkv train translation: out of memory\n");
+        return 1;
+    }
+    double *vx = x + n + 1, *vy = y + n + 1;
+    for (char *s = strtok(text, "\n"); s; s = strtok(NULL, "\n")) {
+        char kind[8];
+        long long st;
+        double l;
+        if (sscanf(s, "%7s %lld %lf", kind, &st, &l) != 3) continue;
+        if (!strcmp(kind, "train")) x[nt] = (double)st, y[nt++] = l;
+        else vx[nv] = (double)st, vy[nv++] = l;
+    }
+    qkv_series s[2] = {{.label = "training loss", .x = x, .y = y, .n = nt, .colour = 0x1f77b4},
+                       {.label = "validation loss", .x = vx, .y = vy, .n = nv, .colour = 0xd62728, .dashed = 1}};
+    qkv_line_plot p = {.series = s, .n_series = nv ? 2 : 1, .title = "qkv train translation",
+                       .x_label = "step", .y_label = "cross-entropy per token"};
+    snprintf(out, sizeof out, "%s_loss.png", o->plots);
+    int rc = 0;
+    if (qkv_plot_lines(out, &p) != QKV_OK) {
+        fprintf(stderr, "qkv train translation: %s\n", qkv_last_error());
+        rc = 1;
+    } else {
+        printf("wrote %s: training and validation loss\n", out);
+    }
+    free(text), free(x), free(y);
+    return rc;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "qkv train translation: %s%s%s\n", what ? what : "", what ? ": " : "", mt_last_error());
+    return QKV_EXIT_FAILURE;
+}
+
+/* Loads the tokenizers: from the data (a new run, then saved into --out)
+ * or from --out (resume). */
+/* A words tokenizer (lower-cased, marks apart, as tools/get_data.sh
+ * builds them) of at most vocab ids from one side of the training pairs. */
+static qkv_status train_words(char *const *side, int64_t n, int64_t vocab, qkv_tokenizer **t)
+{
+    size_t len = 0;
+    for (int64_t i = 0; i < n; i++) len += strlen(side[i]) + 1;
+    char *text = malloc(len + 1), *q = text;
+    if (!text) return mt_fail(QKV_ERR_NOMEM, "out of memory for the tokenizer's text");
+    for (int64_t i = 0; i < n; i++) {
+        size_t l = strlen(side[i]);
+        memcpy(q, side[i], l), q += l, *q++ = '\n';
+    }
+    qkv_words_options wo = {.lower = 1, .split_punct = 1, .min_freq = 1, .max_size = vocab};
+    qkv_status s = qkv_tokenizer_words_train(text, len, &wo, t);
+    free(text);
+    return s;
+}
+
+static int tokenizers(const tr_opts *o, const mt_pairs *tp, qkv_tokenizer **src, qkv_tokenizer **tgt)
+{
+    char ps[1100], pt[1100];
+    if (!o->resume && o->vocab > 0) {
+        if (train_words(tp->src, tp->n, o->vocab, src) != QKV_OK ||
+            train_words(tp->tgt, tp->n, o->vocab, tgt) != QKV_OK) {
+            fprintf(stderr, "qkv train translation: the tokenizers: %s\n", mt_last_error());
+            return 1;
+        }
+    } else if (o->resume) {
+        snprintf(ps, sizeof ps, "%s/%s", o->out, MT_SRC_WORDS);
+        snprintf(pt, sizeof pt, "%s/%s", o->out, MT_TGT_WORDS);
+    } else {
+        snprintf(ps, sizeof ps, "%s/words.%s", o->c.data, o->c.reverse ? "fr" : "en");
+        snprintf(pt, sizeof pt, "%s/words.%s", o->c.data, o->c.reverse ? "en" : "fr");
+    }
+    if (!*src && (qkv_tokenizer_load(ps, src) != QKV_OK || qkv_tokenizer_load(pt, tgt) != QKV_OK)) {
+        fprintf(stderr, "qkv train translation: %s%s\n", qkv_last_error(),
+                o->resume ? "" : " (run tools/get_data.sh translation first, or give --data DIR)");
+        return 1;
+    }
+    if (qkv_tokenizer_kind_of(*src) != QKV_TOKENIZER_WORDS || qkv_tokenizer_kind_of(*tgt) != QKV_TOKENIZER_WORDS) {
+        fprintf(stderr, "qkv train translation: %s and %s must be words tokenizers\n", ps, pt);
+        return 1;
+    }
+    if (o->resume) return 0;
+    snprintf(ps, sizeof ps, "%s/%s", o->out, MT_SRC_WORDS);
+    snprintf(pt, sizeof pt, "%s/%s", o->out, MT_TGT_WORDS);
+    if (qkv_tokenizer_save(*src, ps) != QKV_OK || qkv_tokenizer_save(*tgt, pt) != QKV_OK) {
+        fprintf(stderr, "qkv train translation: %s\n", qkv_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static int run(tr_opts *o)
+{
+    const char *cmd = "train translation";
+    char path[1100], ckpt[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/%s", o->out, MT_CHECKPOINT);
+    struct stat st;
+    if (o->resume) {
+        int64_t steps = o->c.steps;
+        if (mt_config_load(cmd, o->out, &o->c)) return QKV_EXIT_FAILURE;
+        if (o->steps_given && !o->epochs) o->c.steps = steps;
+    } else if (stat(ckpt, &st) == 0) {
+        fprintf(stderr, "qkv %s: %s already holds a model: give --resume to continue it, or "
+                "another --out\n", cmd, o->out);
+        return QKV_EXIT_USAGE;
+    }
+    if (mkdir_p(o->out)) {
+        fprintf(stderr, "qkv %s: cannot create %s: %s\n", cmd, o->out, strerror(errno));
+        return QKV_EXIT_FAILURE;
+    }
+    if (o->threads > 0) omp_set_num_threads((int)o->threads);
+    mt_pairs tp = {0}, vp = {0};
+    snprintf(path, sizeof path, "%s/train.tsv", o->c.data);
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "qkv %s: no %s: run tools/get_data.sh translation first, or give --data DIR\n",
+                cmd, path);
+        return QKV_EXIT_FAILURE;
+    }
+    if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) return QKV_EXIT_FAILURE;
+    snprintf(path, sizeof path, "%s/valid.tsv", o->c.data);
+    if (mt_pairs_read(cmd, path, o->c.reverse, &vp)) {
+        mt_pairs_free(&tp);
+        return QKV_EXIT_FAILURE;
+    }
+    qkv_tokenizer *src = NULL, *tgt = NULL;
+    mt_model m;
+    if (tokenizers(o, &tp, &src, &tgt) || mt_model_init(&m, &o->c, src, tgt) != QKV_OK) {
+        if (src && tgt) fail("the model");
+        else qkv_tokenizer_free(src), qkv_tokenizer_free(tgt);
+        mt_pairs_free(&tp), mt_pairs_free(&vp);
+        return QKV_EXIT_FAILURE;
+    }
+    int rc = QKV_EXIT_FAILURE;
+    mt_set ts = {0}, vs = {0};
+    qkv_ctx *c = NULL, *ce = NULL;
+    qkv_optim *opt = NULL;
+    FILE *log = NULL;
+    int64_t *perm = NULL;
+    if (mt_set_build(&m, &tp, m.cfg.max_words, &ts) != QKV_OK || mt_set_build(&m, &vp, m.cfg.max_words, &vs) != QKV_OK) {
+        fail("the pairs");
+        goto done;
+    }
+    if (ts.n == 0 || vs.n == 0) {
+        fprintf(stderr, "qkv %s: no pair of %s/train.tsv or valid.tsv has at most %lld words a side "
+                "and %lld tokens\n", cmd, m.cfg.data, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1);
+        goto done;
+    }
+    int64_t nb = (ts.n + m.cfg.batch - 1) / m.cfg.batch;
+    if (o->epochs) m.cfg.steps = o->epochs * nb;
+    if (!o->resume && mt_config_save(cmd, o->out, &m.cfg)) goto done;
+    if (o->resume && o->steps_given && mt_config_save(cmd, o->out, &m.cfg)) goto done;
+    qkv_optim_opts oo = qkv_optim_adam_default();
+    oo.lr = m.cfg.lr;
+    perm = malloc((size_t)ts.n * sizeof *perm);
+    if (!perm || qkv_ctx_new(&c) != QKV_OK || qkv_ctx_new(&ce) != QKV_OK ||
+        qkv_optim_new(&opt, m.p, &oo) != QKV_OK) {
+        fail("setting up");
+        goto done;
+    }
+    qkv_train_pos pos = {0};
+    if (o->resume && qkv_checkpoint_load(ckpt, m.p, opt, &pos, NULL) != QKV_OK) {
+        fail("resume");
+        goto done;
+    }
+    if (log_open(o, pos.step, &log)) goto done;
+    printf("qkv train translation: %s, %s, %lld parameters; %lld training pairs (%lld left out: "
+           "over %lld words or %lld tokens), %lld validation pairs; batch %lld, %lld steps (%.2f "
+           "epochs)%s, Adam lr %g%s -> %s\n",
+           mt_model_name(&m.cfg), mt_direction(&m.cfg), (long long)mt_model_params(&m), (long long)ts.n,
+           (long long)ts.dropped, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1,
+           (long long)vs.n, (long long)m.cfg.batch, (long long)m.cfg.steps,
+           (double)m.cfg.steps / (double)nb, pos.step ? ", resumed" : "", m.cfg.lr,
+           m.cfg.clip > 0 ? ", clipped" : "", o->out);
+    if (pos.step) printf("resuming at step %lld\n", (long long)pos.step);
+    fflush(stdout);
+    int64_t window = m.cfg.steps / 20 < LOG_WINDOW ? m.cfg.steps / 20 : LOG_WINDOW;
+    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1};
+    qkv_trainer tr = {.params = m.p, .optim = opt, .clip_norm = (float)m.cfg.clip,
+                      .steps = m.cfg.steps, .checkpoint = ckpt, .checkpoint_every = o->eval_every,
+                      .progress = stdout, .unit = "sentences", .batch = tr_batch, .user = &r};
+    int64_t start = pos.step;
+    if (qkv_train(c, &tr, &pos) != QKV_OK) {
+        fail("training");
+        goto done;
+    }
+    if (pos.step > start && evaluate(&r, pos.step) != QKV_OK) {
+        fail("evaluating");
+        goto done;
+    }
+    fclose(log);
+    log = NULL;
+    printf("saved %s (step %lld)\n", ckpt, (long long)pos.step);
+    rc = o->plots[0] ? plot_log(o) : QKV_EXIT_OK;
+done:
+    if (log) fclose(log);
+    free(perm);
+    qkv_optim_free(opt);
+    qkv_ctx_free(c), qkv_ctx_free(ce);
+    mt_set_free(&ts), mt_set_free(&vs);
+    mt_pairs_free(&tp), mt_pairs_free(&vp);
+    mt_model_free(&m);
+    return rc;
+}
+
+int qkv_cli_train_translation(int argc, char **argv)
+{
+    tr_opts o = {.c = {.model = MT_RNN, .rnn = QKV_RNN_GRU, .attention = QKV_RNN_ATTN_ADDITIVE,
+                       .layers = 1, .embed = 256, .hidden = 256, .heads = 4, .max_len = 24,
+                       .dropout = 0.1, .data = "data/translation", .max_words = 8, .batch = 64,
+                       .steps = 1500, .lr = 2e-3, .clip = 1, .teacher_forcing = 1, .seed = 1},
+                 .eval_every = 250, .vocab = 4000, .out = "runs/translation"};
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (o.c.model == MT_TRANSFORMER) {
+        if (!o.set_layers) o.c.layers = 2;
+        if (!o.set_hidden) o.c.hidden = 512;
+    }
+    return run(&o);
+}

@@ -1,0 +1,216 @@
+/* vision.c: image classifiers for the qkv command (train_vision.c,
+ * eval_vision.c, classify.c); vision.h says what each does. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "cli/vision.h"
+
+const char *const vision_kind_names[3] = {"vit", "cnn", "mlp"};
+static const char *const pool_names[2] = {"cls", "mean"};
+static const char *const pos_names[2] = {"learned", "sincos"};
+
+double vision_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static char fail_msg[1024], fail_lib[1024];
+
+qkv_status vision_fail(qkv_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
+    va_end(ap);
+    snprintf(fail_lib, sizeof fail_lib, "%s", qkv_last_error());
+    return s;
+}
+
+/* Ours while the library has not failed since (its message is unchanged). */
+const char *vision_last_error(void)
+{
+    return fail_msg[0] && !strcmp(fail_lib, qkv_last_error()) ? fail_msg : qkv_last_error();
+}
+
+/* ---- the configuration string ---------------------------------------------- */
+
+void vision_config_format(const vision_config *g, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "kind=%s image=%lldx%lldx%lld classes=%lld mean=%.9g std=%.9g",
+                     vision_kind_names[g->kind], (long long)g->channels, (long long)g->height,
+                     (long long)g->width, (long long)g->classes, g->mean, g->std);
+    if (g->kind == VISION_VIT && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " patch=%lld d_model=%lld layers=%lld heads=%lld mlp_dim=%lld "
+                 "pool=%s pos=%s", (long long)g->patch, (long long)g->d_model, (long long)g->layers,
+                 (long long)g->heads, (long long)g->mlp_dim, pool_names[g->pool], pos_names[g->pos]);
+}
+
+static int pick(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+qkv_status vision_config_parse(const char *text, vision_config *g)
+{
+    char kind[8], pool[8], pos[8];
+    long long c, h, w, k, p, d, l, nh, f;
+    int used = 0;
+    *g = (vision_config){0};
+    int n = sscanf(text, "kind=%7s image=%lldx%lldx%lld classes=%lld mean=%f std=%f%n", kind, &c, &h, &w,
+                   &k, &g->mean, &g->std, &used);
+    int kd = n == 7 ? pick(kind, vision_kind_names, 3) : -1;
+    if (kd < 0 || c < 1 || c > 4 || h < 1 || h > 4096 || w < 1 || w > 4096 || k < 2 || k > 100000 ||
+        !(g->std > 0) || !(g->mean > -1e6 && g->mean < 1e6))
+        return vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
+    *g = (vision_config){.kind = (vision_kind)kd, .channels = c, .height = h, .width = w, .classes = k,
+                         .mean = g->mean, .std = g->std};
+    if (kd != VISION_VIT) return text[used] ? vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text)
+                                            : QKV_OK;
+    int u2 = 0;
+    n = sscanf(text + used, " patch=%lld d_model=%lld layers=%lld heads=%lld mlp_dim=%lld pool=%7s pos=%7s%n",
+               &p, &d, &l, &nh, &f, pool, pos, &u2);
+    int pl = n == 7 ? pick(pool, pool_names, 2) : -1, ps = n == 7 ? pick(pos, pos_names, 2) : -1;
+    if (pl < 0 || ps < 0 || text[used + u2] || p < 1 || p > h || p > w || d < 1 || d > 16384 || l < 1 ||
+        l > 256 || nh < 1 || d % nh || f < 1 || f > 65536)
+        return vision_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
+    g->patch = p, g->d_model = d, g->layers = l, g->heads = nh, g->mlp_dim = f;
+    g->pool = (qkv_vit_pool)pl, g->pos = ps ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED;
+    return QKV_OK;
+}
+
+/* ---- the model ------------------------------------------------------------------- */
+
+void vision_model_free(vision_model *m)
+{
+    if (!m) return;
+    if (m->cfg.kind == VISION_VIT) qkv_vit_free(&m->vit);
+    if (m->cfg.kind == VISION_CNN) qkv_cnn_free(&m->cnn);
+    if (m->cfg.kind == VISION_MLP) qkv_mlp_free(&m->mlp);
+    qkv_params_free(m->p);
+    *m = (vision_model){0};
+}
+
+qkv_status vision_model_init(vision_model *m, const vision_config *g, qkv_rng *rng)
+{
+    *m = (vision_model){.cfg = *g};
+    qkv_status s = qkv_params_new(&m->p);
+    if (!s && g->kind == VISION_VIT) {
+        qkv_vit_opts o = qkv_vit_opts_default(g->height, g->width, g->channels, g->patch, g->classes);
+        o.d_model = g->d_model, o.num_layers = g->layers, o.nhead = g->heads, o.dim_feedforward = g->mlp_dim;
+        o.pool = g->pool, o.pos = g->pos;
+        s = qkv_vit_init(&m->vit, &o, m->p, "", rng);
+    } else if (!s && g->kind == VISION_CNN) {
+        qkv_cnn_opts o = qkv_cnn_opts_default();
+        o.in_channels = g->channels, o.height = g->height, o.width = g->width, o.num_classes = g->classes;
+        s = qkv_cnn_init(&m->cnn, &o, m->p, "", rng);
+    } else if (!s) {
+        qkv_mlp_opts o = qkv_mlp_opts_default();
+        o.in_features = g->channels * g->height * g->width, o.num_classes = g->classes;
+        s = qkv_mlp_init(&m->mlp, &o, m->p, "", rng);
+    }
+    if (s) {
+        qkv_params_free(m->p);
+        m->p = NULL;
+    }
+    return s;
+}
+
+qkv_status vision_model_load(vision_model *m, const char *path, char *path_out, size_t n)
+{
+    *m = (vision_model){0};
+    char file[1200];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(file, sizeof file, "%s/%s", path, VISION_CKPT_NAME);
+    else
+        snprintf(file, sizeof file, "%s", path);
+    if (path_out) snprintf(path_out, n, "%s", file);
+    char *kind = NULL, *cfg = NULL;
+    qkv_status s = qkv_checkpoint_read_meta(file, "kind", &kind);
+    if (s == QKV_ERR_NOTFOUND)
+        return vision_fail(s, "%s is a qkv checkpoint, but not of an image classifier (no kind)", file);
+    if (s) return s;
+    if (pick(kind, vision_kind_names, 3) < 0) {
+        s = vision_fail(QKV_ERR_ARG, "%s holds a model of kind '%.40s', not an image classifier (vit, cnn, mlp)",
+                        file, kind);
+        free(kind);
+        return s;
+    }
+    free(kind);
+    s = qkv_checkpoint_read_meta(file, "vision.config", &cfg);
+    if (s == QKV_ERR_NOTFOUND) s = vision_fail(s, "%s: metadata vision.config is missing", file);
+    vision_config g;
+    if (!s) s = vision_config_parse(cfg, &g);
+    free(cfg);
+    qkv_rng rng;
+    qkv_rng_seed(&rng, 1);
+    if (!s) s = vision_model_init(m, &g, &rng);
+    if (!s) s = qkv_checkpoint_load(file, m->p, NULL, NULL, NULL);
+    if (s) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", vision_last_error());
+        vision_model_free(m);
+        vision_fail(s, "%s", msg);
+    }
+    return s;
+}
+
+qkv_status vision_forward(qkv_ctx *c, const vision_model *m, qkv_tensor *images, qkv_tensor **logits)
+{
+    switch (m->cfg.kind) {
+    case VISION_VIT: return qkv_vit_forward(c, &m->vit, images, logits);
+    case VISION_CNN: return qkv_module_forward(c, (qkv_module *)&m->cnn.seq.base, images, logits);
+    default: return qkv_module_forward(c, (qkv_module *)&m->mlp.seq.base, images, logits);
+    }
+}
+
+qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
+                           double *accuracy, int64_t *confusion)
+{
+    const vision_config *g = &m->cfg;
+    int64_t per = g->channels * g->height * g->width, K = g->classes, right = 0;
+    float *x = malloc((size_t)(batch * per) * sizeof *x);
+    int64_t *idx = malloc((size_t)batch * sizeof *idx), *lab = malloc((size_t)batch * sizeof *lab);
+    qkv_status s = x && idx && lab ? QKV_OK : vision_fail(QKV_ERR_NOMEM, "out of memory");
+    if (confusion) memset(confusion, 0, (size_t)(K * K) * sizeof *confusion);
+    qkv_image_aug aug = {.mean = &g->mean, .std = &g->std};
+    qkv_ctx_set_training(c, 0);
+    qkv_ctx_set_grad(c, 0);
+    for (int64_t b0 = 0; !s && b0 < set->n; b0 += batch) {
+        int64_t B = set->n - b0 < batch ? set->n - b0 : batch;
+        for (int64_t i = 0; i < B; i++) idx[i] = b0 + i;
+        qkv_ctx_reset(c);
+        qkv_tensor *tx, *y;
+        s = qkv_image_set_batch(set, idx, B, &aug, NULL, x, lab);
+        if (!s) s = qkv_tensor_wrap(qkv_ctx_arena(c), x, 4, (int64_t[]){B, g->channels, g->height, g->width}, &tx);
+        if (!s) s = vision_forward(c, m, tx, &y);
+        for (int64_t i = 0; !s && i < B; i++) {
+            const float *row = y->data + i * K;
+            int64_t best = 0;
+            for (int64_t k = 1; k < K; k++)
+                if (row[k] > row[best]) best = k;
+            right += best == lab[i];
+            if (confusion && lab[i] >= 0 && lab[i] < K) confusion[lab[i] * K + best]++;
+        }
+    }
+    qkv_ctx_set_grad(c, 1);
+    qkv_ctx_set_training(c, 1);
+    free(x), free(idx), free(lab);
+    if (!s) *accuracy = set->n ? (double)right / (double)set->n : 0;
+    return s;
+}
+
+qkv_status vision_load_set(const char *dir, int train, int64_t limit, qkv_image_set **out)
+{
+    QKV_CLI_TRY(qkv_fashion_mnist_load(dir, train, out));
+    if (limit > 0 && limit < (*out)->n) (*out)->n = limit;
+    return QKV_OK;
+}

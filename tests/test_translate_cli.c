@@ -1,0 +1,344 @@
+/* test_translate_cli.c: `qkv train translation`, `qkv translate` and
+ * `qkv eval` end to end on a tiny English/French set written here (verb x
+ * noun phrases): tiny models trained for a few steps in a temporary
+ * directory; the files a run leaves; resume continuing bit-exactly (the
+ * checkpoint of 3 + 3 steps equals the one of 6 steps, byte for byte);
+ * translations, the alignment table (each row sums to 1), the heat map
+ * (PNG, SVG) and the explorer (HTML); eval's BLEU and perplexity; the
+ * transformer, LSTM, bidirectional, location attention, no attention and
+ * French to English; bad input
+ * (empty and invalid UTF-8 lines, unknown words, a line longer than the
+ * model's limit, a checkpoint of another kind, a corrupt checkpoint,
+ * refused option combinations): messages, never a crash. The qkv binary is
+ * build/tests/../qkv. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli_run.h"
+#include "harness.h"
+
+static char qkv_bin[512], tmp[64], out_path[128], err_path[128], in_path[128], data[128];
+
+typedef cli_result result;
+#define slurp cli_slurp
+
+/* Runs qkv with args (NULL-terminated); stdin from in_path when input. */
+static result run_in(int input, const char *const *args)
+{
+    return cli_run(qkv_bin, input ? in_path : NULL, out_path, err_path, args, 120);
+}
+
+#define RUN(...) run_in(0, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IN(...) run_in(1, (const char *const[]){__VA_ARGS__, NULL})
+
+static void done(result r) { free(r.out), free(r.err); }
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) fputs(text, f), fclose(f);
+}
+
+static int file_starts(const char *path, const char *prefix, size_t n)
+{
+    size_t len;
+    char *b = slurp(path, &len);
+    int ok = len >= n && !memcmp(b, prefix, n);
+    free(b);
+    return ok;
+}
+
+static int contains(const char *path, const char *needle)
+{
+    char *b = slurp(path, NULL);
+    int ok = strstr(b, needle) != NULL;
+    free(b);
+    return ok;
+}
+
+/* The tiny set: "VERB the NOUN" -> "VERBE le NOM", and "VERB NOUN". */
+static void write_data(void)
+{
+    static const char *const en_v[] = {"open", "close", "save", "delete", "copy"},
+                             *const fr_v[] = {"ouvrir", "fermer", "enregistrer", "supprimer", "copier"},
+                             *const en_n[] = {"file", "folder", "image", "page"},
+                             *const fr_n[] = {"fichier", "dossier", "image", "page"};
+    char path[256];
+    FILE *f[3];
+    static const char *const names[3] = {"train", "valid", "test"};
+    mkdir(data, 0700);
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s.tsv", data, names[k]);
+        f[k] = fopen(path, "w");
+    }
+    int i = 0;
+    for (int v = 0; v < 5; v++)
+        for (int n = 0; n < 4; n++, i++) {
+            FILE *g = f[i % 7 == 3 ? 1 : i % 7 == 5 ? 2 : 0];
+            fprintf(g, "%s the %s\t%s le %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
+            fprintf(f[0], "%s %s\t%s %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
+        }
+    for (int k = 0; k < 3; k++) fclose(f[k]);
+}
+
+/* A tiny model: 16-wide, batch 8, one thread (bit-exact runs). */
+#define TINY "--data", data, "--hidden", "16", "--embed", "16", "--batch", "8", "--threads", "1"
+
+static void test_train_files(const char *o1)
+{
+    char plots[256], path[256];
+    snprintf(plots, sizeof plots, "%s/p", o1);
+    result r = RUN("train", "translation", TINY, "--out", o1, "--steps", "6", "--eval-every", "3",
+                   "--plots", plots);
+    CHECK(r.status == 0, "train translation: exit %d, stderr: %s", r.status, r.err);
+    CHECK(strstr(r.out, "validation loss") && strstr(r.out, "sentences/s") && strstr(r.out, "-> "),
+          "train translation's output lacks the validation loss, the rate or the translations:\n%s", r.out);
+    static const char *const files[] = {"config.txt", "checkpoint.safetensors", "words.src", "words.tgt", "log.tsv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", o1, files[i]);
+        CHECK(access(path, R_OK) == 0, "train translation left no %s", path);
+    }
+    snprintf(path, sizeof path, "%s/config.txt", o1);
+    CHECK(file_starts(path, "kind translation\n", 17), "config.txt does not begin with its kind");
+    snprintf(path, sizeof path, "%s/p_loss.png", o1);
+    CHECK(file_starts(path, "\x89PNG", 4), "--plots wrote no PNG at %s", path);
+    done(r);
+    /* a second run into the same directory is refused without --resume */
+    r = RUN("train", "translation", TINY, "--out", o1, "--steps", "6");
+    CHECK(r.status == 2 && strstr(r.err, "--resume"), "training over a model: exit %d, %s", r.status, r.err);
+    done(r);
+}
+
+static void test_resume(const char *o1)
+{
+    char o2[128], a[256], b[256];
+    snprintf(o2, sizeof o2, "%s/resume", tmp);
+    result r = RUN("train", "translation", TINY, "--out", o2, "--steps", "3", "--eval-every", "3");
+    CHECK(r.status == 0, "train 3 steps: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("train", "translation", "--out", o2, "--resume", "--steps", "6", "--eval-every", "3", "--threads", "1");
+    CHECK(r.status == 0 && strstr(r.out, "resuming at step 3"), "resume: exit %d, %s%s", r.status, r.out, r.err);
+    done(r);
+    snprintf(a, sizeof a, "%s/checkpoint.safetensors", o1);
+    snprintf(b, sizeof b, "%s/checkpoint.safetensors", o2);
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    CHECK(la > 1000 && la == lb && !memcmp(x, y, la),
+          "3 + 3 resumed steps differ from 6 steps (%zu and %zu bytes)", la, lb);
+    free(x), free(y);
+}
+
+/* Each row of the alignment table after the header sums to 1 (two decimals). */
+static int check_table(const char *out, int *rows)
+{
+    const char *t = strstr(out, "columns: input words):\n");
+    if (!t) return 0;
+    t = strchr(t, '\n') + 1;
+    t = strchr(t, '\n'); /* the header of input words */
+    *rows = 0;
+    while (t && t[1] && t[1] != '\n') {
+        const char *line = t + 1, *end = strchr(line, '\n');
+        if (!end) break;
+        double sum = 0;
+        int n = 0;
+        for (const char *p = line; p < end; p++)
+            if (p[0] == '0' && p[1] == '.' && (p == line || p[-1] == ' ')) sum += strtod(p, NULL), n++;
+            else if (p[0] == '1' && p[1] == '.' && p[-1] == ' ') sum += strtod(p, NULL), n++;
+        if (!n) break;
+        if (fabs(sum - 1) > 0.005 * n + 1e-9) return 0;
+        (*rows)++;
+        t = end;
+    }
+    return *rows > 0;
+}
+
+static void test_translate(const char *o1)
+{
+    char png[256], svg[256], html[256], png2[256];
+    snprintf(png, sizeof png, "%s/a.png", tmp);
+    snprintf(png2, sizeof png2, "%s/a-2.png", tmp);
+    snprintf(svg, sizeof svg, "%s/a.svg", tmp);
+    snprintf(html, sizeof html, "%s/a.html", tmp);
+    result r = RUN("translate", o1, "open the file", "save image", "--show-attention", "--png", png,
+                   "--svg", svg, "--html", html);
+    CHECK(r.status == 0, "translate: exit %d, %s", r.status, r.err);
+    int rows = 0;
+    CHECK(check_table(r.out, &rows), "the alignment table is missing or a row does not sum to 1:\n%s", r.out);
+    CHECK(strstr(r.out, "open") && strstr(r.out, "<eos>"), "the table lacks the input words:\n%s", r.out);
+    CHECK(file_starts(png, "\x89PNG", 4) && file_starts(png2, "\x89PNG", 4), "--png wrote no %s or %s", png, png2);
+    CHECK(contains(svg, "<svg") && contains(svg, "open"), "--svg wrote no SVG with the words");
+    CHECK(contains(html, "<html") || contains(html, "<!DOCTYPE"), "--html wrote no page");
+    done(r);
+    /* the checkpoint file itself works too; beam search */
+    char ck[256];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", o1);
+    r = RUN("translate", ck, "--beam", "3", "copy the page");
+    CHECK(r.status == 0 && strchr(r.out, '\n'), "translate --beam 3: exit %d, %s", r.status, r.err);
+    done(r);
+}
+
+static void test_bad_lines(const char *o1)
+{
+    /* empty, invalid UTF-8, unknown words, too long (the model's limit is 24 tokens) */
+    write_file(in_path, "open the file\n\n  \n\xff\xfe broken\nfrobnicate the widget\n"
+                        "open the file open the file open the file open the file open the file "
+                        "open the file open the file open the file\n");
+    result r = RUN_IN("translate", o1);
+    CHECK(r.status == 0, "translate with bad lines: exit %d (it must go on), %s", r.status, r.err);
+    int lines = 0;
+    for (const char *p = r.out; *p; p++) lines += *p == '\n';
+    CHECK(lines == 6, "6 input lines gave %d output lines", lines);
+    CHECK(strstr(r.err, "line 2 is empty") && strstr(r.err, "line 3 is empty") &&
+          strstr(r.err, "line 4 is not valid UTF-8") && strstr(r.err, "line 5: 2 words") &&
+          strstr(r.err, "<unk>") && strstr(r.err, "line 6 has") && strstr(r.err, "first 23"),
+          "the messages for bad lines are not all there:\n%s", r.err);
+    done(r);
+}
+
+static void test_eval(const char *o1)
+{
+    result r = RUN("eval", o1, "--split", "test");
+    CHECK(r.status == 0, "eval: exit %d, %s", r.status, r.err);
+    double bleu = -1, ppl = -1;
+    const char *b = strstr(r.out, "BLEU "), *p = strstr(r.out, "perplexity ");
+    if (b) bleu = strtod(b + 5, NULL);
+    if (p) ppl = strtod(p + 11, NULL);
+    CHECK(bleu >= 0 && bleu <= 100 && ppl >= 1 && isfinite(ppl) && strstr(r.out, "exact match"),
+          "eval's output lacks BLEU in [0,100] or a perplexity >= 1:\n%s", r.out);
+    done(r);
+    r = RUN("eval", "--split", "valid", o1, "--limit", "2");
+    CHECK(r.status == 0 && strstr(r.out, "2 pairs"), "eval with options first: exit %d, %s%s", r.status, r.out, r.err);
+    done(r);
+}
+
+static void test_other_models(void)
+{
+    char o[128];
+    static const char *const kinds[][8] = {
+        {"--model", "transformer", "--heads", "2", "--layers", "1", NULL},
+        {"--rnn", "lstm", "--bidirectional", "--attention", "reduced", "--layers", "2", NULL},
+        {"--attention", "location", NULL},
+        {"--attention", "none", NULL},
+        {"--direction", "fr-en", NULL}};
+    for (int k = 0; k < 5; k++) {
+        snprintf(o, sizeof o, "%s/model%d", tmp, k);
+        const char *args[40] = {"train", "translation", TINY, "--out", o, "--steps", "3", "--eval-every", "3"};
+        int n = 0;
+        while (args[n]) n++;
+        for (int i = 0; kinds[k][i]; i++) args[n++] = kinds[k][i];
+        args[n] = NULL;
+        result r = run_in(0, args);
+        CHECK(r.status == 0, "train %s: exit %d, %s", kinds[k][1], r.status, r.err);
+        done(r);
+        r = RUN("translate", o, "--show-attention", k == 4 ? "fermer le dossier" : "close the folder");
+        int rows = 0;
+        if (strcmp(kinds[k][1], "none"))
+            CHECK(r.status == 0 && check_table(r.out, &rows), "translate --show-attention (%s): exit %d\n%s%s",
+                  kinds[k][1], r.status, r.out, r.err);
+        else
+            CHECK(r.status == 0 && strstr(r.err, "no attention"), "--attention none's table: exit %d, %s",
+                  r.status, r.err);
+        done(r);
+        r = RUN("translate", o, "--beam", "3", "open the file", "save");
+        CHECK(r.status == 0, "translate --beam 3 (%s): exit %d, %s", kinds[k][1], r.status, r.err);
+        done(r);
+        r = RUN("eval", o, "--limit", "3");
+        CHECK(r.status == 0 && strstr(r.out, "BLEU"), "eval (%s): exit %d, %s", kinds[k][1], r.status, r.err);
+        done(r);
+    }
+}
+
+static void test_bad_checkpoints(const char *o1)
+{
+    char dir[128], path[256], ck[256];
+    /* another kind */
+    snprintf(dir, sizeof dir, "%s/vision", tmp);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/config.txt", dir);
+    write_file(path, "kind vision\n");
+    result r = RUN("eval", dir);
+    CHECK(r.status == 1 && strstr(r.err, "kind 'vision'"), "eval of another kind: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("translate", dir, "open the file");
+    CHECK(r.status == 1 && strstr(r.err, "not a translation model"), "translate with another kind: exit %d, %s",
+          r.status, r.err);
+    done(r);
+    /* no config: not a checkpoint directory */
+    r = RUN("translate", tmp, "x");
+    CHECK(r.status == 1 && strstr(r.err, "config.txt"), "translate of a plain directory: exit %d, %s", r.status, r.err);
+    done(r);
+    /* a truncated checkpoint beside a good config */
+    snprintf(dir, sizeof dir, "%s/cut", tmp);
+    mkdir(dir, 0700);
+    static const char *const files[] = {"config.txt", "words.src", "words.tgt"};
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        snprintf(path, sizeof path, "%s/%s", o1, files[i]);
+        char *b = slurp(path, &len);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "wb");
+        if (f) fwrite(b, 1, len, f), fclose(f);
+        free(b);
+    }
+    size_t len;
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
+    char *b = slurp(path, &len);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    FILE *f = fopen(ck, "wb");
+    if (f) fwrite(b, 1, len / 2, f), fclose(f);
+    free(b);
+    r = RUN("translate", dir, "open the file");
+    CHECK(r.status == 1 && strstr(r.err, "qkv translate:"), "a truncated checkpoint: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("eval", dir);
+    CHECK(r.status == 1, "eval of a truncated checkpoint: exit %d, %s", r.status, r.err);
+    done(r);
+    /* option combinations refused before training */
+    r = RUN("train", "translation", "--attention", "dot", "--bidirectional", "--out", dir);
+    CHECK(r.status == 2 && strstr(r.err, "bidirectional"), "dot + bidirectional: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("train", "translation", "--attention", "sideways");
+    CHECK(r.status == 2 && strstr(r.err, "sideways"), "an unknown attention: exit %d, %s", r.status, r.err);
+    done(r);
+    snprintf(path, sizeof path, "%s/nodata", tmp);
+    r = RUN("train", "translation", "--data", path, "--out", path);
+    CHECK(r.status == 1 && strstr(r.err, "get_data.sh"), "training without data: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("translate");
+    CHECK(r.status == 2, "translate with no checkpoint: exit %d", r.status);
+    done(r);
+    r = RUN("eval", "--split");
+    CHECK(r.status == 2 && strstr(r.err, "needs a value"), "eval --split: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("eval", "--split", "test");
+    CHECK(r.status == 2 && strstr(r.err, "expects 1 argument"), "eval with no checkpoint: exit %d, %s", r.status, r.err);
+    done(r);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    snprintf(tmp, sizeof tmp, "/tmp/qkv_mt_XXXXXX");
+    if (cli_setup(argv[0], qkv_bin, sizeof qkv_bin, tmp, out_path, sizeof out_path, err_path,
+                  sizeof err_path)) {
+        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
+        return h_finish("test_translate_cli");
+    }
+    snprintf(in_path, sizeof in_path, "%s/in.txt", tmp);
+    snprintf(data, sizeof data, "%s/data", tmp);
+    write_data();
+    char o1[128];
+    snprintf(o1, sizeof o1, "%s/six", tmp);
+    test_train_files(o1);
+    test_resume(o1);
+    test_translate(o1);
+    test_bad_lines(o1);
+    test_eval(o1);
+    test_other_models();
+    test_bad_checkpoints(o1);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return h_finish("test_translate_cli");
+}

@@ -1,0 +1,328 @@
+/* test_vision_cli.c: `qkv train vit|cnn|mlp`, `qkv eval` and `qkv classify`
+ * end to end on tiny models trained for a few steps in a temporary folder,
+ * on a small made-up set in Fashion-MNIST's files (bands of light whose
+ * row gives the class, so a model can learn it in seconds): a run stopped
+ * after an epoch and resumed ends bit for bit where the uninterrupted run
+ * ends; eval prints the accuracy, per class, and draws the confusion
+ * matrix; classify reads a colour PNG of another size (written here
+ * through Cairo) with a note, and draws the ViT's attention into a valid
+ * PNG; bad input (a checkpoint of another kind, a corrupt PNG, missing data,
+ * --attention for a CNN) gets a clear message and exit status 1 or 2.
+ * And attention rollout against the paper's formula, computed here. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
+#include <cairo/cairo.h> /* the tests are built without Cairo's -I flags */
+#include <math.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+static char qkv_bin[512], tmpdir[64];
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = calloc(1, 1 << 22);
+    size_t n = f && buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+    if (f) fclose(f);
+    if (len) *len = n;
+    return buf ? buf : calloc(1, 1);
+}
+
+/* Runs "qkv ARGS" in tmpdir; stdout and stderr into *out and *err
+ * (malloc'd); the exit status, -1 if killed. */
+static int qkv(char **out, char **err, const char *fmt, ...)
+{
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=1 timeout 120 '%s' %s > out.txt 2> err.txt", tmpdir,
+             qkv_bin, args);
+    int st = system(cmd);
+    char p[128];
+    snprintf(p, sizeof p, "%s/out.txt", tmpdir);
+    *out = slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/err.txt", tmpdir);
+    *err = slurp(p, NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *path_in(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+/* ---- the made-up data ------------------------------------------------------- */
+
+static void put_be32(FILE *f, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    fwrite(b, 1, 4, f);
+}
+
+/* n images of 28x28 (class k: a bright band on rows 2k+4 and 2k+5, noise
+ * elsewhere) and their labels, as idx files DIR/PART-images-idx3-ubyte and
+ * DIR/PART-labels-idx1-ubyte. */
+static void write_set(const char *dir, const char *part, int n, uint64_t seed)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, part);
+    FILE *fi = fopen(p, "wb");
+    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, part);
+    FILE *fl = fopen(p, "wb");
+    if (!fi || !fl) {
+        CHECK(0, "cannot write the made-up set in %s", dir);
+        if (fi) fclose(fi);
+        if (fl) fclose(fl);
+        return;
+    }
+    put_be32(fi, 0x00000803), put_be32(fi, (uint32_t)n), put_be32(fi, 28), put_be32(fi, 28);
+    put_be32(fl, 0x00000801), put_be32(fl, (uint32_t)n);
+    uint64_t x = seed;
+    for (int i = 0; i < n; i++) {
+        int k = i % 10;
+        uint8_t img[28 * 28];
+        for (int r = 0; r < 28; r++)
+            for (int c = 0; c < 28; c++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                int band = r == 2 * k + 4 || r == 2 * k + 5;
+                img[r * 28 + c] = (uint8_t)(band ? 200 + x % 56 : x % 60);
+            }
+        fwrite(img, 1, sizeof img, fi);
+        uint8_t lab = (uint8_t)k;
+        fwrite(&lab, 1, 1, fl);
+    }
+    fclose(fi), fclose(fl);
+}
+
+/* A 40x30 colour PNG (Cairo, RGB) with the band of class 3, and a corrupt one. */
+static void write_pngs(void)
+{
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 40, 30);
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgb(cr, 0.05, 0.1, 0.05);
+    cairo_paint(cr);
+    cairo_set_source_rgb(cr, 0.9, 0.8, 0.85);
+    cairo_rectangle(cr, 0, (2 * 3 + 4) * 30.0 / 28, 40, 2 * 30.0 / 28);
+    cairo_fill(cr);
+    cairo_destroy(cr);
+    CHECK(cairo_surface_write_to_png(s, path_in("band3.png")) == CAIRO_STATUS_SUCCESS, "cairo: cannot write band3.png");
+    cairo_surface_destroy(s);
+    size_t n;
+    char *png = slurp(path_in("band3.png"), &n);
+    FILE *f = fopen(path_in("corrupt.png"), "wb");
+    if (f) {
+        fwrite(png, 1, n / 2, f); /* the signature and header, then nothing */
+        fclose(f);
+    }
+    free(png);
+}
+
+/* A file qkv_png_read reads, of at least 100x100 pixels. */
+static void check_png(const char *name)
+{
+    float *px = NULL;
+    int64_t c, h, w;
+    qkv_status s = qkv_png_read(path_in(name), &px, &c, &h, &w);
+    CHECK(s == QKV_OK && h >= 100 && w >= 100, "%s: not a readable PNG (%s), %lldx%lld", name,
+          s ? qkv_last_error() : "", s ? 0LL : (long long)w, s ? 0LL : (long long)h);
+    free(px);
+}
+
+typedef struct {
+    const char *args, *needle;
+    int status;
+} refusal;
+
+static void check_refusals(const refusal *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *o, *e;
+        int rc = qkv(&o, &e, "%s", t[i].args);
+        CHECK(rc == t[i].status && strstr(e, t[i].needle), "qkv %s: exit %d (wanted %d): '%s' (wanted '%s')",
+              t[i].args, rc, t[i].status, e, t[i].needle);
+        free(o), free(e);
+    }
+}
+
+/* the accuracy in "... accuracy 87.50% ..." after key */
+static double accuracy_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+#define VIT "train vit --data fm --batch 32 --patch 7 --d-model 16 --layers 2 --heads 2 --mlp-dim 32 --augment off"
+
+static void test_train(void)
+{
+    char *o, *e;
+    int rc = qkv(&o, &e, VIT " --epochs 2 --out full --plots full/p");
+    CHECK(rc == 0, "train vit: exit %d: %s", rc, e);
+    CHECK(strstr(o, "320 training images, 100 test images") && strstr(o, "parameters") &&
+              strstr(o, "epoch 1: train loss") && strstr(o, "epoch 2: train loss") && strstr(o, "test accuracy"),
+          "train vit's lines: %s", o);
+    CHECK(strstr(e, "images/s") != NULL, "train vit's progress line: %s", e);
+    CHECK(access(path_in("full/model.ckpt"), R_OK) == 0, "full/model.ckpt missing");
+    check_png("full/p_loss.png");
+    check_png("full/p_accuracy.png");
+    free(o), free(e);
+    /* the same run in two pieces */
+    rc = qkv(&o, &e, VIT " --epochs 2 --stop-after 1 --out parts");
+    CHECK(rc == 0 && !strstr(o, "epoch 2:"), "train vit --stop-after 1: exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train vit --resume --out parts");
+    CHECK(rc == 0 && strstr(o, "resuming at epoch 1") && strstr(o, "epoch 2:"), "--resume: exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    size_t n1, n2;
+    char *a = slurp(path_in("full/model.ckpt"), &n1), *b = slurp(path_in("parts/model.ckpt"), &n2);
+    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
+          "uninterrupted run's (%zu bytes)", n2, n1);
+    free(a), free(b);
+    /* the baselines learn the bands */
+    rc = qkv(&o, &e, "train mlp --data fm --batch 32 --epochs 3 --augment off --out mlp");
+    double acc = accuracy_after(strstr(o, "epoch 3: ") ? strstr(o, "epoch 3: ") : "", "test accuracy ");
+    CHECK(rc == 0 && acc >= 60, "train mlp: exit %d, test accuracy %.1f%% (wanted >= 60%%): %s %s", rc, acc, o, e);
+    printf("made-up bands, 320 training images: the MLP's test accuracy after 3 epochs %.1f%%\n", acc);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train cnn --data fm --batch 32 --epochs 1 --train-limit 160 --test-limit 50 --out cnn");
+    CHECK(rc == 0 && strstr(o, "160 training images, 50 test images") && strstr(o, "epoch 1:"),
+          "train cnn: exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+}
+
+static void test_eval_classify(void)
+{
+    char *o, *e;
+    int rc = qkv(&o, &e, "eval mlp --png conf.png --svg conf.svg");
+    CHECK(rc == 0 && strstr(o, "accuracy") && strstr(o, "per class:") && strstr(o, "T-shirt/top") &&
+              strstr(o, "confusion matrix"), "eval: exit %d: %s %s", rc, o, e);
+    /* the matrix's counts add up to the test images */
+    const char *m = strstr(o, "confusion matrix");
+    long total = 0;
+    if (m) {
+        m = strchr(m, '\n');
+        m = m ? strchr(m + 1, '\n') : NULL;
+        for (int row = 0; m && row < 10; row++) {
+            char *end;
+            strtol(m + 1, &end, 10); /* the row's index */
+            for (int k = 0; k < 10; k++) total += strtol(end, &end, 10);
+            m = strchr(end, '\n');
+        }
+    }
+    CHECK(total == 100, "eval: the confusion matrix counts %ld images, expected 100", total);
+    check_png("conf.png");
+    size_t n;
+    char *svg = slurp(path_in("conf.svg"), &n);
+    CHECK(n > 500 && strstr(svg, "<svg") && strstr(svg, "Ankle boot"), "conf.svg: %zu bytes", n);
+    free(svg);
+    free(o), free(e);
+    rc = qkv(&o, &e, "classify mlp band3.png -k 2");
+    CHECK(rc == 0 && strstr(o, "band3.png:") && strstr(o, "%"), "classify: exit %d: %s %s", rc, o, e);
+    CHECK(strstr(e, "converted") && strstr(e, "resized"), "classify's note on conversion: %s", e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "classify full/model.ckpt --test-index 3 --attention att.png");
+    CHECK(rc == 0 && strstr(o, "test image 3 (true class: Dress)") && strstr(o, "wrote att.png"),
+          "classify --attention: exit %d: %s %s", rc, o, e);
+    check_png("att.png");
+    free(o), free(e);
+    /* a checkpoint of another kind, and one with no kind */
+    qkv_params *p;
+    CHECK_OK(qkv_params_new(&p));
+    qkv_tensor *t;
+    CHECK_OK(qkv_params_add(p, "", "w", 1, (int64_t[]){3}, &t));
+    const char *k[1] = {"kind"}, *v[1] = {"lm"};
+    qkv_checkpoint_meta meta = {1, k, v};
+    CHECK_OK(qkv_checkpoint_save_meta(path_in("lm.ckpt"), p, NULL, NULL, NULL, &meta));
+    CHECK_OK(qkv_checkpoint_save(path_in("plain.ckpt"), p, NULL, NULL, NULL));
+    qkv_params_free(p);
+    static const refusal bad[] = {
+        {"classify lm.ckpt band3.png", "kind 'lm', not an image classifier", 1},
+        {"classify plain.ckpt band3.png", "not of an image classifier", 1},
+        {"eval plain.ckpt", "without a kind", 1},
+        {"classify mlp corrupt.png", "corrupt.png", 1},
+        {"classify mlp nothere.png", "nothere.png", 1},
+        {"classify cnn --test-index 0 --attention a.png", "needs a vision transformer", 1},
+        {"classify mlp", "no image", 2},
+        {"classify mlp --test-index 100", "has 100 images", 1},
+        {"train cnn --resume --out full", "holds a vit, not a cnn", 1},
+        {"train vit --data nothere --out x", "tools/get_data.sh fashion-mnist", 1},
+        {"eval mlp --data nothere", "tools/get_data.sh fashion-mnist", 1},
+        {"train vit --patch 5", "does not divide 28", 2},
+        {"train cnn --patch 4", "is a ViT option", 2},
+        {"train vit --resume --out full --lr 1", "--lr cannot be given", 2},
+        {VIT " --epochs 2 --out full", "exists: continue it with --resume", 1},
+    };
+    check_refusals(bad, sizeof bad / sizeof *bad);
+}
+
+/* ---- rollout against the paper's 0.5 W + 0.5 I, multiplied here ------------- */
+
+static void test_rollout(void)
+{
+    enum { L = 3, H = 2, S = 5 };
+    float attn[L * H * S * S], out[S * S];
+    uint64_t x = 12345;
+    for (int r = 0; r < L * H * S; r++) { /* rows of random weights summing to 1 */
+        double sum = 0;
+        for (int j = 0; j < S; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            attn[r * S + j] = (float)(x % 1000 + 1);
+            sum += attn[r * S + j];
+        }
+        for (int j = 0; j < S; j++) attn[r * S + j] = (float)(attn[r * S + j] / sum);
+    }
+    CHECK_OK(qkv_attention_rollout(attn, L, H, S, out));
+    double r[S][S] = {{0}}, a[S][S], t[S][S];
+    for (int i = 0; i < S; i++) r[i][i] = 1;
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++)
+                a[i][j] = 0.5 * (i == j) + 0.25 * (attn[((l * H + 0) * S + i) * S + j] + attn[((l * H + 1) * S + i) * S + j]);
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) {
+                t[i][j] = 0;
+                for (int k = 0; k < S; k++) t[i][j] += a[i][k] * r[k][j];
+            }
+        memcpy(r, t, sizeof r);
+    }
+    double worst = 0;
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) worst = fmax(worst, fabs(out[i * S + j] - r[i][j]));
+    CHECK(worst < 1e-6, "attention rollout: %.3g from 0.5 W + 0.5 I multiplied through 3 layers", worst);
+    CHECK(qkv_attention_rollout(attn, 0, H, S, out) == QKV_ERR_ARG && strstr(qkv_last_error(), "attention_rollout"),
+          "attention rollout with 0 layers: %s", qkv_last_error());
+}
+
+int main(int argc, char **argv)
+{
+    test_rollout();
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
+    char *abs = realpath(qkv_bin, NULL);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_vision_cli_XXXXXX");
+    if (!abs || access(abs, X_OK) != 0 || !mkdtemp(tmpdir)) {
+        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
+        free(abs);
+        return h_finish("test_vision_cli");
+    }
+    snprintf(qkv_bin, sizeof qkv_bin, "%s", abs);
+    free(abs);
+    mkdir(path_in("fm"), 0777);
+    write_set(path_in("fm"), "train", 320, 88172645463325252ull);
+    write_set(path_in("fm"), "t10k", 100, 1234567ull);
+    write_pngs();
+    test_train();
+    test_eval_classify();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return h_finish("test_vision_cli");
+}
