@@ -194,7 +194,9 @@ install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B
 # (tests/fuzz/README.md). Needs clang; not part of `all` or `test`.
 #   make fuzz              the library built into build-fuzz/ by clang with
 #                          -fsanitize=fuzzer-no-link,address,undefined, and
-#                          build-fuzz/fuzz/fuzz_NAME for each target
+#                          build-fuzz/fuzz/fuzz_NAME for each target;
+#                          FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (the
+#                          usual macro) lets the PNG reader skip CRCs
 #   tests/fuzz/run.sh [SECONDS]   each target over its corpus (CI: 20 s each)
 FUZZ_CC ?= clang
 FUZZ_B  := build-fuzz
@@ -204,13 +206,19 @@ FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
 fuzz:
 	$(MAKE) B=$(FUZZ_B) CC=$(FUZZ_CC) OPT="-O1" \
-		CFLAGS="-g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" LDFLAGS="$(FUZZ_SAN)" fuzz-targets
+		CFLAGS="-g -fsanitize=fuzzer-no-link -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION $(FUZZ_SAN)" \
+		LDFLAGS="$(FUZZ_SAN)" fuzz-targets
 
 fuzz-targets: $(FUZZ_BINS)
 
 $(B)/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(B)/libqkv.a
 	@mkdir -p $(B)/fuzz
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
+
+# The command line is not in libqkv: fuzz_cli_* targets link its parsers.
+$(B)/fuzz/fuzz_cli_%: tests/fuzz/fuzz_cli_%.c src/cli/args.c src/cli/cli.h $(B)/libqkv.a
+	@mkdir -p $(B)/fuzz
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< src/cli/args.c -o $@ $(B)/libqkv.a $(QKV_LIBS) $(LDFLAGS)
 
 clean:
 	rm -rf build build-san build-fuzz qkv.pc qkv-plot.pc

@@ -154,6 +154,8 @@ static void test_generate(void)
         {"full", "--prompt TEXT is needed", 2},
         {"full --prompt a -t -1", "--temperature: '-1' is not a number", 2},
         {"full --prompt a --top-p 0", "--top-p: '0' is not a number", 2},
+        {"full --prompt a --top-p nan", "--top-p: 'nan' is not a number in (0, 1]", 2},
+        {"full --prompt a -t ' 1'", "--temperature: ' 1' is not a number in [0, 100]", 2},
         {"--prompt a", "expects 1 argument", 2},
         {"full --prompt \"$(printf 'a\\377b')\"", "not valid UTF-8 (byte 1)", 1},
         {"full --prompt \"$(printf 'ab\\303')\"", "not valid UTF-8 (byte 2)", 1},

@@ -239,6 +239,24 @@ static void test_bad(void)
               "Latin-1 'é' read as '%s'", id);
         qkv_mo_free(m);
     }
+    /* a msgid that converts to nothing (UTF-7's "++": a shift into base64
+     * and no character) is no pair: left out, as the header entry is
+     * (found by fuzz_mo: it came back as a pair with an empty msgid) */
+    n = good_file(c, "Content-Type: text/plain; charset=UTF-7\n");
+    put32(c + 36, 2), c[61] = '+', c[62] = '+'; /* "a" -> "++" (no NUL needed) */
+    {
+        qkv_mo *m = NULL;
+        CHECK_OK(qkv_mo_parse(c, n, "utf7.mo", &m));
+        const char *id = "", *str = "";
+        CHECK(m && qkv_mo_count(m) == 0, "UTF-7 '+' as the msgid: %lld pairs (the first '%s')",
+              m ? (long long)qkv_mo_count(m) : -1LL, m && qkv_mo_get(m, 0, &id, &str) == QKV_OK ? id : "");
+        qkv_mo_free(m);
+        c[61] = 'a', c[62] = 'b'; /* the same file with "ab": one pair */
+        CHECK_OK(qkv_mo_parse(c, n, "utf7a.mo", &m));
+        CHECK(m && qkv_mo_count(m) == 1 && qkv_mo_get(m, 0, &id, &str) == QKV_OK && !strcmp(id, "ab"),
+              "UTF-7 'ab' as the msgid: %lld pairs", m ? (long long)qkv_mo_count(m) : -1LL);
+        qkv_mo_free(m);
+    }
     /* every truncation, and byte flips: an error (or a good read), never a crash */
     n = good_file(b, hdr);
     int errors = 0;

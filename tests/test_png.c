@@ -1,6 +1,7 @@
 /* PNG images: qkv_png_read on files that tools/image_oracle.py writes with
  * zlib + struct (every colour type and bit depth, palettes, tRNS, Adam7),
- * against the pixel values it encoded; truncated and corrupt files;
+ * against the pixel values it encoded, from files and from memory;
+ * truncated and corrupt files;
  * qkv_image_fit's conversions and its bilinear resize against
  * F.interpolate(mode="bilinear", align_corners=False, antialias=False). */
 #define _POSIX_C_SOURCE 200809L
@@ -76,6 +77,25 @@ static int refused(const char *path)
     return s == QKV_ERR_FORMAT && px == NULL && strstr(qkv_last_error(), path) != NULL;
 }
 
+/* qkv_png_read_mem on each file's bytes gives what qkv_png_read gives. */
+static void test_mem(int count)
+{
+    int same = 0;
+    for (int k = 0; k < count; k++) {
+        char file[64], p[600];
+        snprintf(file, sizeof file, "png_%02d.png", k);
+        size_t n = 0;
+        unsigned char *b = slurp(path_in(file, p, sizeof p), &n);
+        float *px = NULL, *pm = NULL;
+        int64_t c = 0, h = 0, w = 0, cm = 0, hm = 0, wm = 0;
+        if (b && qkv_png_read(p, &px, &c, &h, &w) == QKV_OK &&
+            qkv_png_read_mem(b, n, file, &pm, &cm, &hm, &wm) == QKV_OK)
+            same += c == cm && h == hm && w == wm && memcmp(px, pm, (size_t)(c * h * w) * sizeof *px) == 0;
+        free(b), free(px), free(pm);
+    }
+    CHECK(same == count, "%d of %d PNGs read the same from memory", same, count);
+}
+
 static void test_corrupt(void)
 {
     const char *files[] = {"png_00.png", "png_03.png", "png_19.png", "png_41.png", "png_51.png"};
@@ -149,9 +169,30 @@ static void test_corrupt(void)
             free(b);
         }
     }
+    /* 16000 x 16000 (within 2^28) with a few bytes of data: refused from
+     * the header, before allocating gigabytes for them (under libFuzzer,
+     * whose malloc limit is 2 GB, that allocation would be a finding) */
+    {
+        size_t n = 0;
+        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        if (b) {
+            const unsigned char dim[8] = {0, 0, 0x3e, 0x80, 0, 0, 0x3e, 0x80};
+            memcpy(b + 16, dim, 8);
+            fix_ihdr_crc(b);
+            float *px = (float *)1;
+            int64_t c3, h3, w3;
+            CHECK_ERR(qkv_png_read_mem(b, n, "big.png", &px, &c3, &h3, &w3), QKV_ERR_FORMAT,
+                      "big.png: 16000x16000 pixels");
+            CHECK(px == NULL && strstr(qkv_last_error(), "cannot come from"), "16000x16000: %s", qkv_last_error());
+            free(b);
+        }
+    }
     float *px = NULL;
     int64_t c, h, w;
     CHECK_ERR(qkv_png_read("/nonexistent/x.png", &px, &c, &h, &w), QKV_ERR_IO, "/nonexistent/x.png");
+    CHECK_ERR(qkv_png_read_mem(NULL, 8, "x", &px, &c, &h, &w), QKV_ERR_ARG, "bytes");
+    CHECK_ERR(qkv_png_read_mem("\x89PNG", 4, "four.png", &px, &c, &h, &w), QKV_ERR_FORMAT,
+              "four.png: not a PNG file (shorter than the signature)");
     FILE *f = fopen(cut, "wb");
     fputs("GIF89a not a png", f);
     fclose(f);
@@ -233,6 +274,7 @@ int main(void)
     CHECK_OK(qkv_safetensors_open(path_in("expected.safetensors", p, sizeof p), &st));
     if (st) {
         test_read(st, a);
+        test_mem((int)h_meta_int(st, "png_count"));
         test_corrupt();
         test_resize(st, a);
         test_convert(st, a);

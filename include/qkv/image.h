@@ -115,6 +115,11 @@ qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h, int64_
  * their maximum (v / (2^depth - 1)). No gamma correction (as PIL). A
  * missing, truncated or corrupt file is an error naming path. */
 qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h, int64_t *w);
+/* The same from a whole PNG file's n bytes in memory; name is used in
+ * messages. A header whose pixels cannot come from n bytes of deflate data
+ * (at most 1032:1) is refused before anything is allocated for them. */
+qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float **pixels, int64_t *c,
+                            int64_t *h, int64_t *w);
 
 /* What qkv_image_fit did (bits of *changes). */
 enum { QKV_IMAGE_CONVERTED = 1, QKV_IMAGE_RESIZED = 2 };

@@ -117,6 +117,22 @@ int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi)
     return v;
 }
 
+double qkv_cli_double(qkv_cli_args *a, double lo, double hi, int lo_open)
+{
+    const char *s = a->value;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    /* strtod skips leading white space; the value must be the number alone
+     * (and not NaN: it fails both comparisons) */
+    if (end == s || *end || errno == ERANGE || isspace((unsigned char)s[0]) || !(lo_open ? v > lo : v >= lo) ||
+        !(v <= hi)) {
+        qkv_cli_error(a, "--%s: '%s' is not a number in %c%g, %g]", a->name, s, lo_open ? '(' : '[', lo, hi);
+        return lo;
+    }
+    return v;
+}
+
 int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n)
 {
     char list[256] = "";
@@ -164,19 +180,6 @@ char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len)
     buf[n] = 0;
     *len = n;
     return buf;
-}
-
-double qkv_cli_double(qkv_cli_args *a, double lo, double hi)
-{
-    const char *s = a->value;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno == ERANGE || !(v >= lo && v <= hi)) {
-        qkv_cli_error(a, "--%s: '%s' is not a number in [%g, %g]", a->name, s, lo, hi);
-        return lo;
-    }
-    return v;
 }
 
 double qkv_cli_now(void)

@@ -68,9 +68,11 @@ void qkv_cli_error(qkv_cli_args *a, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
 /* The current option's value as a whole number in [lo, hi] (base 10, the
  * whole text); else a usage error naming the option, and lo. */
 int64_t qkv_cli_int(qkv_cli_args *a, int64_t lo, int64_t hi);
-/* The current option's value as a number in [lo, hi] (strtod, the whole
- * text); else a usage error naming the option, and lo. */
-double qkv_cli_double(qkv_cli_args *a, double lo, double hi);
+/* The current option's value as a number in [lo, hi], or (lo, hi] when
+ * lo_open (strtod's syntax, the whole text, no leading space; never NaN,
+ * nor out of double's range); else a usage error "--NAME: 'VALUE' is not a
+ * number in [lo, hi]", and lo. */
+double qkv_cli_double(qkv_cli_args *a, double lo, double hi, int lo_open);
 /* The index of the current option's value in names[0..n); else a usage
  * error naming the option and the choices, and 0. */
 int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);

@@ -59,8 +59,6 @@ static int parse(int argc, char **argv, gen_opts *o)
     qkv_cli_args_init(&a, argc, argv, qkv_cli_generate_usage, options, 1, 1);
     int c;
     while ((c = qkv_cli_next(&a)) > 0) {
-        char *end;
-        double v;
         switch (c) {
         case 'p': o->prompt = a.value; break;
         case 'n': o->s.max_new_tokens = qkv_cli_int(&a, 1, (int64_t)1 << 30); break;
@@ -68,15 +66,8 @@ static int parse(int argc, char **argv, gen_opts *o)
         case 's': o->s.seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         case HTML: o->html = a.value; break;
-        case 't':
-        case TOPP:
-            v = strtod(a.value, &end);
-            if (*end || end == a.value || !(c == 't' ? v >= 0 && v <= 100 : v > 0 && v <= 1))
-                qkv_cli_error(&a, "--%s: '%s' is not a number in %s", a.name, a.value,
-                              c == 't' ? "[0, 100]" : "(0, 1]");
-            else if (c == 't') o->s.temperature = (float)v;
-            else o->s.top_p = (float)v;
-            break;
+        case 't': o->s.temperature = (float)qkv_cli_double(&a, 0, 100, 0); break;
+        case TOPP: o->s.top_p = (float)qkv_cli_double(&a, 0, 1, 1); break;
         }
     }
     if (c < 0) return a.status;

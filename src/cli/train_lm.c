@@ -387,13 +387,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         }
-        if (dv) {
-            char *end;
-            double v = strtod(a.value, &end);
-            if (*end || end == a.value || !(v >= lo && v <= hi))
-                qkv_cli_error(&a, "--%s: '%s' is not a number in [%g, %g]", a.name, a.value, lo, hi);
-            *dv = v;
-        }
+        if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
             c != SAMPLE && c != STOP && c != TLIMIT && c != 'j')
             run_opt = 1, run_name = a.name;

@@ -106,7 +106,7 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_HIDDEN: o->c.hidden = qkv_cli_int(&a, 1, 8192), o->set_hidden = 1; break;
         case O_EMBED: o->c.embed = qkv_cli_int(&a, 1, 8192); break;
         case O_HEADS: o->c.heads = qkv_cli_int(&a, 1, 256); break;
-        case O_DROPOUT: o->c.dropout = qkv_cli_double(&a, 0, 0.9); break;
+        case O_DROPOUT: o->c.dropout = qkv_cli_double(&a, 0, 0.9, 0); break;
         case 'd': o->c.reverse = qkv_cli_choice(&a, dirs, 2); break;
         case O_DATA: snprintf(o->c.data, sizeof o->c.data, "%s", a.value); break;
         case O_VOCAB: o->vocab = qkv_cli_int(&a, 0, (int64_t)1 << 24); break;
@@ -115,9 +115,9 @@ static int parse(int argc, char **argv, tr_opts *o)
         case 'b': o->c.batch = qkv_cli_int(&a, 1, 4096); break;
         case 'n': o->c.steps = qkv_cli_int(&a, 1, (int64_t)1 << 40), o->steps_given = 1, o->epochs = 0; break;
         case 'e': o->epochs = qkv_cli_int(&a, 1, 100000), o->steps_given = 1; break;
-        case O_LR: o->c.lr = qkv_cli_double(&a, 1e-9, 10); break;
-        case O_CLIP: o->c.clip = qkv_cli_double(&a, 0, 1e9); break;
-        case O_TF: o->c.teacher_forcing = qkv_cli_double(&a, 0, 1); break;
+        case O_LR: o->c.lr = qkv_cli_double(&a, 1e-9, 10, 0); break;
+        case O_CLIP: o->c.clip = qkv_cli_double(&a, 0, 1e9, 0); break;
+        case O_TF: o->c.teacher_forcing = qkv_cli_double(&a, 0, 1, 0); break;
         case 's': o->c.seed = (uint64_t)qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         case 'o': snprintf(o->out, sizeof o->out, "%s", a.value); break;

@@ -285,13 +285,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         case POOL: o->g.pool = (qkv_vit_pool)qkv_cli_choice(&a, pools, 2); break;
         case POS: o->g.pos = qkv_cli_choice(&a, poss, 2) ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED; break;
         }
-        if (dv) {
-            char *end;
-            double v = strtod(a.value, &end);
-            if (*end || end == a.value || !(v >= lo && v <= hi))
-                qkv_cli_error(&a, "--%s: '%s' is not a number in [%g, %g]", a.name, a.value, lo, hi);
-            *dv = v;
-        }
+        if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
         if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j')
             run_opt = 1, run_name = a.name;
     }

@@ -214,6 +214,10 @@ qkv_status qkv_mo_parse(const void *data, size_t size, const char *name, qkv_mo 
         if (ls == 0) continue; /* nothing left of the msgid: not a pair either */
         size_t a = b.n;
         st = buf_put(&b, s, ls, cd, name, "original", i);
+        if (st == QKV_OK && b.v[a] == 0) { /* converted to nothing (UTF-7's "+"): not a pair */
+            b.n = a;
+            continue;
+        }
         if (st == QKV_OK) st = buf_put(&b, t, lt, cd, name, "translated", i);
         if (st == QKV_OK) mo->off[2 * mo->n] = a, mo->off[2 * mo->n + 1] = a + strlen(b.v + a) + 1, mo->n++;
     }

@@ -3,11 +3,8 @@
  * message naming the input, never a crash, leak, hang or out-of-bounds
  * access.
  *
- * Build and run (from the repo root):
- *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
- *       tests/fuzz/fuzz_idx.c src/data/idx.c src/core/error.c -lz -o build/fuzz/fuzz_idx
- *   build/fuzz/fuzz_idx -max_total_time=60 -max_len=4096 tests/fuzz/corpus/idx
- * (copy the corpus to a scratch folder first to keep what the fuzzer adds
+ * Build and run (from the repo root): make fuzz && tests/fuzz/run.sh 600 fuzz_idx
+ * (run.sh gives the fuzzer a scratch folder for what it adds, to keep it
  * out of the tree). The seeds: tiny idx files of each type code, plain and
  * gzip'd, a two-member gzip, and broken ones (truncated, bad CRC, a header
  * that claims more than the file holds). */

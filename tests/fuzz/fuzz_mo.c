@@ -3,16 +3,11 @@
  * valid UTF-8, or an error with a message, never a crash, leak or
  * out-of-bounds access.
  *
- * Build and run (from the repo root; `make fuzz` builds every tests/fuzz/fuzz_*.c):
- *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
- *       tests/fuzz/fuzz_mo.c src/data/mo.c src/data/tokenizer.c src/data/tokenizer_bpe.c \
- *       src/data/tokenizer_pretok.c src/data/tokenizer_words.c src/io/json.c \
- *       src/core/error.c -o build/fuzz/fuzz_mo
- *   cp -r tests/fuzz/corpus/mo /tmp/mo_corpus   # the seeds: small catalogues
- *   build/fuzz/fuzz_mo -max_total_time=60 -max_len=2048 /tmp/mo_corpus
- * (or link build/libqkv.a instead of the sources). The seeds are msgfmt's
- * output in both byte orders (plurals, a context, a Latin-1 header) and a
- * revision 0.1 file; regenerate them with tests/fuzz/corpus/mo/make.sh.
+ * Build and run (from the repo root): make fuzz && tests/fuzz/run.sh 600 fuzz_mo
+ * (run.sh reads the seeds in tests/fuzz/corpus/fuzz_mo/ and keeps what the
+ * fuzzer adds in a scratch folder). The seeds are msgfmt's output in both
+ * byte orders (plurals, a context, a Latin-1 header) and a
+ * revision 0.1 file; regenerate them with tests/fuzz/corpus/fuzz_mo/make.sh.
  */
 #include <stdint.h>
 #include <stdlib.h>
