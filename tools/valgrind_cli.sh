@@ -9,7 +9,7 @@
 # threads one at a time anyway. valgrind does not run AVX-512: qkv's
 # attention then takes its AVX2 build (valgrind's CPUID hides AVX-512).
 # tools/valgrind_cairo.supp leaves out what Cairo and fontconfig keep
-# cached for the life of the process (see there). About 8 minutes.
+# cached for the life of the process (see there). About 15 minutes.
 set -e
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -56,6 +56,31 @@ run "tokenizer encode" tokenizer encode --tokenizer "bpe:$tmp/tok.bpe" "$tmp/cor
 run "tokenizer decode" tokenizer decode --tokenizer "bpe:$tmp/tok.bpe" "$tmp/ids.txt"
 if [ -f data/gpt2/encoder.json ]; then
     run "tokenizer encode gpt2" tokenizer encode --tokenizer gpt2:data/gpt2 "$tmp/corpus.txt"
+fi
+# The trainers and their commands (translation, language model, vision),
+# on tiny settings.
+for i in 1 2 3 4 5 6 7 8; do cat "$tmp/corpus.txt"; done > "$tmp/lm.txt"
+run "train lm, tiny" train lm --corpus "$tmp/lm.txt" --layers 1 --d-model 16 --heads 2 --context 16 \
+    --batch 4 --steps 3 --eval-every 3 --eval-batches 1 --sample 8 --out "$tmp/lm"
+run generate generate "$tmp/lm" --prompt "the cat" -n 8 --html "$tmp/lm.html"
+mkdir -p "$tmp/mt"
+for verb in open close save delete; do for noun in file folder image page; do
+    printf '%s the %s\t%s le %s\n' "$verb" "$noun" "$verb-fr" "$noun-fr"
+done; done > "$tmp/mt/train.tsv"
+head -n 4 "$tmp/mt/train.tsv" > "$tmp/mt/valid.tsv"
+tail -n 4 "$tmp/mt/train.tsv" > "$tmp/mt/test.tsv"
+run "train translation, tiny" train translation --data "$tmp/mt" --hidden 16 --embed 16 --batch 4 \
+    --steps 3 --eval-every 3 --threads 1 --out "$tmp/mt-run"
+run translate translate "$tmp/mt-run" --show-attention --png "$tmp/align.png" "open the file"
+run "eval translation" eval "$tmp/mt-run"
+cut -f 2 "$tmp/mt/test.tsv" > "$tmp/ref.txt"
+run bleu bleu "$tmp/ref.txt" "$tmp/ref.txt"
+if [ -f data/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+    run "train vit, tiny" train vit --batch 16 --patch 7 --d-model 16 --layers 1 --heads 2 --mlp-dim 32 \
+        --epochs 1 --train-limit 64 --test-limit 32 --out "$tmp/vit"
+    run "eval vit" eval "$tmp/vit" --test-limit 32 --png "$tmp/confusion.png"
+    run classify classify "$tmp/vit" --test-index 3 --attention "$tmp/att.png"
+    run "train mlp, tiny" train mlp --batch 16 --epochs 1 --train-limit 64 --test-limit 32 --out "$tmp/mlp"
 fi
 run "usage error" toy --length 7
 exit $fail
