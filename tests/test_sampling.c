@@ -2,7 +2,9 @@
  *  - beam width 1 and sampling with top_k 1 are greedy; greedy is the full
  *    forward's argmax, token after token;
  *  - the sampling distribution (temperature, top-k, top-p, ties) against
- *    the formulas, draws within 5 sigma of it, seeded repeats. */
+ *    the formulas, draws within 5 sigma of it, seeded repeats;
+ *  - suppress_ids: greedy, sampling and beam search never emit them, and
+ *    suppressing ids that greedy never picks changes nothing. */
 #include "gen_helpers.h"
 
 /* ---- greedy --------------------------------------------------------------------------------- */
@@ -162,6 +164,82 @@ static void test_sampling(const qkv_lm *m)
     CHECK(memcmp(t1, t3, sizeof t1) != 0, "sampling with seeds 42 and 43 gave the same 30 tokens");
 }
 
+/* ---- suppress_ids ---------------------------------------------------------------------- */
+
+enum { SUP_N = 2, SUP_M = 12 };
+
+/* Generates SUP_N rows of SUP_M tokens with the language model (prompt
+ * (SUP_N,3)) or, lm NULL, the encoder-decoder. */
+static void sup_gen(const qkv_lm *lm, const qkv_seq2seq *s2s, const qkv_generate_opts *o,
+                    int64_t *tok, int64_t *len)
+{
+    static const int64_t in[SUP_N * 3] = {1, 4, 2, 3, 0, 5};
+    CHECK_OK(gen_run(lm, s2s, in, NULL, SUP_N, 3, o, tok, len, NULL));
+}
+
+static void test_suppress_model(const char *what, const qkv_lm *lm, const qkv_seq2seq *s2s,
+                                int64_t V)
+{
+    int64_t tok[SUP_N * SUP_M], tok2[SUP_N * SUP_M], len[SUP_N], len2[SUP_N];
+    qkv_generate_opts o = gen_opts(QKV_DECODE_GREEDY, SUP_M, -1);
+    sup_gen(lm, s2s, &o, tok, len);
+    uint8_t used[16] = {0}; // V <= 16
+    for (int64_t i = 0; i < SUP_N * SUP_M; i++) used[tok[i]] = 1;
+    int64_t unused[16], picked[16], nu = 0, np = 0;
+    for (int64_t v = 0; v < V; v++) {
+        if (used[v]) picked[np++] = v;
+        else unused[nu++] = v;
+    }
+    CHECK(nu > 0 && np > 0, "%s: greedy used %lld of %lld ids: no test", what, (long long)np,
+          (long long)V);
+    /* ids greedy never picks: suppressing them changes nothing */
+    o.suppress_ids = unused, o.n_suppress = nu;
+    sup_gen(lm, s2s, &o, tok2, len2);
+    CHECK(!memcmp(tok, tok2, sizeof tok), "%s: suppressing unused ids changed greedy", what);
+    /* the ids greedy picked: never again, whatever the decoding */
+    qkv_decode_kind kinds[3] = {QKV_DECODE_GREEDY, QKV_DECODE_SAMPLE, QKV_DECODE_BEAM};
+    for (int k = 0; k < 3; k++) {
+        o = gen_opts(kinds[k], SUP_M, -1);
+        o.num_beams = 3, o.seed = 5, o.temperature = 2.0f;
+        o.suppress_ids = picked, o.n_suppress = np;
+        sup_gen(lm, s2s, &o, tok2, len2);
+        int64_t bad = 0;
+        for (int64_t n = 0; n < SUP_N; n++)
+            for (int64_t t = 0; t < len2[n]; t++)
+                for (int64_t i = 0; i < np; i++) bad += tok2[n * SUP_M + t] == picked[i];
+        CHECK(bad == 0 && len2[0] == SUP_M, "%s, decoding %d: %lld suppressed tokens emitted", what,
+              k, (long long)bad);
+    }
+}
+
+static void test_suppress(const qkv_lm *lm, const qkv_seq2seq *s2s)
+{
+    test_suppress_model("language model", lm, NULL, 11);
+    test_suppress_model("encoder-decoder", NULL, s2s, 10);
+    int64_t tok[SUP_N * SUP_M], len[SUP_N];
+    int64_t all[11] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, bad_id[2] = {3, 11};
+    qkv_generate_opts o = gen_opts(QKV_DECODE_GREEDY, SUP_M, -1);
+    static const int64_t in[SUP_N * 3] = {1, 4, 2, 3, 0, 5};
+    struct { const int64_t *ids; int64_t n; const char *msg; } bad[] = {
+        {bad_id, 2, "suppress_ids[1] = 11 outside [0, vocabulary 11)"},
+        {NULL, 1, "suppress_ids is NULL"},
+        {all, -1, "n_suppress -1 must be >= 0"},
+        {all, 11, "covers all 11 ids"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o.suppress_ids = bad[i].ids, o.n_suppress = bad[i].n;
+        qkv_status st = gen_run(lm, NULL, in, NULL, SUP_N, 3, &o, tok, len, NULL);
+        CHECK(st == QKV_ERR_ARG && strstr(qkv_last_error(), bad[i].msg),
+              "bad suppress_ids %zu: status %d, \"%s\"", i, (int)st, qkv_last_error());
+    }
+    /* the same ids twice are fine: 10 distinct of 11 leave one id */
+    int64_t ten[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 0};
+    o.suppress_ids = ten, o.n_suppress = 12;
+    CHECK_OK(gen_run(lm, NULL, in, NULL, SUP_N, 3, &o, tok, len, NULL));
+    for (int64_t i = 0; i < SUP_N * SUP_M; i++)
+        CHECK(tok[i] == 10, "only id 10 is left, token %lld is %lld", (long long)i, (long long)tok[i]);
+}
+
 int main(void)
 {
     if (qkv_ctx_new(&C) != QKV_OK || qkv_arena_new(&A, 0) != QKV_OK) return 1;
@@ -169,6 +247,7 @@ int main(void)
     gen_models_init(&g);
     test_greedy_equivalents(&g.lm, &g.s2s);
     test_sampling(&g.lm);
+    test_suppress(&g.lm, &g.s2s);
     gen_models_free(&g);
     qkv_arena_free(A);
     qkv_ctx_free(C);

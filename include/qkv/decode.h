@@ -40,6 +40,11 @@ typedef struct {
     int64_t num_beams;             /* >= 1; default 4 */
     float length_penalty;          /* alpha, finite; default 0.6 */
     qkv_length_penalty length_penalty_kind; /* default GNMT */
+    /* ids never generated (Hugging Face's suppress_tokens): their logits
+     * are -inf before every choice, e.g. the padding and start tokens of a
+     * translation model, whose logits training never pushed down. */
+    const int64_t *suppress_ids;   /* (n_suppress) in [0,V), or NULL; default NULL */
+    int64_t n_suppress;            /* >= 0, not every id; default 0 */
 } qkv_generate_opts;
 
 qkv_generate_opts qkv_generate_opts_default(void);

@@ -516,6 +516,10 @@ qkv_status mt_decode(qkv_ctx *c, const mt_model *m, qkv_tensor *src, const int64
 {
     qkv_generate_opts o = qkv_generate_opts_default();
     o.max_new_tokens = m->cfg.max_len, o.end_id = MT_EOS, o.pad_id = MT_PAD;
+    /* training ignores padding targets and never predicts bos: their
+     * logits are untrained, so they are never generated */
+    static const int64_t never[] = {MT_PAD, MT_BOS};
+    o.suppress_ids = never, o.n_suppress = 2;
     if (beam > 1) o.kind = QKV_DECODE_BEAM, o.num_beams = beam;
     qkv_ctx_set_training(c, 0);
     if (m->cfg.model == MT_RNN)

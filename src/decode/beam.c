@@ -231,7 +231,7 @@ qkv_status dec_beam(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache
         qkv_ctx_reset(c);
         if (!is_identity(s.parent, s.R))
             st = g->reorder ? g->reorder(c, g, s.parent) : tfm_cache_reorder(c, kc, s.parent, 0);
-        if (st == QKV_OK) st = dec_feed_tokens(fn, c, g, kc, s.next, logits);
+        if (st == QKV_OK) st = dec_feed_tokens(fn, c, g, kc, o, s.next, logits);
     }
     if (st == QKV_OK) beam_output(&s, o, tokens, lengths, scores);
     beam_free(&s);

@@ -47,9 +47,12 @@ struct dec_model {
 qkv_status dec_model_step(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
                           qkv_tensor *ids, const qkv_tensor *pad, float *out);
 /* generate.c: resets the ctx and feeds one token per row, next (R),
- * through g->feed or the cache kc. */
+ * through g->feed or the cache kc; the logits (R,V) in out, o's
+ * suppressed ids at -inf. */
 qkv_status dec_feed_tokens(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
-                           int64_t *next, float *out);
+                           const qkv_generate_opts *o, int64_t *next, float *out);
+/* generate.c: o's suppressed ids of logits (R,V) set to -inf. */
+void dec_suppress(const qkv_generate_opts *o, int64_t R, int64_t V, float *logits);
 
 /* generate.c: the checks of o shared by every generate call (V: the
  * vocabulary), and the decoding after the first logits (R,V): tokens,

@@ -49,14 +49,55 @@ qkv_status dec_model_step(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv
     return QKV_OK;
 }
 
+void dec_suppress(const qkv_generate_opts *o, int64_t R, int64_t V, float *logits)
+{
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = 0; i < o->n_suppress; i++) logits[r * V + o->suppress_ids[i]] = -INFINITY;
+}
+
 qkv_status dec_feed_tokens(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cache *kc,
-                           int64_t *next, float *out)
+                           const qkv_generate_opts *o, int64_t *next, float *out)
 {
     qkv_ctx_reset(c);
-    if (g->feed) return g->feed(fn, c, g, next, out);
-    qkv_tensor *ids; // (R,1)
-    QKV_TRY(qkv_tensor_wrap_i64(qkv_ctx_arena(c), next, 2, (int64_t[]){kc->batch, 1}, &ids));
-    return dec_model_step(fn, c, g, kc, ids, NULL, out);
+    int64_t R = kc ? kc->batch : g->rows;
+    if (g->feed) {
+        QKV_TRY(g->feed(fn, c, g, next, out));
+    } else {
+        qkv_tensor *ids; // (R,1)
+        QKV_TRY(qkv_tensor_wrap_i64(qkv_ctx_arena(c), next, 2, (int64_t[]){R, 1}, &ids));
+        QKV_TRY(dec_model_step(fn, c, g, kc, ids, NULL, out));
+    }
+    dec_suppress(o, R, g->V, out);
+    return QKV_OK;
+}
+
+/* suppress_ids: each in [0,V), not every id of the vocabulary. */
+static qkv_status check_suppress(const char *fn, const qkv_generate_opts *o, int64_t V)
+{
+    if (o->n_suppress < 0)
+        return qkv_fail(QKV_ERR_ARG, "%s: n_suppress %lld must be >= 0", fn, (long long)o->n_suppress);
+    if (o->n_suppress == 0) return QKV_OK;
+    if (!o->suppress_ids)
+        return qkv_fail(QKV_ERR_ARG, "%s: suppress_ids is NULL with n_suppress %lld", fn,
+                        (long long)o->n_suppress);
+    uint8_t *seen = calloc((size_t)V, 1);
+    if (!seen) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < o->n_suppress; i++) {
+        int64_t id = o->suppress_ids[i];
+        if (id < 0 || id >= V) {
+            free(seen);
+            return qkv_fail(QKV_ERR_ARG, "%s: suppress_ids[%lld] = %lld outside [0, vocabulary %lld)",
+                            fn, (long long)i, (long long)id, (long long)V);
+        }
+        distinct += !seen[id];
+        seen[id] = 1;
+    }
+    free(seen);
+    if (distinct == V)
+        return qkv_fail(QKV_ERR_ARG, "%s: suppress_ids covers all %lld ids: nothing is left to "
+                        "generate", fn, (long long)V);
+    return QKV_OK;
 }
 
 /* ---- the generate calls ------------------------------------------------------------------- */
@@ -71,6 +112,7 @@ qkv_status dec_check_generate_opts(const char *fn, const qkv_generate_opts *o, i
     if (o->end_id < -1 || o->end_id >= V)
         return qkv_fail(QKV_ERR_ARG, "%s: end_id %lld outside [-1, vocabulary %lld)", fn,
                         (long long)o->end_id, (long long)V);
+    QKV_TRY(check_suppress(fn, o, V));
     if (o->kind == QKV_DECODE_SAMPLE) QKV_TRY(dec_check_sampling(fn, o));
     if (o->kind != QKV_DECODE_BEAM) return QKV_OK;
     if (o->num_beams < 1)
@@ -164,7 +206,9 @@ static qkv_status lm_prefill(const char *fn, qkv_ctx *c, const dec_model *g, qkv
         if (pad) QKV_TRY(seq_repeat_rows(c, pad, B, &mask));
     }
     qkv_kv_cache_reset(kc);
-    return dec_model_step(fn, c, g, kc, ids, mask, logits);
+    QKV_TRY(dec_model_step(fn, c, g, kc, ids, mask, logits));
+    dec_suppress(o, kc->batch, g->V, logits);
+    return QKV_OK;
 }
 
 static qkv_status lm_generate_run(const gen_call *gc, const qkv_lm *m, qkv_kv_cache *kc,
@@ -216,7 +260,7 @@ static qkv_status s2s_generate_run(const gen_call *gc, const qkv_seq2seq *m, qkv
     qkv_status s = logits && first ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", gc->fn);
     for (int64_t r = 0; s == QKV_OK && r < R; r++) first[r] = bos;
     if (s == QKV_OK) s = s2s_begin(gc->fn, gc->c, m, kc, src, pad, B);
-    if (s == QKV_OK) s = dec_feed_tokens(gc->fn, gc->c, &g, kc, first, logits);
+    if (s == QKV_OK) s = dec_feed_tokens(gc->fn, gc->c, &g, kc, gc->o, first, logits);
     if (s == QKV_OK)
         s = dec_run(gc->fn, gc->c, &g, kc, gc->o, N, logits, gc->tokens, gc->lengths, gc->scores);
     free(logits);

@@ -120,7 +120,7 @@ static qkv_status rnn_generate_run(const char *fn, qkv_ctx *c, const qkv_seq2seq
     qkv_status st = logits && first ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     for (int64_t r = 0; st == QKV_OK && r < R; r++) first[r] = bos;
     if (st == QKV_OK) st = rnn_gen_begin(fn, c, &s, src, src_lengths, B);
-    if (st == QKV_OK) st = dec_feed_tokens(fn, c, &g, NULL, first, logits);
+    if (st == QKV_OK) st = dec_feed_tokens(fn, c, &g, NULL, o, first, logits);
     if (st == QKV_OK) st = dec_run(fn, c, &g, NULL, o, N, logits, tokens, lengths, scores);
     rnn_gen_free(&s);
     free(logits);

@@ -89,7 +89,7 @@ qkv_status dec_greedy(const char *fn, qkv_ctx *c, const dec_model *g, qkv_kv_cac
         int all_done;
         st = simple_choose(c, o, &s, N, V, logits, t, tokens, lengths, &all_done);
         if (st != QKV_OK || all_done || t == M - 1) break;
-        st = dec_feed_tokens(fn, c, g, kc, s.next, logits);
+        st = dec_feed_tokens(fn, c, g, kc, o, s.next, logits);
     }
     for (int64_t n = 0; st == QKV_OK && scores && n < N; n++) scores[n] = (float)s.sum[n];
     simple_free(&s);
