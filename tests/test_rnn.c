@@ -369,9 +369,37 @@ static void test_dropout(void)
     free_rnn(&k, a, p);
 }
 
+/* The masks form of lengths: a right-padded mask gives the lengths that
+ * give the same outputs; other masks are errors naming the row. */
+static void test_masks(void)
+{
+    qkv_arena *a;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *m;
+    CHECK_OK(qkv_tensor_new(a, QKV_BOOL, 2, (int64_t[]){3, 5}, &m));
+    static const uint8_t good[15] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1};
+    memcpy(m->mask, good, 15);
+    int64_t len[3] = {-1, -1, -1};
+    CHECK_OK(qkv_rnn_lengths_from_mask(m, len));
+    CHECK(len[0] == 5 && len[1] == 2 && len[2] == 3, "lengths %lld %lld %lld, expected 5 2 3",
+          (long long)len[0], (long long)len[1], (long long)len[2]);
+    m->mask[10] = 1; // row 2: all padding
+    CHECK_ERR(qkv_rnn_lengths_from_mask(m, len), QKV_ERR_ARG, "row 2 starts with padding");
+    m->mask[10] = 0, m->mask[12] = 1, m->mask[13] = 0; // row 2: a gap
+    CHECK_ERR(qkv_rnn_lengths_from_mask(m, len), QKV_ERR_ARG,
+              "row 2 has a real step 3 after padding at 2");
+    CHECK_ERR(qkv_rnn_lengths_from_mask(NULL, len), QKV_ERR_ARG, "padding_mask is NULL");
+    CHECK_ERR(qkv_rnn_lengths_from_mask(m, NULL), QKV_ERR_ARG, "lengths is NULL");
+    qkv_tensor *f;
+    CHECK_OK(qkv_tensor_new(a, QKV_F32, 2, (int64_t[]){3, 5}, &f));
+    CHECK_ERR(qkv_rnn_lengths_from_mask(f, len), QKV_ERR_ARG, "must be a BOOL (N,L) tensor");
+    qkv_arena_free(a);
+}
+
 int main(void)
 {
     test_errors();
+    test_masks();
     test_dropout();
     test_gradcheck(QKV_RNN_GRU, 1, 0, 1);
     test_gradcheck(QKV_RNN_LSTM, 1, 1, 1);

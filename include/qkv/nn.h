@@ -239,6 +239,12 @@ qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tens
 qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
                                qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
                                qkv_tensor **h_n, qkv_tensor **c_n);
+/* The masks form of lengths: padding_mask BOOL (N,L), true = padding (as
+ * key_padding_mask), each row right-padded (real steps, then padding only,
+ * at least one real step); lengths (N, caller's memory) gets each row's
+ * real steps, for the forwards above. Masks that are not right-padded are
+ * an error naming the row. */
+qkv_status qkv_rnn_lengths_from_mask(const qkv_tensor *padding_mask, int64_t *lengths);
 
 #ifdef __cplusplus
 }

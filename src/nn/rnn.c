@@ -576,3 +576,32 @@ static qkv_status rnn_module_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x
     qkv_nn_rnn *m = (qkv_nn_rnn *)base;
     return rnn_forward(c, m, m->mode, x, NULL, NULL, NULL, y, NULL, NULL);
 }
+
+/* The masks form of lengths: padding_mask BOOL (N,L), true = padding (the
+ * convention of key_padding_mask), each row real steps then padding only. */
+qkv_status qkv_rnn_lengths_from_mask(const qkv_tensor *padding_mask, int64_t *lengths)
+{
+    const char *fn = "rnn_lengths_from_mask";
+    QKV_NEED(padding_mask, fn, "padding_mask");
+    QKV_NEED(lengths, fn, "lengths");
+    char b[64];
+    if (padding_mask->dtype != QKV_BOOL || padding_mask->ndim != 2 || !padding_mask->mask)
+        return qkv_fail(QKV_ERR_ARG, "%s: padding_mask must be a BOOL (N,L) tensor, got %s %s", fn,
+                        qkv_dtype_name(padding_mask->dtype), qkv_shape_str(padding_mask, b, sizeof b));
+    int64_t N = padding_mask->shape[0], L = padding_mask->shape[1];
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *row = padding_mask->mask + n * L; // (L)
+        int64_t len = 0;
+        while (len < L && !row[len]) len++;
+        if (len == 0)
+            return qkv_fail(QKV_ERR_ARG, "%s: row %lld starts with padding: every sequence needs at "
+                            "least one step", fn, (long long)n);
+        for (int64_t t = len; t < L; t++)
+            if (!row[t])
+                return qkv_fail(QKV_ERR_ARG, "%s: row %lld has a real step %lld after padding at %lld: "
+                                "padding must come last (right-padded, as pack_padded_sequence)", fn,
+                                (long long)n, (long long)t, (long long)len);
+        lengths[n] = len;
+    }
+    return QKV_OK;
+}
