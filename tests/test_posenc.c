@@ -84,6 +84,15 @@ static void test_grad_cat_position(qkv_arena *a, qkv_rng *r)
         }
 }
 
+/* An I64 (N,T) positions tensor holding v. */
+static qkv_tensor *positions_of(qkv_arena *a, int64_t N, int64_t T, const int64_t *v)
+{
+    qkv_tensor *p = NULL;
+    CHECK_OK(qkv_tensor_new(a, QKV_I64, 2, (int64_t[]){N, T}, &p));
+    if (p) memcpy(p->idx, v, (size_t)(N * T) * sizeof *v);
+    return p;
+}
+
 static void test_grad_rope(qkv_arena *a, qkv_rng *r)
 {
     int64_t s4[4] = {2, 2, 3, 8}, s3[3] = {2, 4, 6}, s2[2] = {5, 10};
@@ -102,6 +111,17 @@ static void test_grad_rope(qkv_arena *a, qkv_rng *r)
         k.rope.rot_dim = 4;
         k.x = h_input(a, r, 2, s2, 1.0f);
         snprintf(what, sizeof what, "rope %s (T,hd) rot_dim 4 of 10", layout ? "half" : "interleaved");
+        gradcheck(&k, &k.x, 1, what);
+        /* per-(row, step) positions: a table over 0..40 (dense), then one
+         * row per entry (a position past N*T) */
+        const int64_t dense[6] = {5, 0, 9, 2, 2, 40}, sparse[6] = {1000, 3, 77, 0, 1, 1};
+        k.rope = o;
+        k.x = h_input(a, r, 4, s4, 1.0f);
+        k.rope.positions = positions_of(a, 2, 3, dense);
+        snprintf(what, sizeof what, "rope %s (N,H,T,hd) positions (N,T)", layout ? "half" : "interleaved");
+        gradcheck(&k, &k.x, 1, what);
+        k.rope.positions = positions_of(a, 2, 3, sparse);
+        snprintf(what, sizeof what, "rope %s positions up to 1000", layout ? "half" : "interleaved");
         gradcheck(&k, &k.x, 1, what);
     }
 }
@@ -259,6 +279,28 @@ static void test_rope_properties(qkv_arena *a, qkv_rng *r)
             same &= yh->data[t * HD + i] == yi->data[t * HD + 2 * i] &&
                     yh->data[t * HD + i + HD / 2] == yi->data[t * HD + 2 * i + 1];
     CHECK(same, "rope: half layout = interleaved layout on permuted dims");
+    /* positions (N,T) = each row alone at its offset: entry n of x (2,3,T,HD)
+     * at positions 7.. and 100000.. (past N*T: the per-entry tables) or 0.. */
+    for (int big = 0; big < 2; big++) {
+        enum { T = 4 };
+        qkv_tensor *x4 = h_input(a, r, 4, (int64_t[]){2, 3, T, HD}, 1.0f), *yp = NULL;
+        int64_t start[2] = {7, big ? 100000 : 0}, pv[2 * T];
+        for (int n = 0; n < 2; n++)
+            for (int t = 0; t < T; t++) pv[n * T + t] = start[n] + t;
+        qkv_rope_opts o = qkv_rope_opts_default();
+        o.layout = QKV_ROPE_HALF;
+        o.positions = positions_of(a, 2, T, pv);
+        CHECK_OK(qkv_rope(c, x4, &o, &yp));
+        int equal = yp != NULL;
+        for (int n = 0; equal && n < 2; n++) {
+            qkv_tensor *xn, *yn;
+            CHECK_OK(qkv_tensor_wrap(a, x4->data + n * 3 * T * HD, 3, (int64_t[]){3, T, HD}, &xn));
+            yn = rope_of(c, xn, QKV_ROPE_HALF, start[n]);
+            equal = yn && !memcmp(yn->data, yp->data + n * 3 * T * HD, 3 * T * HD * sizeof(float));
+        }
+        CHECK(equal, "rope: positions (N,T) give each entry's rotation at its offset (%s)",
+              big ? "per-entry tables" : "one table");
+    }
     /* position 0 is the identity */
     qkv_tensor *y0 = rope_of(c, x, QKV_ROPE_INTERLEAVED, 0);
     CHECK(y0 && !memcmp(y0->data, x->data, HD * sizeof(float)), "rope at position 0 is the identity");
@@ -396,6 +438,17 @@ static void test_bad_input(qkv_arena *a, qkv_rng *r)
     o = qkv_rope_opts_default();
     o.layout = (qkv_rope_layout)3;
     CHECK_ERR(qkv_rope(c, x4, &o, &y), QKV_ERR_ARG, "rope: layout 3");
+    o = qkv_rope_opts_default(); /* positions for x4 (1,2,3,6) are (1,3) */
+    o.positions = positions_of(a, 1, 3, (int64_t[]){0, -1, 2});
+    CHECK_ERR(qkv_rope(c, x4, &o, &y), QKV_ERR_ARG, "rope: positions[0,1] = -1 is outside [0, 2^53]");
+    o.positions = positions_of(a, 1, 3, (int64_t[]){0, 1, 2});
+    o.offset = 4;
+    CHECK_ERR(qkv_rope(c, x4, &o, &y), QKV_ERR_ARG, "rope: offset 4 with positions: give one or the other");
+    o.offset = 0;
+    o.positions = positions_of(a, 2, 3, (int64_t[]){0, 1, 2, 0, 1, 2});
+    CHECK_ERR(qkv_rope(c, x4, &o, &y), QKV_ERR_SHAPE, "rope: positions (2,3), expected (N,T) = (1,3) for x (1,2,3,6)");
+    o.positions = x3;
+    CHECK_ERR(qkv_rope(c, x4, &o, &y), QKV_ERR_DTYPE, "rope: positions must be I64");
 
     CHECK_ERR(qkv_alibi_slopes(0, buf), QKV_ERR_ARG, "alibi_slopes: num_heads 0 must be positive");
     CHECK_ERR(qkv_alibi_slopes(4, NULL), QKV_ERR_ARG, "alibi_slopes: slopes is NULL");
@@ -536,6 +589,7 @@ static void parity_rope(const char *dir, qkv_arena *a)
     }
     CHECK(n >= 8, "oracle wrote %d RoPE cases", n);
     double worst_y = 0, worst_g = 0;
+    int n_pos = 0;
     for (int k = 0; k < n; k++) {
         char file[64];
         snprintf(file, sizeof file, "rope_%d.safetensors", k);
@@ -548,7 +602,12 @@ static void parity_rope(const char *dir, qkv_arena *a)
         CHECK(layout && base && off && rot, "%s: metadata", file);
         if (x && want && dout && gx && layout && base && off && rot) {
             qkv_rope_opts o = {!strcmp(layout, "half") ? QKV_ROPE_HALF : QKV_ROPE_INTERLEAVED,
-                               strtof(base, NULL), atoll(off), atoll(rot)};
+                               strtof(base, NULL), atoll(off), atoll(rot), NULL};
+            if (qkv_safetensors_meta(st, "positions")) { /* per-(row, step) positions */
+                o.positions = load(st, a, "positions", 1);
+                CHECK(o.positions != NULL, "%s: no positions tensor", file);
+                n_pos++;
+            }
             x->requires_grad = 1;
             memset(qkv_tensor_grad(a, x), 0, sizeof(float) * (size_t)qkv_tensor_numel(x));
             qkv_ctx *c;
@@ -568,8 +627,9 @@ static void parity_rope(const char *dir, qkv_arena *a)
         }
         qkv_safetensors_close(st);
     }
-    printf("parity rope: %d cases (interleaved = RoFormer, half = HF rotate_half): worst forward %.3g, gradient %.3g\n",
-           n, worst_y, worst_g);
+    CHECK(n_pos >= 3, "oracle wrote %d RoPE cases with positions (N,T)", n_pos);
+    printf("parity rope: %d cases, %d with positions (N,T) (interleaved = RoFormer, half = HF rotate_half): "
+           "worst forward %.3g, gradient %.3g\n", n, n_pos, worst_y, worst_g);
 }
 
 static void parity_alibi(const char *dir, qkv_arena *a)

@@ -17,7 +17,9 @@ tests/test_posenc.c:
       per pair, x2 = (-x[1::2], x[0::2]) interleaved), checked here against
       Meta LLaMA's complex form (view_as_complex * polar); the half form is
       HF LLaMA's q * cos + rotate_half(q) * sin, with GPT-NeoX's partial
-      rotary (the first rot_dim dims) when rot_dim < hd.
+      rotary (the first rot_dim dims) when rot_dim < hd. Cases with
+      metadata positions=1 carry "positions" I64 (N,T), the position of
+      each (batch entry, step), as HF's position_ids (offset 0).
   alibi.safetensors  "slopes.H" (H) from get_slopes of the ALiBi reference
       code (ofirpress/attention_with_linear_biases) for H = 1..40, 48, 64,
       80, 96, 100, 128; and for H = 6, S = 7: "scores" (H,S,S) random,
@@ -123,10 +125,13 @@ def rotate_half(x):
 
 
 def rope_half(x, pos, base, rd):
-    """HF LLaMA / GPT-NeoX: q * cos + rotate_half(q) * sin on the first rd dims."""
-    freqs = torch.outer(pos, inv_freq(base, rd))
-    emb = torch.cat((freqs, freqs), dim=-1)                       # (T, rd)
+    """HF LLaMA / GPT-NeoX: q * cos + rotate_half(q) * sin on the first rd dims.
+    pos (T), or (N,T) per batch entry (HF's position_ids), broadcast over heads."""
+    freqs = pos[..., None] * inv_freq(base, rd)                   # (T, rd/2) or (N,T,rd/2)
+    emb = torch.cat((freqs, freqs), dim=-1)                       # (T, rd) or (N,T,rd)
     cos, sin = emb.cos(), emb.sin()
+    if pos.dim() == 2:                                            # (N,1,T,rd): over heads
+        cos, sin = cos[:, None], sin[:, None]
     xr, xp = x[..., :rd], x[..., rd:]
     return torch.cat([xr * cos + rotate_half(xr) * sin, xp], -1)
 
@@ -141,6 +146,13 @@ ROPE_CASES = [
     ("half", 2, 2, 4, 12, 3, 8, 500.0),
     ("half", 1, 4, 6, 64, 1000, 0, 10000.0),
     ("interleaved", 1, 4, 6, 64, 1000, 0, 10000.0),
+]
+# per-(row, step) positions (N,T), half layout: (N, H, T, hd, rot_dim, base, positions)
+ROPE_POS_CASES = [
+    (2, 3, 5, 8, 0, 10000.0, [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]),   # a left-padded row
+    (3, 2, 4, 16, 0, 10000.0, [[7, 8, 9, 10], [0, 0, 1, 2], [3, 1, 4, 1]]),
+    (2, 2, 3, 12, 8, 500.0, [[1000, 1001, 1002], [5, 5, 5]]),      # past N*T, rot_dim 8
+    (1, 4, 6, 64, 0, 10000.0, [[0, 1, 2, 3, 4, 5]]),
 ]
 
 
@@ -161,8 +173,21 @@ def write_rope(out, gen):
         safetensors_io.save(os.path.join(out, "rope_%d.safetensors" % k), {
             "x": x, "y": y.detach().float(), "dout": dout, "grad.x": xd.grad.float(),
         }, {"layout": layout, "base": repr(base), "offset": str(offset), "rot_dim": str(rot)})
+    for j, (N, H, T, hd, rot, base, positions) in enumerate(ROPE_POS_CASES):
+        k = len(ROPE_CASES) + j
+        rd = rot or hd
+        x = torch.randn(N, H, T, hd, generator=gen)
+        dout = torch.randn(N, H, T, hd, generator=gen)
+        xd = x.double().requires_grad_(True)
+        pos = torch.tensor(positions, dtype=torch.int64)
+        y = rope_half(xd, pos.double(), base, rd)
+        (y * dout.double()).sum().backward()
+        safetensors_io.save(os.path.join(out, "rope_%d.safetensors" % k), {
+            "x": x, "y": y.detach().float(), "dout": dout, "grad.x": xd.grad.float(),
+            "positions": pos,
+        }, {"layout": "half", "base": repr(base), "offset": "0", "rot_dim": str(rot), "positions": "1"})
     with open(os.path.join(out, "rope.count"), "w") as f:
-        f.write("%d\n" % len(ROPE_CASES))
+        f.write("%d\n" % (len(ROPE_CASES) + len(ROPE_POS_CASES)))
 
 
 # ---- ALiBi: the reference code -------------------------------------------

@@ -80,12 +80,16 @@ typedef struct {
     float base;             /* default 10000; > 0 */
     int64_t offset;         /* position of row 0 (decoding with a cache); >= 0 */
     int64_t rot_dim;        /* rotate the first rot_dim dims (even); 0 (default): all */
+    /* NULL (default): row t is at position offset + t. Else I64 (N,T), the
+     * position of step t of batch entry n (x's first dim; N = 1 for (T,hd)),
+     * each >= 0, with offset 0: left-padded rows, cached decoding. */
+    const qkv_tensor *positions;
 } qkv_rope_opts;
 
 qkv_rope_opts qkv_rope_opts_default(void);
 
 /* Rotates each pair i < r/2 (r = rot_dim) of row t by the angle
- * p * base^(-2i/r), p = offset + t:
+ * p * base^(-2i/r), p = offset + t (or positions[n,t]):
  *   (a, b) -> (a cos - b sin, a sin + b cos);
  * dims from r on pass through. x (N,H,T,hd), (B,T,hd) or (T,hd) with hd
  * (or r) even -> y like x. The backward is the inverse rotation. opts NULL

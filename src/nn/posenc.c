@@ -357,39 +357,78 @@ qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int chan
 
 qkv_rope_opts qkv_rope_opts_default(void)
 {
-    return (qkv_rope_opts){QKV_ROPE_INTERLEAVED, 10000.0f, 0, 0};
+    return (qkv_rope_opts){QKV_ROPE_INTERLEAVED, 10000.0f, 0, 0, NULL};
 }
 
-/* x as (rows,T,hd); the first r dims of each row rotate in r/2 pairs. */
+/* x as (rows,T,hd), rows = N * heads (N the positions' rows); the first r
+ * dims of each row rotate in r/2 pairs. */
 typedef struct {
-    int64_t rows, T, hd, r;
+    int64_t rows, T, hd, r, heads;
     int interleaved;
 } rope_geom;
+
+/* The cos and sin tables (R,r/2) and, per (n,t), the table row of its
+ * position: tab (N,T), or NULL for row t. */
+typedef struct {
+    const float *cs, *sn;
+    const int64_t *tab;
+} rope_tables;
 
 typedef struct {
     qkv_tensor *x, *y;
     rope_geom g;
-    const float *cs, *sn; /* (T,r/2) each */
+    rope_tables tb;
 } rope_saved;
+
+/* One row's r/2 pairs (x[i], x[i+r/2]), rotate_half's: contiguous halves,
+ * a loop the compiler vectorises. */
+static void rope_pairs_half(const float *restrict x, float *restrict y, const float *ct,
+                            const float *st, int64_t half, float sign, int accumulate)
+{
+    const float *a = x, *b = x + half;
+    float *ya = y, *yb = y + half;
+    if (accumulate)
+        for (int64_t i = 0; i < half; i++) {
+            float s = sign * st[i];
+            ya[i] += a[i] * ct[i] - b[i] * s;
+            yb[i] += a[i] * s + b[i] * ct[i];
+        }
+    else
+        for (int64_t i = 0; i < half; i++) {
+            float s = sign * st[i];
+            ya[i] = a[i] * ct[i] - b[i] * s;
+            yb[i] = a[i] * s + b[i] * ct[i];
+        }
+}
+
+/* One row's r/2 pairs (x[2i], x[2i+1]), RoFormer's. */
+static void rope_pairs_interleaved(const float *restrict x, float *restrict y, const float *ct,
+                                   const float *st, int64_t half, float sign, int accumulate)
+{
+    for (int64_t i = 0; i < half; i++) {
+        float a = x[2 * i], b = x[2 * i + 1], s = sign * st[i];
+        float ya = a * ct[i] - b * s, yb = a * s + b * ct[i];
+        y[2 * i] = accumulate ? y[2 * i] + ya : ya;
+        y[2 * i + 1] = accumulate ? y[2 * i + 1] + yb : yb;
+    }
+}
 
 /* out = R(sign * angle) in, or out += it when accumulate; in, out (rows,T,hd).
  * sign -1 is the inverse rotation, the backward. */
 static void rope_rotate(const float *in, float *out, int accumulate, float sign,
-                        const rope_geom *g, const float *cs, const float *sn)
+                        const rope_geom *g, const rope_tables *tb)
 {
     int64_t half = g->r / 2;
     for (int64_t row = 0; row < g->rows; row++)
         for (int64_t t = 0; t < g->T; t++) {
             const float *x = in + (row * g->T + t) * g->hd; // (hd)
             float *y = out + (row * g->T + t) * g->hd;      // (hd)
-            const float *ct = cs + t * half, *st = sn + t * half; // (r/2)
-            for (int64_t i = 0; i < half; i++) {
-                int64_t ia = g->interleaved ? 2 * i : i, ib = g->interleaved ? 2 * i + 1 : i + half;
-                float a = x[ia], b = x[ib], s = sign * st[i];
-                float ya = a * ct[i] - b * s, yb = a * s + b * ct[i];
-                y[ia] = accumulate ? y[ia] + ya : ya;
-                y[ib] = accumulate ? y[ib] + yb : yb;
-            }
+            int64_t at = tb->tab ? tb->tab[(row / g->heads) * g->T + t] : t;
+            const float *ct = tb->cs + at * half, *st = tb->sn + at * half; // (r/2)
+            if (g->interleaved)
+                rope_pairs_interleaved(x, y, ct, st, half, sign, accumulate);
+            else
+                rope_pairs_half(x, y, ct, st, half, sign, accumulate);
             for (int64_t k = g->r; k < g->hd; k++) y[k] = accumulate ? y[k] + x[k] : x[k];
         }
 }
@@ -403,7 +442,30 @@ static qkv_status rope_backward(qkv_ctx *c, void *p)
     if (!dy || !s->x->requires_grad) return QKV_OK;
     float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,T,hd)
     if (!dx) return QKV_ERR_NOMEM;
-    rope_rotate(dy, dx, 1, -1.0f, &s->g, s->cs, s->sn);
+    rope_rotate(dy, dx, 1, -1.0f, &s->g, &s->tb);
+    return QKV_OK;
+}
+
+/* positions: I64 (N,T), N = x's first dim ((T,hd): 1), values in [0, 2^53]
+ * (a double angle tells them apart), offset 0. */
+static qkv_status rope_check_positions(const qkv_tensor *x, const qkv_rope_opts *o, int64_t N,
+                                       int64_t T)
+{
+    const qkv_tensor *pos = o->positions;
+    char bx[64], bp[64];
+    if (pos->dtype != QKV_I64 || !pos->idx)
+        return qkv_fail(QKV_ERR_DTYPE, "rope: positions must be I64");
+    if (pos->ndim != 2 || pos->shape[0] != N || pos->shape[1] != T)
+        return qkv_fail(QKV_ERR_SHAPE, "rope: positions %s, expected (N,T) = (%lld,%lld) for x %s",
+                        qkv_shape_str(pos, bp, sizeof bp), (long long)N, (long long)T,
+                        qkv_shape_str(x, bx, sizeof bx));
+    if (o->offset)
+        return qkv_fail(QKV_ERR_ARG, "rope: offset %lld with positions: give one or the other",
+                        (long long)o->offset);
+    for (int64_t i = 0; i < N * T; i++)
+        if (pos->idx[i] < 0 || pos->idx[i] > ((int64_t)1 << 53))
+            return qkv_fail(QKV_ERR_ARG, "rope: positions[%lld,%lld] = %lld is outside [0, 2^53]",
+                            (long long)(i / T), (long long)(i % T), (long long)pos->idx[i]);
     return QKV_OK;
 }
 
@@ -426,23 +488,54 @@ static qkv_status rope_check(const qkv_tensor *x, const qkv_rope_opts *o, rope_g
         return qkv_fail(QKV_ERR_SHAPE, "rope: rotary dims %lld (rot_dim %lld) of x %s must be even "
                         "and at most head_dim %lld", (long long)r, (long long)o->rot_dim,
                         qkv_shape_str(x, bx, sizeof bx), (long long)hd);
-    int64_t n = qkv_tensor_numel(x);
-    *g = (rope_geom){T * hd != 0 ? n / (T * hd) : 0, T, hd, r, o->layout == QKV_ROPE_INTERLEAVED};
+    int64_t n = qkv_tensor_numel(x), N = x->ndim > 2 ? x->shape[0] : 1;
+    if (o->positions) QKV_TRY(rope_check_positions(x, o, N, T));
+    int64_t rows = T * hd != 0 ? n / (T * hd) : 0;
+    *g = (rope_geom){rows, T, hd, r, N ? rows / N : 1, o->layout == QKV_ROPE_INTERLEAVED};
     return QKV_OK;
 }
 
-/* cos and sin of (offset + t) * base^(-2i/r), in double: tables (T,r/2). */
-static void rope_tables(const rope_geom *g, const qkv_rope_opts *o, float *cs, float *sn)
+/* cos and sin of p_j * base^(-2i/r) in double, tables (R,r/2): p_j =
+ * offset + j, or pos[j] when pos is given. */
+static void rope_fill(const rope_geom *g, double base, int64_t R, int64_t offset,
+                      const int64_t *pos, float *cs, float *sn)
 {
     int64_t half = g->r / 2;
     for (int64_t i = 0; i < half; i++) {
-        double inv_freq = pow((double)o->base, -2.0 * (double)i / (double)g->r);
-        for (int64_t t = 0; t < g->T; t++) {
-            double angle = (double)(o->offset + t) * inv_freq;
-            cs[t * half + i] = (float)cos(angle);
-            sn[t * half + i] = (float)sin(angle);
+        double inv_freq = pow(base, -2.0 * (double)i / (double)g->r);
+        for (int64_t j = 0; j < R; j++) {
+            double angle = (double)(pos ? pos[j] : offset + j) * inv_freq;
+            cs[j * half + i] = (float)cos(angle);
+            sn[j * half + i] = (float)sin(angle);
         }
     }
+}
+
+/* The tables from the ctx's arena. Without positions: rows offset + t.
+ * With them: rows 0..max position when that is no more than the N*T
+ * entries (the usual case: each angle computed once), else one row per
+ * (n,t). */
+static qkv_status rope_build(qkv_ctx *c, const rope_geom *g, const qkv_rope_opts *o, rope_tables *tb)
+{
+    int64_t R = g->T, NT = 0, most = 0;
+    const int64_t *pos = o->positions ? o->positions->idx : NULL; // (N,T)
+    int64_t *tab = NULL;
+    if (pos) {
+        NT = qkv_tensor_numel(o->positions);
+        for (int64_t i = 0; i < NT; i++) most = pos[i] > most ? pos[i] : most;
+        tab = qkv_ctx_alloc(c, (size_t)NT * sizeof *tab + 1); // (N,T)
+        if (!tab) return QKV_ERR_NOMEM;
+        int dense = most < NT;
+        R = dense ? most + 1 : NT;
+        for (int64_t i = 0; i < NT; i++) tab[i] = dense ? pos[i] : i;
+        if (dense) pos = NULL; /* row j is position j */
+    }
+    size_t table = (size_t)(R * (g->r / 2)) * sizeof(float) + 1;
+    float *cs = qkv_ctx_alloc(c, table), *sn = qkv_ctx_alloc(c, table); // (R,r/2) each
+    if (!cs || !sn) return QKV_ERR_NOMEM;
+    rope_fill(g, (double)o->base, R, o->offset, pos, cs, sn);
+    *tb = (rope_tables){cs, sn, tab};
+    return QKV_OK;
 }
 
 qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y)
@@ -457,15 +550,13 @@ qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_te
     qkv_tensor *in[1] = {x};
     int rec = qkv_ctx_recording(c, in, 1);
     QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
-    size_t table = (size_t)(g.T * (g.r / 2)) * sizeof(float) + 1;
-    float *cs = qkv_ctx_alloc(c, table), *sn = qkv_ctx_alloc(c, table); // (T,r/2) each
-    if (!cs || !sn) return QKV_ERR_NOMEM;
-    rope_tables(&g, &o, cs, sn);
-    rope_rotate(x->data, (*y)->data, 0, 1.0f, &g, cs, sn);
+    rope_tables tb;
+    QKV_TRY(rope_build(c, &g, &o, &tb));
+    rope_rotate(x->data, (*y)->data, 0, 1.0f, &g, &tb);
     if (!rec) return QKV_OK;
     rope_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (rope_saved){x, *y, g, cs, sn};
+    *s = (rope_saved){x, *y, g, tb};
     return qkv_ctx_record(c, rope_backward, s);
 }
 
