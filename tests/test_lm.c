@@ -10,7 +10,7 @@
 #include "oracle.h"
 
 static double worst_out, worst_grad;
-static int n_ran;
+static int n_ran, n_rotary, n_padded;
 
 static void parity_case(const char *path, const char *file)
 {
@@ -38,6 +38,9 @@ static void parity_case(const char *path, const char *file)
     if (!s) CHECK_OK(s = qkv_params_load_state_dict(p, st, "lm.", 1, NULL));
     qkv_tensor *ids = h_load(st, a, "ids", 0), *want = h_load(st, a, "logits", 0);
     qkv_tensor *dlogits = h_load(st, a, "dlogits", 0);
+    qkv_tensor *pad = h_load(st, a, "pad", 0); /* rotary cases: left-padded rows, or none */
+    n_rotary += !s && o.posenc == QKV_POSENC_ROTARY;
+    n_padded += pad != NULL;
     for (int ref = 0; ref < 2 && !s && ids && want && dlogits; ref++) {
         qkv_set_reference(ref);
         qkv_ctx *c;
@@ -45,7 +48,7 @@ static void parity_case(const char *path, const char *file)
         qkv_ctx_set_training(c, 1); /* dropout is 0: training mode changes nothing */
         qkv_params_zero_grad(p);
         qkv_tensor *logits = NULL;
-        CHECK_OK(qkv_lm_forward(c, &m, ids, NULL, &logits));
+        CHECK_OK(qkv_lm_forward(c, &m, ids, pad, &logits));
         if (logits && qkv_tensor_numel(logits) == qkv_tensor_numel(want)) {
             n_ran++;
             h_compare(file, "logits", logits->data, want, 1e-5, &worst_out);
@@ -100,7 +103,8 @@ static void test_opts_text(void)
         {"nhead=4", "nhead=5", "not a multiple of nhead"},
         {"activation=gelu", "activation=swish", "activation=swish"},
         {"norm_first=1", "norm_first=2", "norm_first=2"},
-        {"posenc=learned", "posenc=rotary", "posenc=rotary"},
+        {"posenc=learned", "posenc=alibi", "posenc=alibi is not none, sinusoidal, learned or rotary"},
+        {"posenc=learned", "posenc=rotary", "expected 'rotary_base=' at ''"}, /* rotary's last word */
         {"dropout=0.1", "dropout=nan", "dropout=nan"},
         {"padding_idx=-1", "padding_idx=65", "padding_idx=65"},
         {" bias=1", "", "expected 'bias='"},
@@ -117,6 +121,29 @@ static void test_opts_text(void)
     snprintf(t, sizeof t, "%s extra=1", buf);
     CHECK_ERR(qkv_lm_opts_parse(t, &back), QKV_ERR_FORMAT, "unexpected text");
     CHECK_ERR(qkv_lm_opts_parse("", &back), QKV_ERR_FORMAT, "expected 'vocab_size='");
+    /* rotary positions: posenc=rotary and a last word rotary_base (only then) */
+    o.posenc = QKV_POSENC_ROTARY;
+    o.layer.rotary_base = 500.0f;
+    CHECK_OK(qkv_lm_opts_format(&o, buf, sizeof buf));
+    CHECK(strstr(buf, " posenc=rotary ") && strstr(buf, "padding_idx=-1 rotary_base=500") &&
+              !strcmp(strstr(buf, "rotary_base=500"), "rotary_base=500"), "format: %s", buf);
+    CHECK_OK(qkv_lm_opts_parse(buf, &back));
+    CHECK(back.posenc == QKV_POSENC_ROTARY && back.layer.rotary_base == 500.0f, "rotary options back");
+    o.layer.rotary_base = 0.0f; /* the default: 10000, written out */
+    CHECK_OK(qkv_lm_opts_format(&o, buf, sizeof buf));
+    CHECK(strstr(buf, "rotary_base=10000") != NULL, "format: %s", buf);
+    o.layer.rotary_base = 123.5f;
+    CHECK_OK(qkv_lm_opts_format(&o, buf, sizeof buf));
+    CHECK(strstr(buf, "rotary_base=123.5") != NULL, "format: %s", buf);
+    snprintf(t, sizeof t, "%s", buf);
+    strstr(t, " rotary_base=")[0] = 0;
+    CHECK_ERR(qkv_lm_opts_parse(t, &back), QKV_ERR_FORMAT, "expected 'rotary_base='");
+    snprintf(t, sizeof t, "%.*srotary_base=-1", (int)(strstr(buf, "rotary_base=") - buf), buf);
+    CHECK_ERR(qkv_lm_opts_parse(t, &back), QKV_ERR_FORMAT, "rotary_base=-1 is not a number");
+    o.posenc = QKV_POSENC_LEARNED;
+    o.layer.rotary_base = 500.0f; /* ignored without rotary positions */
+    CHECK_OK(qkv_lm_opts_format(&o, buf, sizeof buf));
+    CHECK(!strstr(buf, "rotary"), "format without rotary: %s", buf);
     CHECK_ERR(qkv_lm_opts_parse(NULL, &back), QKV_ERR_ARG, "text is NULL");
 }
 
@@ -197,7 +224,9 @@ int main(void)
     test_tokenizer_text();
     int n = h_oracle_cases("lm_oracle.py", 24, parity_case);
     CHECK(n == 24 && n_ran == 48, "%d oracle cases, %d forwards compared", n, n_ran);
-    printf("PyTorch parity over %d configurations (reference and fast kernels): logits %.2g, gradients %.2g\n",
-           n, worst_out, worst_grad);
+    CHECK(n_rotary == 6 && n_padded == 3, "%d rotary cases (6 expected), %d left-padded (3)", n_rotary,
+          n_padded);
+    printf("PyTorch parity over %d configurations, %d rotary (%d left-padded) (reference and fast kernels): "
+           "logits %.2g, gradients %.2g\n", n, n_rotary, n_padded, worst_out, worst_grad);
     return h_finish("test_lm");
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """PyTorch oracle for qkv's language model (qkv_lm) at small sizes (run with
 /usr/bin/python3). For random configurations (layers 1-2, pre- or post-norm,
-relu or gelu, learned, sinusoidal or no positions, tied or separate output
-layer, final norm or not, scaled embedding or not), builds tools/lm_torch.py's
-LM (dropout 0), runs it in float64 on float32 values, takes the backward of
-sum(logits * dlogits) and writes one safetensors file per case:
+relu or gelu, learned, sinusoidal, rotary or no positions, tied or separate
+output layer, final norm or not, scaled embedding or not), builds
+tools/lm_torch.py's LM (dropout 0), runs it in float64 on float32 values,
+takes the backward of sum(logits * dlogits) and writes one safetensors file
+per case:
 
   - "ids" (I64 (N,T)), the parameters as "lm." + their state_dict names,
+  - every fourth case rotary, half of those with "pad" (BOOL (N,T), rows
+    left-padded, true = padding) given to the forward as key_padding_mask,
   - "logits", "dlogits", "grad.<name>" for every parameter,
   - __metadata__: "lm.config" (qkv_lm_opts_format's line).
 
@@ -30,7 +33,9 @@ def case(rng, gen, i):
                               tie_weights=rng.randint(0, 1))
     cfg['norm_first'] = 1 if i % 3 else 0
     cfg['activation'] = rng.choice(['gelu', 'gelu', 'relu'])
-    cfg['posenc'] = rng.choice(['learned', 'learned', 'sinusoidal', 'none'])
+    cfg['posenc'] = 'rotary' if i % 4 == 3 else rng.choice(['learned', 'learned', 'sinusoidal', 'none'])
+    if cfg['posenc'] == 'rotary':
+        cfg['rotary_base'] = rng.choice([10000.0, 10000.0, 500.0])
     cfg['final_norm'] = rng.choice([1, 1, 0])
     cfg['scale_embedding'] = rng.choice([0, 0, 1])
     torch.manual_seed(rng.randint(0, 1 << 30))
@@ -42,7 +47,12 @@ def case(rng, gen, i):
     m = m.double().train()
     N, T = rng.randint(1, 3), rng.randint(1, cfg['max_len'])
     ids = torch.randint(0, cfg['vocab_size'], (N, T), generator=gen)
-    logits = m(ids)
+    pad = None
+    if cfg['posenc'] == 'rotary' and i % 8 == 7:  # left padding: 0 .. T-1 pads per row
+        N, T = max(N, 2), max(T, 3)
+        ids = torch.randint(0, cfg['vocab_size'], (N, T), generator=gen)
+        pad = torch.arange(T)[None, :] < torch.tensor([rng.randint(0, T - 1) for _ in range(N)])[:, None]
+    logits = m(ids, pad)
     dlogits = torch.randn(logits.shape, generator=gen).double()
     params = dict(m.named_parameters())
     grads = torch.autograd.grad((logits * dlogits).sum(), list(params.values()))
@@ -51,6 +61,8 @@ def case(rng, gen, i):
     t.update(logits=logits.detach(), dlogits=dlogits)
     t = {k: v.float().contiguous() for k, v in t.items()}
     t['ids'] = ids
+    if pad is not None:
+        t['pad'] = pad
     return t, {'lm.config': lm_torch.format_config(cfg)}
 
 

@@ -60,6 +60,12 @@ typedef struct {
     int add_zero_attn;  /* default 0 */
     int64_t kdim, vdim; /* 0 (default) means embed_dim */
     int batch_first;    /* default 0: (L,N,E) */
+    /* qkv's addition: rotary positions (RoPE, GPT-NeoX's rotate_half) on the
+     * query and key of every head after the in-projection and head split,
+     * before the scores (qkv_rope, QKV_ROPE_HALF); values untouched. For
+     * self-attention (S == L); head_dim even. Default 0. */
+    int rotary;
+    float rotary_base;  /* the rotation's base; 0 (default) means 10000 */
 } qkv_mha_opts;
 
 qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads);
@@ -94,6 +100,12 @@ typedef struct {
     qkv_causal causal;                  /* qkv's addition: a causal mask without a tensor */
     int64_t window;                     /* qkv's addition: local attention; -1 = none */
     const float *alibi_slopes;          /* qkv's addition: ALiBi, num_heads slopes, or NULL */
+    /* Rotary modules only: I64 (N,L) ((L) unbatched), the position of each
+     * query (and key) row, >= 0. NULL (default): a row's position is the
+     * number of non-padding keys before it in key_padding_mask (BOOL true,
+     * or F32 -inf, is padding), 0..L-1 without one: a left-padded row
+     * starts at 0, as it would alone. */
+    const qkv_tensor *positions;
 } qkv_mha_args;
 
 qkv_mha_args qkv_mha_args_default(void);

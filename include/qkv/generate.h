@@ -107,12 +107,19 @@ qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c, const qkv_transfor
 typedef enum {
     QKV_POSENC_NONE = 0,
     QKV_POSENC_SINUSOIDAL, /* qkv_sinusoidal_fill's table (d_model even) */
-    QKV_POSENC_LEARNED     /* a (max_len, d_model) table, N(0,1) as nn.Embedding */
+    QKV_POSENC_LEARNED,    /* a (max_len, d_model) table, N(0,1) as nn.Embedding */
+    /* no table: rotary positions (RoPE, rotate_half) on q and k in every
+     * self-attention (qkv_transformer_layer_opts' rotary, set from this);
+     * the language model only */
+    QKV_POSENC_ROTARY
 } qkv_posenc_kind;
 
 /* A decoder-only (GPT-style) language model:
  *   logits = lm_head(blocks(tok_emb(ids) * s + pos(positions)))
- * s = sqrt(d_model) when scale_embedding, else 1. Parameters under prefix:
+ * s = sqrt(d_model) when scale_embedding, else 1; with rotary positions
+ * no pos term: the blocks' self-attentions rotate q and k to the same
+ * positions (layer.rotary follows posenc, base layer.rotary_base, 0 for
+ * 10000). Parameters under prefix:
  *   tok_emb.weight (V,E)        N(0,1) (padding_idx row zero)
  *   pos_emb.weight (max_len,E)  when posenc is learned
  *   blocks.layers.<i>.*, blocks.norm.*  (qkv_transformer_decoder_only)
@@ -138,7 +145,9 @@ qkv_lm_opts qkv_lm_opts_default(int64_t vocab_size, int64_t d_model, int64_t nhe
  *   vocab_size=V max_len=L num_layers=N d_model=E nhead=H dim_feedforward=F
  *   dropout=P activation=gelu layer_norm_eps=1e-05 norm_first=1 bias=1
  *   final_norm=1 posenc=learned scale_embedding=0 tie_weights=1 padding_idx=-1
- * _format needs about 320 bytes; _parse wants exactly these keys in this
+ * and, with posenc=rotary only, a last word rotary_base=10000 (a whole
+ * base as such, others as the floats above).
+ * _format needs about 340 bytes; _parse wants exactly these keys in this
  * order, with values in range (QKV_ERR_FORMAT naming the first bad one). */
 qkv_status qkv_lm_opts_format(const qkv_lm_opts *o, char *buf, size_t n);
 qkv_status qkv_lm_opts_parse(const char *text, qkv_lm_opts *o);

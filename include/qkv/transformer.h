@@ -29,6 +29,11 @@ typedef struct {
     int batch_first;
     int norm_first;
     int bias;
+    /* qkv's addition: rotary positions in the self-attentions (qkv_mha_opts'
+     * rotary, rotary_base; cross-attention is left alone): d_model / nhead
+     * even. Default 0; base 0 means 10000. */
+    int rotary;
+    float rotary_base;
 } qkv_transformer_layer_opts;
 
 qkv_transformer_layer_opts qkv_transformer_layer_opts_default(int64_t d_model, int64_t nhead);

@@ -1,9 +1,9 @@
 /* mha.c: torch.nn.MultiheadAttention: options, parameters with PyTorch's
  * names and initialisation, and the forward written once as ops (the tape
  * gives the backward). The steps follow F.multi_head_attention_forward:
- * in-projection, bias_k/bias_v, head split, zero attention, attention,
- * head merge, out-projection. The in-projection with its head split, and
- * the head merge with the out-projection, are also what the KV cache's
+ * in-projection, head split, (qkv's rotary positions,) bias_k/bias_v,
+ * zero attention, attention, head merge, out-projection. The in-projection
+ * with its head split, the rotation, and the head merge with the out-projection, are also what the KV cache's
  * attention runs (mha_internal.h, src/models/kvcache.c). */
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +40,13 @@ static qkv_status mha_check_opts(const qkv_mha_opts *o)
                         (long long)o->kdim, (long long)o->vdim);
     if (!(o->dropout >= 0.0f && o->dropout <= 1.0f))
         return qkv_fail(QKV_ERR_ARG, "mha_init: dropout %g outside [0,1]", o->dropout);
+    if (o->rotary && (o->embed_dim / o->num_heads) % 2)
+        return qkv_fail(QKV_ERR_ARG, "mha_init: rotary positions need an even head_dim, not %lld "
+                        "(embed_dim %lld / num_heads %lld)", (long long)(o->embed_dim / o->num_heads),
+                        (long long)o->embed_dim, (long long)o->num_heads);
+    if (o->rotary && !(o->rotary_base >= 0.0f && isfinite(o->rotary_base)))
+        return qkv_fail(QKV_ERR_ARG, "mha_init: rotary_base %g must be positive and finite (0: 10000)",
+                        (double)o->rotary_base);
     return QKV_OK;
 }
 
@@ -151,6 +158,22 @@ static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const 
                             (long long)dm->L, (long long)dm->S, (long long)NH, (long long)dm->L,
                             (long long)dm->S);
     }
+    const qkv_tensor *pos = a->positions;
+    if (pos && !m->o.rotary)
+        return qkv_fail(QKV_ERR_ARG, "mha_forward: positions given to a module without rotary positions");
+    if (m->o.rotary && dm->S != dm->L)
+        return qkv_fail(QKV_ERR_SHAPE, "mha_forward: rotary positions are for self-attention: key %s "
+                        "has %lld positions, query %s %lld", bk, (long long)dm->S, bq, (long long)dm->L);
+    if (pos) {
+        if (pos->dtype != QKV_I64 || !pos->idx)
+            return qkv_fail(QKV_ERR_DTYPE, "mha_forward: positions must be I64");
+        int ok = dm->batched ? pos->ndim == 2 && pos->shape[0] == dm->N && pos->shape[1] == dm->L
+                             : pos->ndim == 1 && pos->shape[0] == dm->L;
+        if (!ok)
+            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: positions %s, expected %s(%lld,%lld)",
+                            qkv_shape_str(pos, b, sizeof b), dm->batched ? "" : "(L) = ",
+                            (long long)(dm->batched ? dm->N : dm->L), (long long)dm->L);
+    }
     if (a->causal != QKV_CAUSAL_NONE && a->causal != QKV_CAUSAL_TOP_LEFT &&
         a->causal != QKV_CAUSAL_BOTTOM_RIGHT)
         return qkv_fail(QKV_ERR_ARG, "mha_forward: causal is %d, not a qkv_causal value", (int)a->causal);
@@ -176,6 +199,41 @@ qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_
     QKV_TRY(qkv_linear(c, x, w, b, &y));
     QKV_TRY(qkv_reshape(c, y, 4, (int64_t[]){x->shape[0], x->shape[1], H, hd}, &y4));
     return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
+}
+
+qkv_status mha_rotate(qkv_ctx *c, const qkv_mha *m, const qkv_tensor *positions, qkv_tensor *x,
+                      qkv_tensor **y)
+{
+    qkv_rope_opts ro = qkv_rope_opts_default();
+    ro.layout = QKV_ROPE_HALF;
+    ro.base = m->o.rotary_base > 0.0f ? m->o.rotary_base : 10000.0f;
+    ro.positions = positions;
+    return qkv_rope(c, x, &ro, y);
+}
+
+/* The rotary positions (N,L) of a forward: args->positions as (N,L), or
+ * counted from the key padding mask (padding: BOOL true, F32 -inf), or
+ * NULL (0..L-1) without one. */
+static qkv_status mha_positions(qkv_ctx *c, const qkv_mha_args *a, const mha_dims *dm,
+                                qkv_tensor **pos)
+{
+    qkv_arena *ar = qkv_ctx_arena(c);
+    int64_t N = dm->N, L = dm->L;
+    *pos = NULL;
+    if (a->positions)
+        return qkv_tensor_view(ar, (qkv_tensor *)a->positions, 2, (int64_t[]){N, L}, pos);
+    const qkv_tensor *kp = a->key_padding_mask; // (N,L) or (L)
+    if (!kp) return QKV_OK;
+    QKV_TRY(qkv_tensor_new(ar, QKV_I64, 2, (int64_t[]){N, L}, pos));
+    for (int64_t n = 0; n < N; n++) {
+        int64_t p = 0;
+        for (int64_t t = 0; t < L; t++) {
+            int64_t i = n * L + t;
+            (*pos)->idx[i] = p;
+            p += kp->dtype == QKV_BOOL ? !kp->mask[i] : !(isinf(kp->data[i]) && kp->data[i] < 0);
+        }
+    }
+    return QKV_OK;
 }
 
 qkv_status mha_merge_heads(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf, qkv_tensor **y)
@@ -244,6 +302,12 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, &q));
     QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, &k));
     QKV_TRY(mha_project_heads(c, m, MHA_V, value, bf, &v));
+    if (m->o.rotary) { /* q and k rotated to their positions */
+        qkv_tensor *pos; // (N,L) I64 or NULL
+        QKV_TRY(mha_positions(c, &a, &dm, &pos));
+        QKV_TRY(mha_rotate(c, m, pos, q, &q));
+        QKV_TRY(mha_rotate(c, m, pos, k, &k));
+    }
     /* Extra keys the masks never cover: bias_k/bias_v, then a zero key. */
     if (m->bias_k) {
         QKV_TRY(qkv_append_row(c, k, m->bias_k, &k));

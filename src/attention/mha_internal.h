@@ -19,6 +19,11 @@ typedef enum { MHA_Q = 0, MHA_K = 1, MHA_V = 2 } mha_which;
 qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_tensor *x,
                              int bf, qkv_tensor **out);
 
+/* The rotary module's rotation of q or k (N,H,L,hd) at positions, I64
+ * (N,L) or NULL for 0..L-1 (qkv_rope, rotate_half, m->o.rotary_base). */
+qkv_status mha_rotate(qkv_ctx *c, const qkv_mha *m, const qkv_tensor *positions, qkv_tensor *x,
+                      qkv_tensor **y);
+
 /* The heads merged and the out-projection: o (N,H,L,hd) -> (L,N,E), or
  * (N,L,E) when bf -> out_proj (y like the merged tensor). */
 qkv_status mha_merge_heads(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf, qkv_tensor **y);

@@ -309,7 +309,27 @@ static qkv_decode_desc decode_desc(const qkv_kv_cache *kc, int64_t T, int64_t S,
     return d;
 }
 
-/* Self-attention of the new positions x over the layer's cache. */
+/* The rotary positions I64 (N,T) of the T new positions: the non-padding
+ * positions before each in its row (seq_embed.c's and mha_forward's
+ * rule). kc->pad and npad already count the new positions' padding. */
+static qkv_status cached_positions(qkv_ctx *c, const qkv_kv_cache *kc, int64_t T, qkv_tensor **pos)
+{
+    QKV_TRY(qkv_tensor_new(qkv_ctx_arena(c), QKV_I64, 2, (int64_t[]){kc->batch, T}, pos));
+    for (int64_t n = 0; n < kc->batch; n++) {
+        const uint8_t *pad = kc->pad + n * kc->max_len + kc->len; // (T): the new positions'
+        int64_t p = kc->len - kc->npad[n];
+        for (int64_t t = 0; t < T; t++) p += pad[t]; /* npad[n] counted them */
+        for (int64_t t = 0; t < T; t++) {
+            (*pos)->idx[n * T + t] = p;
+            p += !pad[t];
+        }
+    }
+    return QKV_OK;
+}
+
+/* Self-attention of the new positions x over the layer's cache; a rotary
+ * module's q and k are rotated to their positions first, so the cache
+ * keeps rotated keys. */
 static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg *ca,
                                    qkv_tensor *x, qkv_tensor **y)
 {
@@ -321,6 +341,12 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
     QKV_TRY(mha_project_heads(c, m, MHA_K, x, bf, &k));
     QKV_TRY(mha_project_heads(c, m, MHA_V, x, bf, &v));
     int64_t N = q->shape[0], H = q->shape[1], T = q->shape[2], hd = q->shape[3];
+    if (m->o.rotary) {
+        qkv_tensor *pos; // (N,T)
+        QKV_TRY(cached_positions(c, kc, T, &pos));
+        QKV_TRY(mha_rotate(c, m, pos, q, &q));
+        QKV_TRY(mha_rotate(c, m, pos, k, &k));
+    }
     int64_t lay = ca->layer * N * H * kc->max_len * hd;
     cache_append(kc, 0, lay, k);
     cache_append(kc, 1, lay, v);

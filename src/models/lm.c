@@ -1,5 +1,6 @@
 /* lm.c: a decoder-only (GPT-style) language model around the decoder-only
- * stack: token embedding plus positions (seq_embed.c), the stack, a final
+ * stack: token embedding plus positions (seq_embed.c; rotary positions
+ * are the stack's self-attentions'), the stack, a final
  * linear layer (or the token embedding's transpose when tied). A
  * full-sequence forward (training; the tape gives the backward) and a
  * cached one (kvcache.c) for generation (src/decode/). */
@@ -61,6 +62,7 @@ qkv_status qkv_lm_init(qkv_lm *m, const qkv_lm_opts *o, qkv_params *p, const cha
     QKV_TRY(seq_init_begin(fn, m, sizeof *m, o, p, rng));
     qkv_lm_opts oo = *o;
     oo.layer.batch_first = 1;
+    oo.layer.rotary = oo.posenc == QKV_POSENC_ROTARY; /* follows posenc */
     QKV_TRY(lm_check_opts(fn, &oo));
     QKV_TRY(tfm_check_prefix(fn, prefix));
     m->o = oo;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "models/seq_internal.h"
 
-static const char *posenc_names[] = {"none", "sinusoidal", "learned"};
+static const char *posenc_names[] = {"none", "sinusoidal", "learned", "rotary"};
 
 /* Bounds on what a file may ask for: far above any model trained here,
  * low enough that the sizes' products cannot overflow. */
@@ -38,20 +38,27 @@ qkv_status qkv_lm_opts_format(const qkv_lm_opts *o, char *buf, size_t n)
     QKV_NEED(buf, fn, "buf");
     const qkv_transformer_layer_opts *l = &o->layer;
     const char *act = qkv_activation_name(l->activation);
-    if (!act || (unsigned)o->posenc > QKV_POSENC_LEARNED)
+    if (!act || (unsigned)o->posenc > QKV_POSENC_ROTARY)
         return qkv_fail(QKV_ERR_ARG, "%s: unknown activation or positional encoding", fn);
-    char drop[24], eps[24];
+    char drop[24], eps[24], bv[24], base[48] = "";
+    float b = l->rotary_base > 0.0f ? l->rotary_base : 10000.0f;
+    if (b == floorf(b) && b < 1e9f) /* whole bases as such: 10000, not 1e+04 */
+        snprintf(bv, sizeof bv, "%.0f", (double)b);
+    else
+        short_float(b, bv, sizeof bv);
+    if (o->posenc == QKV_POSENC_ROTARY) /* the last word, with rotary positions only */
+        snprintf(base, sizeof base, " rotary_base=%s", bv);
     int k = snprintf(buf, n,
                      "vocab_size=%lld max_len=%lld num_layers=%lld d_model=%lld nhead=%lld "
                      "dim_feedforward=%lld dropout=%s activation=%s layer_norm_eps=%s "
                      "norm_first=%d bias=%d final_norm=%d posenc=%s scale_embedding=%d "
-                     "tie_weights=%d padding_idx=%lld",
+                     "tie_weights=%d padding_idx=%lld%s",
                      (long long)o->vocab_size, (long long)o->max_len, (long long)o->num_layers,
                      (long long)l->d_model, (long long)l->nhead, (long long)l->dim_feedforward,
                      short_float(l->dropout, drop, sizeof drop), act,
                      short_float(l->layer_norm_eps, eps, sizeof eps), l->norm_first != 0,
                      l->bias != 0, o->final_norm != 0, posenc_names[o->posenc],
-                     o->scale_embedding != 0, o->tie_weights != 0, (long long)o->padding_idx);
+                     o->scale_embedding != 0, o->tie_weights != 0, (long long)o->padding_idx, base);
     if (k < 0 || (size_t)k >= n)
         return qkv_fail(QKV_ERR_ARG, "%s: a buffer of %zu bytes is too small", fn, n);
     return QKV_OK;
@@ -134,13 +141,16 @@ qkv_status qkv_lm_opts_parse(const char *text, qkv_lm_opts *out)
     QKV_TRY(get_flag(&p, "final_norm", &o.final_norm));
     QKV_TRY(next_word(&p, "posenc", v, sizeof v));
     int k = 0;
-    while (k < 3 && strcmp(v, posenc_names[k])) k++;
-    if (k == 3) return qkv_fail(QKV_ERR_FORMAT, "%s: posenc=%s is not none, sinusoidal or learned", fn, v);
+    while (k < 4 && strcmp(v, posenc_names[k])) k++;
+    if (k == 4)
+        return qkv_fail(QKV_ERR_FORMAT, "%s: posenc=%s is not none, sinusoidal, learned or rotary", fn, v);
     o.posenc = (qkv_posenc_kind)k;
     QKV_TRY(get_flag(&p, "scale_embedding", &o.scale_embedding));
     QKV_TRY(get_flag(&p, "tie_weights", &o.tie_weights));
     QKV_TRY(get_int(&p, "padding_idx", -1, V - 1, &pad));
     o.padding_idx = pad;
+    if (o.posenc == QKV_POSENC_ROTARY)
+        QKV_TRY(get_float(&p, "rotary_base", 1e-30, 1e30, &o.layer.rotary_base));
     if (*p) return qkv_fail(QKV_ERR_FORMAT, "%s: unexpected text '%.24s' at the end", fn, p);
     if (E % H)
         return qkv_fail(QKV_ERR_FORMAT, "%s: d_model %lld is not a multiple of nhead %lld", fn,

@@ -30,6 +30,8 @@ static qkv_status s2s_check_opts(const char *fn, const qkv_seq2seq_opts *o)
         return qkv_fail(QKV_ERR_ARG, "%s: src_vocab %lld, tgt_vocab %lld and max_len %lld must be "
                         ">= 1", fn, (long long)o->src_vocab, (long long)o->tgt_vocab,
                         (long long)o->max_len);
+    if (o->posenc == QKV_POSENC_ROTARY)
+        return qkv_fail(QKV_ERR_ARG, "%s: rotary positions are the language model's (qkv_lm) only", fn);
     return seq_check_posenc(fn, o->posenc, o->t.layer.d_model);
 }
 

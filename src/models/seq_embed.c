@@ -3,7 +3,9 @@
  * token embedding plus positional encoding, where a token's position is
  * the number of non-padding tokens before it in its row (a left-padded
  * prompt starts at position 0, as it would alone), in the full forwards
- * and in the cached ones alike. */
+ * and in the cached ones alike. Rotary positions (the LM's) add no table
+ * here: the self-attentions rotate q and k by the same rule (mha.c from
+ * the padding mask, kvcache.c from the cache's padding). */
 #include <string.h>
 #include "models/seq_internal.h"
 
@@ -48,7 +50,8 @@ qkv_status seq_check_pad(const char *fn, const char *name, const qkv_tensor *mas
 
 qkv_status seq_check_posenc(const char *fn, qkv_posenc_kind k, int64_t d_model)
 {
-    if (k != QKV_POSENC_NONE && k != QKV_POSENC_SINUSOIDAL && k != QKV_POSENC_LEARNED)
+    if (k != QKV_POSENC_NONE && k != QKV_POSENC_SINUSOIDAL && k != QKV_POSENC_LEARNED &&
+        k != QKV_POSENC_ROTARY)
         return qkv_fail(QKV_ERR_ARG, "%s: posenc %d is not a qkv_posenc_kind value", fn, (int)k);
     if (k == QKV_POSENC_SINUSOIDAL && d_model % 2)
         return qkv_fail(QKV_ERR_ARG, "%s: sinusoidal positions need an even d_model, not %lld", fn,
@@ -101,7 +104,7 @@ static qkv_status embed_from(const char *fn, qkv_ctx *c, const seq_embed_spec *e
     int64_t N = ids->shape[0], T = ids->shape[1], E = es->tok->emb.embedding_dim;
     qkv_tensor *e, *pe; // (N,T,E)
     QKV_TRY(qkv_module_forward(c, (qkv_module *)&es->tok->base, ids, &e));
-    if (es->kind == QKV_POSENC_NONE) {
+    if (es->kind == QKV_POSENC_NONE || es->kind == QKV_POSENC_ROTARY) { /* no table */
         *x = e;
         return QKV_OK;
     }

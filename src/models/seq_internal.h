@@ -27,7 +27,7 @@ qkv_status seq_check_posenc(const char *fn, qkv_posenc_kind k, int64_t d_model);
 
 /* The embedding of token ids at their positions: tok(ids) + table(pos),
  * the table learned (rows of learned->weight) or sinusoidal; none with
- * QKV_POSENC_NONE. */
+ * QKV_POSENC_NONE or QKV_POSENC_ROTARY (the attentions rotate). */
 typedef struct {
     const qkv_nn_token_embedding *tok;
     const qkv_nn_learned_pos *learned;

@@ -48,6 +48,12 @@ qkv_status tfm_check_opts(const char *fn, const qkv_transformer_layer_opts *o)
     if (!(o->layer_norm_eps > 0.0f) || isinf(o->layer_norm_eps))
         return qkv_fail(QKV_ERR_ARG, "%s: layer_norm_eps %g must be positive and finite", fn,
                         (double)o->layer_norm_eps);
+    if (o->rotary && (o->d_model / o->nhead) % 2)
+        return qkv_fail(QKV_ERR_ARG, "%s: rotary positions need an even head dim, not d_model "
+                        "%lld / nhead %lld", fn, (long long)o->d_model, (long long)o->nhead);
+    if (o->rotary && !(o->rotary_base >= 0.0f && isfinite(o->rotary_base)))
+        return qkv_fail(QKV_ERR_ARG, "%s: rotary_base %g must be positive and finite (0: 10000)",
+                        fn, (double)o->rotary_base);
     return QKV_OK;
 }
 
@@ -196,9 +202,10 @@ qkv_status tfm_norm_run(qkv_ctx *c, const qkv_nn_layernorm *n, qkv_tensor *x, qk
     return qkv_layer_norm(c, x, n->weight, n->bias, n->eps, y);
 }
 
-/* MultiheadAttention(d_model, nhead, dropout, bias, batch_first) as prefix+name. */
+/* MultiheadAttention(d_model, nhead, dropout, bias, batch_first) as
+ * prefix+name; a self-attention takes the layer's rotary positions. */
 static qkv_status attn_init(qkv_mha *m, const qkv_transformer_layer_opts *o, qkv_params *p,
-                            const char *prefix, const char *name, qkv_rng *rng)
+                            const char *prefix, const char *name, int self, qkv_rng *rng)
 {
     char full[TFM_NAME_BUF];
     QKV_TRY(tfm_join("transformer_init", full, sizeof full, prefix, name));
@@ -206,6 +213,8 @@ static qkv_status attn_init(qkv_mha *m, const qkv_transformer_layer_opts *o, qkv
     mo.dropout = o->dropout;
     mo.bias = o->bias;
     mo.batch_first = o->batch_first;
+    mo.rotary = self && o->rotary;
+    mo.rotary_base = o->rotary_base;
     return qkv_mha_init(m, &mo, p, full, rng);
 }
 
@@ -309,7 +318,7 @@ qkv_status qkv_transformer_encoder_layer_init(qkv_transformer_encoder_layer *m,
     *m = (qkv_transformer_encoder_layer){0};
     QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     /* PyTorch's registration order: self_attn, linear1, linear2, norm1, norm2. */
-    QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", rng));
+    QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", 1, rng));
     QKV_TRY(ff_init(&m->linear1, &m->linear2, o, p, prefix, rng));
     QKV_TRY(tfm_norm_init(&m->norm1, o, p, prefix, "norm1."));
     QKV_TRY(tfm_norm_init(&m->norm2, o, p, prefix, "norm2."));
@@ -381,8 +390,8 @@ qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
     *m = (qkv_transformer_decoder_layer){0};
     QKV_TRY(tfm_check_init(fn, o, p, prefix, rng));
     /* self_attn, multihead_attn, linear1, linear2, norm1, norm2, norm3. */
-    QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", rng));
-    QKV_TRY(attn_init(&m->multihead_attn, o, p, prefix, "multihead_attn.", rng));
+    QKV_TRY(attn_init(&m->self_attn, o, p, prefix, "self_attn.", 1, rng));
+    QKV_TRY(attn_init(&m->multihead_attn, o, p, prefix, "multihead_attn.", 0, rng));
     QKV_TRY(ff_init(&m->linear1, &m->linear2, o, p, prefix, rng));
     QKV_TRY(tfm_norm_init(&m->norm1, o, p, prefix, "norm1."));
     QKV_TRY(tfm_norm_init(&m->norm2, o, p, prefix, "norm2."));
