@@ -46,6 +46,12 @@ static inline qkv_lm_opts small_lm_opts(int variant)
         o.tie_weights = 1;
         o.scale_embedding = 1;
     }
+    if (variant == 2) { /* GPT-style with rotary positions, a base whose angles move fast */
+        o.layer.norm_first = 1;
+        o.layer.activation = QKV_ACTIVATION_GELU;
+        o.posenc = QKV_POSENC_ROTARY;
+        o.layer.rotary_base = 100.0f;
+    }
     return o;
 }
 

@@ -58,7 +58,7 @@ static double lm_cache_vs_full(const qkv_lm *m, const int64_t *ids, const uint8_
 static void test_lm_cache_exact(void)
 {
     enum { N = 2, P = 6, STEPS = 200, W = P + STEPS };
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 3; variant++) { /* 2: rotary positions */
         qkv_params *p;
         qkv_rng rng;
         qkv_lm m;

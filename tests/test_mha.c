@@ -1,7 +1,9 @@
 /* test_mha.c: MultiheadAttention beyond the PyTorch parity test: parameter
  * names and shapes, finite differences through the whole module, the same
  * output with and without weights, permutation equivariance, attention
- * capture, bad input. */
+ * capture, bad input; the rotary option (finite differences, its position
+ * rules, invariance to a shift of every position, its errors; its PyTorch
+ * parity is test_lm's, through tools/lm_torch.py). */
 #include "gradcheck.h"
 
 static qkv_arena *A;
@@ -258,6 +260,149 @@ static void test_bad_input(void)
     qkv_params_free(p);
 }
 
+/* ---- rotary positions ---------------------------------------------------------- */
+
+static qkv_tensor *i64_tensor(int ndim, const int64_t *shape, const int64_t *v)
+{
+    qkv_tensor *t = NULL;
+    CHECK_OK(qkv_tensor_new(A, QKV_I64, ndim, shape, &t));
+    if (t) memcpy(t->idx, v, (size_t)qkv_tensor_numel(t) * sizeof *v);
+    return t;
+}
+
+/* out of m on x (N,L,E) self-attention with args a (a fresh ctx each time). */
+static qkv_tensor *rot_out(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, const qkv_mha_args *a)
+{
+    qkv_tensor *y = NULL;
+    CHECK_OK(qkv_mha_forward(c, m, x, x, x, a, &y, NULL));
+    return y;
+}
+
+static double max_diff(const qkv_tensor *a, const qkv_tensor *b)
+{
+    if (!a || !b) return INFINITY;
+    double e = 0;
+    for (int64_t i = 0; i < qkv_tensor_numel(a); i++) e = fmax(e, fabs(a->data[i] - b->data[i]));
+    return e;
+}
+
+static void test_rotary(void)
+{
+    enum { N = 2, L = 5, E = 8 };
+    qkv_params *p;
+    qkv_params_new(&p);
+    mha_case t;
+    qkv_mha_opts o = qkv_mha_opts_default(E, 2);
+    o.batch_first = 1;
+    o.rotary = 1;
+    o.rotary_base = 100.0f; /* angles that move within 5 positions */
+    CHECK_OK(qkv_mha_init(&t.m, &o, p, "", &R));
+    for (int i = 0; i < qkv_params_count(p); i++)
+        qkv_rng_fill_uniform(&R, qkv_params_at(p, i)->data, qkv_tensor_numel(qkv_params_at(p, i)), -0.7f, 0.7f);
+    /* finite differences: q, k, v and every parameter; row 0 left-padded by
+     * 2 (positions 0,0,0,1,2 from the mask), causal */
+    t.q = h_input(A, &R, 3, (int64_t[]){N, L, E}, 1);
+    t.k = h_input(A, &R, 3, (int64_t[]){N, L, E}, 1);
+    t.v = h_input(A, &R, 3, (int64_t[]){N, L, E}, 1);
+    t.args = qkv_mha_args_default();
+    qkv_tensor *km;
+    qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){N, L}, &km);
+    km->mask[0] = km->mask[1] = 1;
+    t.args.key_padding_mask = km;
+    t.args.causal = QKV_CAUSAL_TOP_LEFT;
+    qkv_tensor *in[16] = {t.q, t.k, t.v};
+    int n = 3;
+    for (int i = 0; i < qkv_params_count(p); i++) in[n++] = qkv_params_at(p, i);
+    for (int ref = 0; ref < 2; ref++) {
+        qkv_set_reference(ref);
+        double e = h_gradcheck(f_mha, &t, in, n, 1e-2f, 1e-2);
+        CHECK(e < 1e-2, "rotary MultiheadAttention gradcheck (%s kernels): %g", ref ? "reference" : "fast", e);
+    }
+    qkv_set_reference(0);
+
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_ctx_set_grad(c, 0);
+    qkv_tensor *x = t.q;
+    qkv_mha_args a = qkv_mha_args_default(), b = a;
+    qkv_tensor *y0 = rot_out(c, &t.m, x, &a);
+    const int64_t arange[N * L] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+    b.positions = i64_tensor(2, (int64_t[]){N, L}, arange);
+    CHECK(max_diff(y0, rot_out(c, &t.m, x, &b)) == 0, "rotary: no mask, no positions = positions 0..L-1");
+    /* the scores see position differences only: every position + 1000 */
+    int64_t shifted[N * L];
+    for (int i = 0; i < N * L; i++) shifted[i] = arange[i] + 1000;
+    b.positions = i64_tensor(2, (int64_t[]){N, L}, shifted);
+    double e = max_diff(y0, rot_out(c, &t.m, x, &b));
+    CHECK(e < 1e-5, "rotary: shifting every position leaves the output (max diff %g)", e);
+    /* ... but a module without rotation differs, and so do other positions */
+    qkv_mha plain = t.m;
+    plain.o.rotary = 0;
+    CHECK(max_diff(y0, rot_out(c, &plain, x, &a)) > 1e-3, "rotary changes the output");
+    const int64_t swapped[N * L] = {0, 1, 2, 4, 3, 0, 1, 2, 3, 4};
+    b.positions = i64_tensor(2, (int64_t[]){N, L}, swapped);
+    CHECK(max_diff(y0, rot_out(c, &t.m, x, &b)) > 1e-3, "rotary: other positions, other output");
+    /* positions from the padding mask: BOOL, F32 -inf and explicit agree */
+    a.key_padding_mask = km;
+    qkv_tensor *yb = rot_out(c, &t.m, x, &a);
+    qkv_tensor *kf;
+    qkv_tensor_new(A, QKV_F32, 2, (int64_t[]){N, L}, &kf);
+    kf->data[0] = kf->data[1] = -INFINITY;
+    kf->data[7] = -0.5f; /* a finite bias is not padding */
+    a.key_padding_mask = kf;
+    qkv_tensor *yf = rot_out(c, &t.m, x, &a);
+    a.positions = i64_tensor(2, (int64_t[]){N, L}, (int64_t[]){0, 0, 0, 1, 2, 0, 1, 2, 3, 4});
+    qkv_tensor *yfe = rot_out(c, &t.m, x, &a);
+    a.key_padding_mask = km;
+    qkv_tensor *ye = rot_out(c, &t.m, x, &a);
+    CHECK(max_diff(yb, ye) == 0, "rotary: a BOOL padding mask gives positions 0,0,0,1,2 for a row padded by 2");
+    CHECK(max_diff(yf, yfe) == 0 && yf && yb && !memcmp(yf->data, yb->data, L * E * sizeof(float)),
+          "rotary: an F32 mask's -inf entries are the padding (its finite entries are not)");
+    /* the padded row's real positions = that row alone */
+    qkv_tensor *x0;
+    CHECK_OK(qkv_tensor_new(A, QKV_F32, 3, (int64_t[]){1, L - 2, E}, &x0));
+    memcpy(x0->data, x->data + 2 * E, (L - 2) * E * sizeof(float));
+    qkv_mha_args none = qkv_mha_args_default();
+    qkv_tensor *y1 = rot_out(c, &t.m, x0, &none);
+    double e1 = INFINITY;
+    if (y1 && yb) {
+        e1 = 0;
+        for (int64_t i = 0; i < (L - 2) * E; i++) e1 = fmax(e1, fabs(y1->data[i] - yb->data[2 * E + i]));
+    }
+    CHECK(e1 < 1e-5, "rotary: a left-padded row's outputs = the row alone (%g)", e1);
+    /* unbatched: positions (L) */
+    qkv_tensor *xu, *yu = NULL;
+    CHECK_OK(qkv_tensor_view(A, x0, 2, (int64_t[]){L - 2, E}, &xu));
+    none.positions = i64_tensor(1, (int64_t[]){L - 2}, arange);
+    CHECK_OK(qkv_mha_forward(c, &t.m, xu, xu, xu, &none, &yu, NULL));
+    CHECK(yu && y1 && !memcmp(yu->data, y1->data, (L - 2) * E * sizeof(float)), "rotary: unbatched, positions (L)");
+
+    /* errors */
+    qkv_tensor *y = NULL, *k3 = h_input(A, &R, 3, (int64_t[]){N, L + 1, E}, 0);
+    a = qkv_mha_args_default();
+    CHECK_ERR(qkv_mha_forward(c, &t.m, x, k3, k3, &a, &y, NULL), QKV_ERR_SHAPE,
+              "rotary positions are for self-attention: key (2,6,8) has 6 positions, query (2,5,8) 5");
+    a.positions = i64_tensor(2, (int64_t[]){1, L}, arange);
+    CHECK_ERR(qkv_mha_forward(c, &t.m, x, x, x, &a, &y, NULL), QKV_ERR_SHAPE, "positions (1,5), expected (2,5)");
+    a.positions = km;
+    CHECK_ERR(qkv_mha_forward(c, &t.m, x, x, x, &a, &y, NULL), QKV_ERR_DTYPE, "positions must be I64");
+    a.positions = i64_tensor(2, (int64_t[]){N, L}, (int64_t[]){0, 1, 2, 3, -4, 0, 1, 2, 3, 4});
+    CHECK_ERR(qkv_mha_forward(c, &t.m, x, x, x, &a, &y, NULL), QKV_ERR_ARG, "rope: positions[0,4] = -4");
+    a.positions = b.positions;
+    CHECK_ERR(qkv_mha_forward(c, &plain, x, x, x, &a, &y, NULL), QKV_ERR_ARG,
+              "positions given to a module without rotary positions");
+    qkv_mha m2;
+    o = qkv_mha_opts_default(6, 2);
+    o.rotary = 1;
+    CHECK_ERR(qkv_mha_init(&m2, &o, p, "", &R), QKV_ERR_ARG, "rotary positions need an even head_dim, not 3");
+    o = qkv_mha_opts_default(8, 2);
+    o.rotary = 1;
+    o.rotary_base = -1.0f;
+    CHECK_ERR(qkv_mha_init(&m2, &o, p, "", &R), QKV_ERR_ARG, "rotary_base -1 must be positive");
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+}
+
 int main(void)
 {
     qkv_arena_new(&A, 0);
@@ -267,6 +412,7 @@ int main(void)
     test_consistency();
     test_capture();
     test_bad_input();
+    test_rotary();
     qkv_arena_free(A);
     return h_finish("test_mha");
 }
