@@ -6,7 +6,8 @@
  * explorer are written; bad input (empty, invalid or unknown-character
  * prompts, prompts longer than the context, corrupt or wrong-kind
  * checkpoints, options --resume refuses) gets a clear message and the exit
- * status docs/cli.md gives, never a crash. */
+ * status docs/cli.md gives, never a crash. The same round trip (train,
+ * resume, generate, export) with rotary positions (--pos rotary). */
 #define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -184,21 +185,24 @@ static void test_generate(void)
 }
 
 
-/* The export: PyTorch's logits of the exported model equal qkv's. */
-static void test_export(void)
+/* The export: PyTorch's logits of the exported model equal qkv's, for the
+ * run in folder run. */
+static void test_export(const char *run)
 {
+    char ckpt[64];
+    snprintf(ckpt, sizeof ckpt, "%s/lm.ckpt", run);
     qkv_params *p = NULL;
     qkv_lm m = {0};
     qkv_lm_opts lo;
     char *cfg = NULL;
-    CHECK_OK(qkv_checkpoint_read_meta(path_in("full/lm.ckpt"), "lm.config", &cfg));
+    CHECK_OK(qkv_checkpoint_read_meta(path_in(ckpt), "lm.config", &cfg));
     qkv_status s = cfg ? qkv_lm_opts_parse(cfg, &lo) : QKV_ERR_FORMAT;
     free(cfg);
     qkv_rng r;
     qkv_rng_seed(&r, 9);
     if (!s) s = qkv_params_new(&p);
     if (!s) s = qkv_lm_init(&m, &lo, p, "", &r);
-    if (!s) s = qkv_checkpoint_load(path_in("full/lm.ckpt"), p, NULL, NULL, NULL);
+    if (!s) s = qkv_checkpoint_load(path_in(ckpt), p, NULL, NULL, NULL);
     CHECK(s == QKV_OK, "the checkpoint's model: %s", qkv_last_error());
     enum { N = 2, T = 16 };
     int64_t ids[N * T];
@@ -218,7 +222,7 @@ static void test_export(void)
     if (!s) CHECK_OK(qkv_lm_forward(c, &m, tid, NULL, &logits));
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/lm_export.py %s --out %s --ids %s --logits %s > /dev/null",
-             path_in("full/lm.ckpt"), path_in("model.pt"), path_in("ids.safetensors"), path_in("torch.safetensors"));
+             path_in(ckpt), path_in("model.pt"), path_in("ids.safetensors"), path_in("torch.safetensors"));
     int rc = system(cmd);
     CHECK(rc == 0, "tools/lm_export.py failed: %s", cmd);
     qkv_safetensors *st = NULL;
@@ -229,14 +233,53 @@ static void test_export(void)
         CHECK(qkv_tensor_numel(want) == qkv_tensor_numel(logits), "logits: %lld values from PyTorch, %lld from qkv",
               (long long)qkv_tensor_numel(want), (long long)qkv_tensor_numel(logits));
         double err = h_rel_err(logits->data, want->data, qkv_tensor_numel(want));
-        CHECK(err <= 1e-5, "exported model's logits: relative error %.3g", err);
-        printf("exported to PyTorch: logits relative error %.2g\n", err);
+        CHECK(err <= 1e-5, "%s: exported model's logits: relative error %.3g", run, err);
+        printf("exported to PyTorch (%s): logits relative error %.2g\n", run, err);
     }
     qkv_safetensors_close(st);
     qkv_ctx_free(c);
     qkv_arena_free(a);
     qkv_lm_free(&m);
     qkv_params_free(p);
+}
+
+/* --pos rotary: trained, resumed bit for bit, its checkpoint's config
+ * (posenc=rotary, no position table) rebuilds it for qkv generate. */
+static void test_rotary(void)
+{
+    char *o, *e;
+    int rc = qkv(&o, &e, "train lm " TINY " --pos rotary --steps 4 --out rope");
+    CHECK(rc == 0, "train lm --pos rotary: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train lm " TINY " --pos rotary --steps 4 --stop-at 2 --out rope2");
+    CHECK(rc == 0, "train lm --pos rotary --stop-at 2: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train lm --resume --out rope2");
+    CHECK(rc == 0 && strstr(o, "resuming at step 2"), "--pos rotary, --resume: exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    size_t n1, n2;
+    char *a = slurp(path_in("rope/lm.ckpt"), &n1), *b = slurp(path_in("rope2/lm.ckpt"), &n2);
+    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "rotary: the resumed run's checkpoint differs");
+    free(a), free(b);
+    char *cfg = NULL;
+    CHECK_OK(qkv_checkpoint_read_meta(path_in("rope/lm.ckpt"), "lm.config", &cfg));
+    CHECK(cfg && strstr(cfg, " posenc=rotary ") && strstr(cfg, " rotary_base=10000"), "lm.config: %s",
+          cfg ? cfg : "");
+    free(cfg);
+    rc = qkv(&o, &e, "inspect rope/lm.ckpt");
+    CHECK(rc == 0 && strstr(o, "tok_emb.weight") && !strstr(o, "pos_emb"), "inspect: no position table: %s %s",
+          o, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "generate rope --prompt 'and the lord' -n 30 -t 0");
+    CHECK(rc == 0 && !strncmp(o, "and the lord", 12) && strlen(o) > 12, "generate (rotary): exit %d: '%s' %s", rc,
+          o, e);
+    free(o), free(e);
+    static const refusal bad[] = {
+        {"--pos alibi", "--pos: 'alibi' is not one of learned, rotary", 2},
+        {"--pos rotary --d-model 6 --heads 2", "--pos rotary needs an even head size", 2},
+        {"--resume --out rope --pos learned", "--pos cannot be given", 2},
+    };
+    check_refusals("train lm", bad, sizeof bad / sizeof *bad);
 }
 
 int main(int argc, char **argv)
@@ -255,7 +298,9 @@ int main(int argc, char **argv)
     write_corpus(path_in("corpus.txt"));
     test_train();
     test_generate();
-    test_export();
+    test_export("full");
+    test_rotary();
+    test_export("rope");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -1,6 +1,6 @@
 /* train_lm.c: `qkv train lm`, a GPT-style language model (pre-norm blocks,
  * causal self-attention, GELU feed-forward, final LayerNorm, learned
- * positions, output layer tied to the token embedding) trained on a text
+ * positions or rotary ones (--pos rotary), output layer tied to the token embedding) trained on a text
  * corpus, by default the King James Bible at character level
  * (tools/get_data.sh kjv). AdamW, linear warm-up then cosine decay,
  * gradient clipping; validation loss every --eval-every steps on the last
@@ -36,7 +36,7 @@ typedef struct {
     const char *tokenizer, *out, *plots;
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
-    int untied, resume;
+    int untied, resume, rotary;
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */
@@ -288,7 +288,7 @@ static qkv_status plot_losses(const char *prefix, const lm_run *r, const char *t
 const char qkv_cli_train_lm_usage[] =
     "usage: qkv train lm [OPTIONS]\n"
     "  trains a GPT-style language model (pre-norm blocks, causal self-attention, GELU,\n"
-    "  final LayerNorm, learned positions, output layer tied to the token embedding)\n"
+    "  final LayerNorm, learned or rotary positions, output layer tied to the token embedding)\n"
     "  on a text corpus; by default the King James Bible at character level\n"
     "  (tools/get_data.sh kjv), readable text in a few minutes on two cores\n"
     "      --corpus FILE      UTF-8 text (default data/kjv/kjv.txt)\n"
@@ -301,6 +301,8 @@ const char qkv_cli_train_lm_usage[] =
     "      --ff F             feed-forward width (default 4 * E)\n"
     "      --dropout P        (default 0)\n"
     "      --untied           an output layer of its own (default: tied to the embedding)\n"
+    "      --pos KIND         positions: learned (a table added to the embedding, default)\n"
+    "                         or rotary (RoPE on every head's q and k, base 10000)\n"
     "      --context T        tokens per sequence, the model's max length (default 128)\n"
     "      --batch B          sequences per step (default 32)\n"
     "      --steps N          optimizer steps (default 1500)\n"
@@ -333,13 +335,16 @@ const char qkv_cli_train_lm_usage[] =
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
-           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT };
+           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT,
+           POS };
+    static const char *const pos_names[] = {"learned", "rotary"};
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
         {"val-fraction", required_argument, NULL, VALF}, {"layers", required_argument, NULL, LAYERS},
         {"d-model", required_argument, NULL, DMODEL}, {"heads", required_argument, NULL, HEADS},
         {"ff", required_argument, NULL, FF}, {"dropout", required_argument, NULL, DROPOUT},
         {"untied", no_argument, NULL, UNTIED}, {"context", required_argument, NULL, CONTEXT},
+        {"pos", required_argument, NULL, POS},
         {"batch", required_argument, NULL, BATCH}, {"steps", required_argument, NULL, STEPS},
         {"lr", required_argument, NULL, LR}, {"min-lr", required_argument, NULL, MINLR},
         {"warmup", required_argument, NULL, WARMUP}, {"weight-decay", required_argument, NULL, WD},
@@ -368,6 +373,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         case DROPOUT: dv = &o->dropout, lo = 0, hi = 0.9; break;
         case TLIMIT: dv = &o->time_limit, lo = 1e-3, hi = 1e6; break;
         case UNTIED: o->untied = 1; break;
+        case POS: o->rotary = qkv_cli_choice(&a, pos_names, 2); break;
         case CONTEXT: o->r.context = qkv_cli_int(&a, 2, 1 << 16); break;
         case BATCH: o->r.batch = qkv_cli_int(&a, 1, 1 << 16); break;
         case STEPS: o->r.steps = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
@@ -398,6 +404,9 @@ static int parse(int argc, char **argv, lm_opts *o)
     else if (!o->resume && o->d_model % o->heads)
         qkv_cli_error(&a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->d_model,
                       (long long)o->heads);
+    else if (!o->resume && o->rotary == 1 && (o->d_model / o->heads) % 2)
+        qkv_cli_error(&a, "--pos rotary needs an even head size: --d-model %lld / --heads %lld is %lld",
+                      (long long)o->d_model, (long long)o->heads, (long long)(o->d_model / o->heads));
     else if (strlen(o->out) > 900)
         qkv_cli_error(&a, "--out: the folder's name is longer than 900 characters");
     else if (o->plots && strlen(o->plots) > 900)
@@ -464,6 +473,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
     mo.layer.dim_feedforward = o->ff > 0 ? o->ff : 4 * o->d_model;
     mo.layer.dropout = (float)o->dropout;
     mo.tie_weights = !o->untied;
+    mo.posenc = o->rotary == 1 ? QKV_POSENC_ROTARY : QKV_POSENC_LEARNED;
     qkv_rng_seed(&st->rng, (uint64_t)o->r.seed);
     if ((s = lm_model_init(&st->model, &mo, tok, spec, file, &st->rng))) return free(text), s;
     /* GPT-2's embedding init, N(0, 0.02), instead of nn.Embedding's N(0, 1):
