@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The PyTorch peer of `qkv train lm` (run with /usr/bin/python3): the same
-model (tools/lm_torch.py's LM: pre-norm, GELU, final LayerNorm, learned
-positions, tied output layer, PyTorch's layer init and GPT-2's N(0, 0.02)
+model (tools/lm_torch.py's LM: pre-norm, GELU, final LayerNorm, learned (or --pos
+rotary) positions, tied output layer, PyTorch's layer init and GPT-2's N(0, 0.02)
 embeddings), data (the corpus's characters as ids 1..K in code point order,
 0 unknown, K+1 <|endoftext|>; the last --val-fraction of the tokens for
 validation), batches of random windows, AdamW, linear warm-up from 0 then
@@ -58,6 +58,8 @@ def main():
     ap.add_argument('--heads', type=int, default=4)
     ap.add_argument('--ff', type=int, default=0)
     ap.add_argument('--dropout', type=float, default=0.0)
+    ap.add_argument('--pos', choices=('learned', 'rotary'), default='learned',
+                    help="positions, as qkv train lm's --pos")
     ap.add_argument('--context', type=int, default=128)
     ap.add_argument('--batch', type=int, default=32)
     ap.add_argument('--steps', type=int, default=1500)
@@ -82,11 +84,12 @@ def main():
     n_train = len(ids) - n_val
     torch.manual_seed(a.seed)
     cfg = lm_torch.gpt_config(V, d_model=a.d_model, nhead=a.heads, num_layers=a.layers, max_len=a.context,
-                              dim_feedforward=a.ff or 4 * a.d_model, dropout=a.dropout)
+                              dim_feedforward=a.ff or 4 * a.d_model, dropout=a.dropout, posenc=a.pos)
     m = lm_torch.LM(cfg)
     with torch.no_grad():
         m.tok_emb.weight.normal_(0, 0.02)
-        m.pos_emb.weight.normal_(0, 0.02)
+        if a.pos == 'learned':
+            m.pos_emb.weight.normal_(0, 0.02)
     opt = torch.optim.AdamW(m.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     print('PyTorch %s, %d threads: %s, %d tokens (%d ids): %d train, %d validation; %d parameters' % (
         torch.__version__, torch.get_num_threads(), a.corpus, len(ids), V, n_train, n_val,
