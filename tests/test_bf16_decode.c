@@ -4,9 +4,9 @@
  *    largest floats, subnormals) and 24000 random ones; bf16 -> float for
  *    all 65536 patterns;
  *  - the decoding kernel over bf16 keys and values: what it gives over the
- *    same values as floats (AVX-512 and AVX2 builds, causal, padding, a
- *    fully masked row, head dims 16, 64, 67), and its error against the
- *    unrounded floats;
+ *    same values as floats (AVX-512 and AVX2 builds, causal, padding with
+ *    NaN behind it, a fully masked row, head dims 16, 64, 67), and its
+ *    error against the unrounded floats;
  *  - the bf16 matrix-vector kernel against its double reference (every
  *    build, odd sizes, 1 to 9 rows);
  *  - a language model decoded token by token with a bf16 cache, bf16
@@ -119,6 +119,7 @@ static void kernel_case(int64_t N, int64_t H, int64_t T, int64_t S, int64_t D, i
     memset(kpm, 0, (size_t)(N * W));
     if (pad) {
         for (int64_t j = 0; j < S; j++) kpm[j] = j % 7 == 3; /* row 0: some keys */
+        k[3 * D] = v[3 * D + 1] = NAN; /* row 0, head 0, key 3, masked: never weighs in */
         if (N > 1) memset(kpm + W, 1, (size_t)S);        /* row 1: every key */
         d.kpm = kpm;
         d.kpm_stride = W;

@@ -95,6 +95,80 @@ BF16_512 static inline void axpy_bf16_512(float *y, float a, const uint16_t *x, 
     }
     for (; i < D; i++) y[i] += a * qkv_bf16_to_float(x[i]);
 }
+
+/* exp(x) in 16 lanes: the fused kernels' polynomial (attention_simd.h's
+ * vexp: Cephes' expf coefficients, about 1 ulp); 0 below -87.3. */
+BF16_512 static inline __m512 exp16(__m512 x)
+{
+    const __m512 magic = _mm512_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_maskz_mov_ps(~tiny, x), _mm512_set1_ps(88.0f));
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 n = _mm512_sub_ps(t, magic);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
+                               _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic)),
+                         _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(~tiny, p, _mm512_castsi512_ps(e));
+}
+
+/* The second pass of one query over n keys of a chunk (chunk_attend's,
+ * for bf16 rows of D = 16 nd on AVX-512): s (n) the scores, m their max
+ * (finite); p_j = exp(s_j - m) for 16 keys at a time into s (-1 marks a
+ * masked key, skipped as the generic loop skips it), o (D) = sum p_j v_j
+ * with the nd accumulators in registers. Returns l = sum p_j. */
+BF16_512 static inline __attribute__((always_inline)) float
+pv_bf16_512(float *s, int64_t n, float m, const uint16_t *v, const int nd, float *o)
+{
+    __m512 mv = _mm512_set1_ps(m), ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 sv = _mm512_maskz_loadu_ps(in, s + j);
+        __mmask16 masked = _mm512_cmp_ps_mask(sv, ninf, _CMP_EQ_OQ);
+        __m512 p = _mm512_mask_mov_ps(exp16(_mm512_sub_ps(sv, mv)), masked, _mm512_set1_ps(-1.0f));
+        _mm512_mask_storeu_ps(s + j, in, p);
+    }
+    __m512 acc[8];
+    for (int d = 0; d < nd; d++) acc[d] = _mm512_setzero_ps();
+    float l = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float p = s[j];
+        if (p < 0) continue;
+        l += p;
+        __m512 pv = _mm512_set1_ps(p);
+        for (int d = 0; d < nd; d++) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(v + j * 16 * nd + 16 * d));
+            __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            acc[d] = _mm512_fmadd_ps(pv, x, acc[d]);
+        }
+    }
+    for (int d = 0; d < nd; d++) _mm512_storeu_ps(o + 16 * d, acc[d]);
+    return l;
+}
+
+/* pv_bf16_512 for D = 16 nd, nd = 1..8, each with nd constant. */
+BF16_512 static float pv_bf16_512_any(float *s, int64_t n, float m, const uint16_t *v, int64_t D,
+                                      float *o)
+{
+    switch (D / 16) {
+    case 1: return pv_bf16_512(s, n, m, v, 1, o);
+    case 2: return pv_bf16_512(s, n, m, v, 2, o);
+    case 3: return pv_bf16_512(s, n, m, v, 3, o);
+    case 4: return pv_bf16_512(s, n, m, v, 4, o);
+    case 5: return pv_bf16_512(s, n, m, v, 5, o);
+    case 6: return pv_bf16_512(s, n, m, v, 6, o);
+    case 7: return pv_bf16_512(s, n, m, v, 7, o);
+    default: return pv_bf16_512(s, n, m, v, 8, o);
+    }
+}
 #endif
 
 /* a.b over D, b a row of the given kind: 8 lanes of fused multiply-adds
@@ -167,6 +241,14 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
             part[2 * t] = part[2 * t + 1] = NAN;
             continue;
         }
+#if defined(__x86_64__)
+        if (kind == KV_BF16_512 && D % 16 == 0 && D <= 128 && m > -INFINITY && end > j0) {
+            l = pv_bf16_512_any(s, end - j0, m, v, D, ot);
+            part[2 * t] = m;
+            part[2 * t + 1] = l;
+            continue;
+        }
+#endif
         for (int64_t j = j0; j < end && m > -INFINITY; j++) {
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
