@@ -10,7 +10,13 @@
  * time(64) (the target: <= 2) and time(1000) / time(10): with the cache a
  * step's cost grows linearly with the position, the weights' products are
  * the same at every position, and the attention over the cache runs on
- * every thread, split over the cache length. */
+ * every thread, split over the cache length.
+ *
+ * Then the 16-bit variants against the FP32 step, timed interleaved (one
+ * step of each per round, the best of each: ratios under the same load):
+ * an fp16 cache, a bf16 cache, bf16 weights (qkv_bf16_weights on the
+ * cache) with an FP32 cache, and bf16 weights with a bf16 cache
+ * (docs/bf16_decode.md). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +65,30 @@ static double cached_step(qkv_ctx *c, const qkv_transformer_decoder_only *m, qkv
         t[r] = bench_now() - t0;
     }
     return median(t, reps);
+}
+
+enum { NVAR = 5 };
+
+/* The best seconds of one cached step at position p of each cache in
+ * kcs, in rounds of one step each. */
+static void cached_steps_interleaved(qkv_ctx *c, const qkv_transformer_decoder_only *m,
+                                     qkv_kv_cache **kcs, int n, int64_t p, int rounds, double *best)
+{
+    for (int i = 0; i < n; i++) {
+        fill_to(c, m, kcs[i], p);
+        best[i] = 1e30;
+    }
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            TRY(qkv_kv_cache_truncate(kcs[i], p));
+            qkv_ctx_reset(c);
+            qkv_tensor *x, *y;
+            double t0 = bench_now();
+            TRY(qkv_tensor_wrap(qkv_ctx_arena(c), xs + p * E, 3, (int64_t[]){1, 1, E}, &x));
+            TRY(qkv_transformer_decoder_only_forward_cached(c, m, kcs[i], x, NULL, &y));
+            double dt = bench_now() - t0;
+            if (dt < best[i]) best[i] = dt;
+        }
 }
 
 /* Median seconds of the full forward of positions [0, p] (no cache). */
@@ -125,6 +155,30 @@ int main(void)
            MAX_LEN - 1, tc[4] / tc[0]);
     printf("fp16 cache: time(%d) / time(64) = %.2f (target <= 2); time(%d) / time(10) = %.2f\n",
            MAX_LEN - 1, th[4] / th[1], MAX_LEN - 1, th[4] / th[0]);
+
+    /* The 16-bit variants, interleaved with the FP32 step. */
+    qkv_bf16_weights w;
+    TRY(qkv_bf16_weights_init(&w, p));
+    qkv_kv_cache kb, kw, kbw; /* bf16 cache; FP32 cache + bf16 weights; both */
+    TRY(qkv_kv_cache_init_bf16(&kb, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
+    TRY(qkv_kv_cache_init(&kw, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
+    TRY(qkv_kv_cache_init_bf16(&kbw, LAYERS, 1, HEADS, E / HEADS, MAX_LEN));
+    kw.weights = kbw.weights = &w;
+    qkv_kv_cache *kcs[NVAR] = {&kc, &kh, &kb, &kw, &kbw};
+    printf("\nbest of interleaved rounds, time / FP32 step's (FP32 weights and cache):\n");
+    printf("%9s %12s %12s %12s %14s %16s\n", "position", "fp32 ms", "fp16 cache", "bf16 cache",
+           "bf16 weights", "bf16 both");
+    for (int i = 0; i < NPOS; i++) {
+        double b[NVAR];
+        cached_steps_interleaved(c, &m, kcs, NVAR, pos[i], i == NPOS - 1 ? 15 : 31, b);
+        printf("%9lld %12.3f %12.2f %12.2f %14.2f %16.2f\n", (long long)pos[i], 1e3 * b[0],
+               b[1] / b[0], b[2] / b[0], b[3] / b[0], b[4] / b[0]);
+        fflush(stdout);
+    }
+    qkv_kv_cache_free(&kb);
+    qkv_kv_cache_free(&kw);
+    qkv_kv_cache_free(&kbw);
+    qkv_bf16_weights_free(&w);
     qkv_kv_cache_free(&kc);
     qkv_kv_cache_free(&kh);
     qkv_transformer_decoder_only_free(&m);

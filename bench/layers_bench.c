@@ -12,6 +12,10 @@
  *   mha_B<B>_L<L>[_causal]       MultiheadAttention(512, 8) forward, need_weights=0, no grad
  *   enc_B<B>_L<L>                TransformerEncoderLayer(512, 8, 2048), dropout 0:
  *                                forward + backward + AdamW step
+ *   decode_S<S>_D<D>             the decoding kernel (src/kernels/attention_decode.c):
+ *                                one query, 8 heads, over a KV cache of S keys, in
+ *                                fp32, fp16 and bf16 (bf16 on AVX-512 and on AVX2);
+ *                                qkv only (not in --list: torch_peer.py has no peer)
  *
  * Each run warms up once (except forward-only attention over 20 GFLOP),
  * then times iterations (omp_get_wtime) until 0.5 s have passed (at least
@@ -32,6 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/attention.h"
+#include "kernels/attention_decode.h"
+#include "kernels/half.h"
 #include "peak.h"
 #include "qkv.h"
 #include "qkv/transformer.h"
@@ -245,6 +252,73 @@ static void run_encoder(int64_t B, int64_t L, const char *name)
     qkv_params_free(p);
 }
 
+/* ---- the decoding kernel over fp32, fp16 and bf16 caches ------------------ */
+
+/* One query per head over S keys, 8 heads of D: the step of one layer.
+ * The variants run interleaved (one call of each per round, 200 rounds)
+ * and each row gives its best time, so that they are compared under the
+ * same load (the ratios are what to read on a shared machine). "_hot"
+ * rows call one layer's cache again and again (16 MiB in fp32 at S 4096,
+ * D 64: it stays in this CPU's 32 MiB L3); "_cold" rows go round 6
+ * layers' caches, as a 6-layer model's step does, so that every call reads
+ * its keys and values from memory. FLOPs: 4*H*S*D (q.k and p v). */
+static void run_decode(int64_t S, int64_t D, const char *name)
+{
+    enum { H = 8, LAYERS = 6, ROUNDS = 200, NV = 5 };
+    double base = status_mib("VmRSS");
+    int64_t blk = H * S * D, n = LAYERS * blk; /* (LAYERS, H, S, D) */
+    float *q = malloc(H * D * sizeof *q), *out = malloc(H * D * sizeof *out);
+    float *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+    uint16_t *k16 = malloc(n * 2), *v16 = malloc(n * 2), *kb = malloc(n * 2), *vb = malloc(n * 2);
+    qkv_arena *a;
+    CHECK(qkv_arena_new(&a, (size_t)16 << 20));
+    if (!q || !out || !k || !v || !k16 || !v16 || !kb || !vb) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    qkv_rng_fill_normal(&r, q, H * D, 0, 1);
+    qkv_rng_fill_normal(&r, k, n, 0, 1);
+    qkv_rng_fill_normal(&r, v, n, 0, 1);
+    qkv_half_from_floats(k, k16, n);
+    qkv_half_from_floats(v, v16, n);
+    qkv_bf16_from_floats(k, kb, n);
+    qkv_bf16_from_floats(v, vb, n);
+    qkv_decode_desc d = {.N = 1, .H = H, .T = 1, .S = S, .D = D, .kv_stride = S * D,
+                         .scale = 1.0f / sqrtf((float)D), .causal = 1};
+    static const char *const vname[NV] = {"fp32", "fp16", "bf16", "bf16_avx2", "-"};
+    int wide = qkv_attn_simd_force("avx512");
+    qkv_attn_simd_force(NULL);
+    for (int cold = 0; cold < 2; cold++) {
+        double best[NV];
+        for (int i = 0; i < NV; i++) best[i] = 1e30;
+        for (int round = 0; round < ROUNDS; round++)
+            for (int i = 0; i < 4; i++) {
+                int64_t l = cold ? round % LAYERS : 0, off = l * blk;
+                if (i == 3 && !wide) continue;
+                if (i == 3) qkv_attn_simd_force("avx2");
+                double t0 = omp_get_wtime();
+                if (i == 0) CHECK(qkv_decode_attend(a, &d, q, k + off, v + off, out));
+                if (i == 1) CHECK(qkv_decode_attend_half(a, &d, q, k16 + off, v16 + off, out));
+                if (i >= 2) CHECK(qkv_decode_attend_bf16(a, &d, q, kb + off, vb + off, out));
+                double dt = (omp_get_wtime() - t0) * 1e3;
+                if (i == 3) qkv_attn_simd_force(NULL);
+                if (dt < best[i]) best[i] = dt;
+            }
+        for (int i = 0; i < 4; i++)
+            if (i != 3 || wide)
+                printf("ROW %s_%s_%s %.4f %.6g %.1f\n", name, cold ? "cold" : "hot", vname[i],
+                       best[i], 4.0 * H * S * D, status_mib("VmHWM") - base);
+        printf("# %s %s: fp32 / fp16 %.2f, fp32 / bf16 %.2f%s (best of %d interleaved rounds)\n",
+               name, cold ? "cold" : "hot", best[0] / best[1], best[0] / best[2],
+               wide ? "" : " (no AVX-512 here)", ROUNDS);
+        if (wide) printf("# bf16 AVX2 / AVX-512 time %.2f\n", best[3] / best[2]);
+    }
+    qkv_arena_free(a);
+    free(q), free(out), free(k), free(v), free(k16), free(v16), free(kb), free(vb);
+}
+
 static const char *DEFAULTS[] = {
     "attn_L1024_D64", "attn_L1024_D64_causal", "attn_L4096_D64", "attn_L4096_D64_causal",
     "mha_B1_L4096",   "mha_B1_L4096_causal",   "mha_B4_L1024",   "mha_B4_L1024_causal",
@@ -277,6 +351,8 @@ int main(int argc, char **argv)
         run_mha(B, L, causal, cfg);
     else if (sscanf(cfg, "enc_B%lld_L%lld", &B, &L) == 2)
         run_encoder(B, L, cfg);
+    else if (sscanf(cfg, "decode_S%lld_D%lld", &L, &D) == 2)
+        run_decode(L, D, cfg);
     else {
         fprintf(stderr, "layers_bench: unknown configuration '%s'\n", cfg);
         return 2;

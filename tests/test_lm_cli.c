@@ -140,6 +140,14 @@ static void test_generate(void)
     rc = qkv(&o, &e, "generate full --prompt 'and the lord' -n 40 -t 0 -k 5 --top-p 0.9");
     CHECK(rc == 0 && strlen(o) > 40, "greedy: exit %d: %s", rc, e);
     free(o), free(e);
+    /* 16-bit caches and bf16 weights (docs/bf16_decode.md), past the context (the window slides). */
+    rc = qkv(&o, &e, "generate full --prompt 'and the lord' -n 40 -t 0 --cache bf16 --weights bf16");
+    CHECK(rc == 0 && strlen(o) > 40 && strstr(e, "40 tokens in") && strstr(e, "bf16 cache, bf16 weights"),
+          "--cache bf16 --weights bf16: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "generate full --prompt 'and the lord' -n 10 --cache fp16 --weights fp32");
+    CHECK(rc == 0 && strstr(e, "fp16 cache, fp32 weights"), "--cache fp16: exit %d: %s", rc, e);
+    free(o), free(e);
     /* A prompt longer than the context (16): its last 16 tokens are kept. */
     rc = qkv(&o, &e, "generate full --prompt 'and the lord said unto him of the land' -n 5");
     CHECK(rc == 0 && strstr(e, "the prompt has 38 tokens, the model's context 16: the first 22 are dropped"),
@@ -157,6 +165,8 @@ static void test_generate(void)
         {"full --prompt a --top-p 0", "--top-p: '0' is not a number", 2},
         {"full --prompt a --top-p nan", "--top-p: 'nan' is not a number in (0, 1]", 2},
         {"full --prompt a -t ' 1'", "--temperature: ' 1' is not a number in [0, 100]", 2},
+        {"full --prompt a --cache bf8", "--cache bf8: expected fp32, fp16 or bf16", 2},
+        {"full --prompt a --weights fp16", "--weights fp16: expected fp32 or bf16", 2},
         {"--prompt a", "expects 1 argument", 2},
         {"full --prompt \"$(printf 'a\\377b')\"", "not valid UTF-8 (byte 1)", 1},
         {"full --prompt \"$(printf 'ab\\303')\"", "not valid UTF-8 (byte 2)", 1},

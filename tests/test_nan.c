@@ -224,7 +224,7 @@ static void test_causal(void)
     check_paths("causal, NaN k late", &P, 1);
 }
 
-/* The decoding kernel (float and fp16 cache): T = 3 queries over S = 9 keys
+/* The decoding kernel (float, fp16 and bf16 cache): T = 3 queries over S = 9 keys
  * in chunks of 2, causal bottom-right, key padding; the same rule. */
 static void test_decode(void)
 {
@@ -241,28 +241,33 @@ static void test_decode(void)
     /* decode takes v rows of D floats: copy v (DV) into (S,D) rows */
     float *vd = qkv_arena_alloc(A, (size_t)(H * S * D) * sizeof(float));
     uint16_t *k16 = qkv_arena_alloc(A, (size_t)(H * S * D) * 2), *v16 = qkv_arena_alloc(A, (size_t)(H * S * D) * 2);
+    uint16_t *kb = qkv_arena_alloc(A, (size_t)(H * S * D) * 2), *vb = qkv_arena_alloc(A, (size_t)(H * S * D) * 2);
     for (int64_t r = 0; r < H * S; r++)
         for (int x = 0; x < D; x++) vd[r * D + x] = x < DV ? P.v[r * DV + x] : 0.0f;
     for (int64_t x = 0; x < H * S * D; x++) {
         k16[x] = qkv_half_from_float(P.k[x]);
         v16[x] = qkv_half_from_float(vd[x]);
+        kb[x] = qkv_bf16_from_float(P.k[x]);
+        vb[x] = qkv_bf16_from_float(vd[x]);
     }
     qkv_decode_desc d = {1, H, T, S, D, S * D, 1.0f / 2.0f, 1, kpm, S, 2};
     float out[H * T * D], ref[H * T * DV];
     run(&P, 0, ref, NULL, NULL); /* the current default path as the value reference */
-    for (int half = 0; half < 2; half++) {
-        CHECK_OK(half ? qkv_decode_attend_half(A, &d, P.q, k16, v16, out) : qkv_decode_attend(A, &d, P.q, P.k, vd, out));
+    static const char *const names[] = {"decode", "decode fp16", "decode bf16"};
+    for (int half = 0; half < 3; half++) { /* 0 floats, 1 fp16, 2 bf16 */
+        if (half == 2) CHECK_OK(qkv_decode_attend_bf16(A, &d, P.q, kb, vb, out));
+        else CHECK_OK(half ? qkv_decode_attend_half(A, &d, P.q, k16, v16, out) : qkv_decode_attend(A, &d, P.q, P.k, vd, out));
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < T; i++) {
                 int cols[DV];
                 char kind = expect_row(&P, h, i, cols);
                 float o3[DV];
                 for (int x = 0; x < DV; x++) o3[x] = out[(h * T + i) * D + x];
-                if (half) /* fp16 keys and values: compare the pattern, values loosely */
+                if (half) /* 16-bit keys and values: compare the pattern, values loosely */
                     for (int x = 0; x < DV; x++)
-                        if (isfinite(o3[x]) && fabsf(o3[x] - ref[(h * T + i) * DV + x]) < 5e-3f)
+                        if (isfinite(o3[x]) && fabsf(o3[x] - ref[(h * T + i) * DV + x]) < (half == 2 ? 3e-2f : 5e-3f))
                             o3[x] = ref[(h * T + i) * DV + x];
-                check_row("out", half ? "decode fp16" : "decode", h, i, kind, cols, o3, ref + (h * T + i) * DV, DV);
+                check_row("out", names[half], h, i, kind, cols, o3, ref + (h * T + i) * DV, DV);
             }
     }
 }

@@ -29,12 +29,29 @@ extern "C" {
  * qkv_kv_cache_init_half keeps k and v in IEEE half precision instead (k16,
  * v16; k and v NULL): half the memory, and a decoding step over a long
  * cache reads half the bytes; attention then sees keys and values rounded
- * to fp16 (relative error up to 2^-11), as a model run in half precision. */
+ * to fp16 (relative error up to 2^-11), as a model run in half precision.
+ * qkv_kv_cache_init_bf16 keeps them in bfloat16 (k16, v16 hold bf16 bits):
+ * the same memory as fp16, fp32's range (no overflow past 65504), a
+ * coarser rounding (relative error up to 2^-9), as torch's
+ * .to(torch.bfloat16). docs/bf16_decode.md.
+ *
+ * weights: NULL (the default), or bf16 copies of the model's weights
+ * (qkv_bf16_weights_init, qkv/nn.h) that every cached forward through this
+ * cache then uses in its linear layers (a decoding step reads half the
+ * weight bytes); the caller keeps them alive while set. */
+typedef enum {
+    QKV_KV_F32 = 0, /* k, v */
+    QKV_KV_F16,     /* k16, v16 in IEEE half precision */
+    QKV_KV_BF16     /* k16, v16 in bfloat16 */
+} qkv_kv_dtype;
+
 typedef struct {
     int64_t num_layers, batch, nhead, head_dim, max_len;
     int64_t len;     /* positions filled: [0, len) */
-    float *k, *v;    /* (num_layers, batch, nhead, max_len, head_dim); NULL in half precision */
-    uint16_t *k16, *v16; /* the same in fp16 (qkv_kv_cache_init_half), else NULL */
+    qkv_kv_dtype dtype;
+    float *k, *v;    /* (num_layers, batch, nhead, max_len, head_dim); NULL in 16 bits */
+    uint16_t *k16, *v16; /* the same in fp16 or bf16 (dtype), else NULL */
+    const qkv_bf16_weights *weights; /* NULL: the model's FP32 weights */
     uint8_t *pad;    /* (batch, max_len): 1 = padding (never attended to) */
     int64_t *npad;   /* (batch): padding positions among [0, len) */
     /* Cross-attention (encoder-decoder), set by qkv_transformer_decoder_set_memory. */
@@ -50,6 +67,9 @@ qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch
                              int64_t head_dim, int64_t max_len);
 /* The same with keys and values stored in fp16 (k16, v16). */
 qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                  int64_t nhead, int64_t head_dim, int64_t max_len);
+/* The same with keys and values stored in bf16 (k16, v16). */
+qkv_status qkv_kv_cache_init_bf16(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
                                   int64_t nhead, int64_t head_dim, int64_t max_len);
 void qkv_kv_cache_free(qkv_kv_cache *kc);
 /* Empties the cache (len 0, no padding, no memory); keeps the allocation. */

@@ -106,6 +106,29 @@ typedef struct {
 qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
                               int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
 
+/* bf16 weights for inference (src/nn/linear_bf16.c, docs/bf16_decode.md):
+ * a bf16 copy (round to nearest even, as .to(torch.bfloat16)) of every 2-D
+ * F32 parameter of a store, made once. Set on a KV cache (kc.weights,
+ * qkv/generate.h), the cached forwards through it run their qkv_linear
+ * calls on these copies: y = x W16^T + b with FP32 activations, FP32
+ * accumulation and the bias in FP32; a few rows at a time (a decoding
+ * step) read the bf16 weights directly (AVX-512, AVX2 or portable loops,
+ * split over OpenMP's threads), more rows (a prompt) multiply by the
+ * copies widened back to floats. The weights are then W rounded to bf16
+ * (relative error up to 2^-9 each), a model run with bf16 weights.
+ * The copies are of the values at _init: after the parameters change
+ * (training, loading), _free and _init again. Forwards that record
+ * (training) never use them. */
+typedef struct qkv_bf16_weights {
+    int64_t count;           /* parameters copied */
+    const float **f32;       /* (count) each one's FP32 data, in address order */
+    int64_t *numel;          /* (count) its elements */
+    uint16_t **bf16;         /* (count) its bf16 copy, in data */
+    uint16_t *data;          /* every copy, one block */
+} qkv_bf16_weights;
+qkv_status qkv_bf16_weights_init(qkv_bf16_weights *w, qkv_params *p);
+void qkv_bf16_weights_free(qkv_bf16_weights *w);
+
 /* nn.Conv1d's options: qkv_conv1d_opts_default(in, out, kernel_size) gives
  * stride 1, padding 0, dilation 1, bias 1 (groups and padding_mode are
  * always 1 and 'zeros'). */

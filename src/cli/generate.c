@@ -27,6 +27,10 @@ const char qkv_cli_generate_usage[] =
     "      --html FILE           the attention explorer (every layer and head) of the\n"
     "                            prompt and its continuation (their last context tokens)\n"
     "  -j, --threads N           OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "      --cache fp32|fp16|bf16   the KV cache's precision (default fp32): 16 bits\n"
+    "                            halve its memory and what a step over it reads\n"
+    "      --weights fp32|bf16   bf16: the decoding steps use bf16 copies of the weights\n"
+    "                            (half the bytes read per token; default fp32)\n"
     "  -h, --help                show this usage\n"
     "  the speed (tokens per second) goes to stderr at the end.\n"
     "  exit status: 0 success; 1 a checkpoint that cannot be read (missing, corrupt, not\n"
@@ -41,12 +45,13 @@ typedef struct {
 
 static int parse(int argc, char **argv, gen_opts *o)
 {
-    enum { TOPP = 256, HTML };
+    enum { TOPP = 256, HTML, CACHE, WEIGHTS };
     static const struct option options[] = {
         {"prompt", required_argument, NULL, 'p'}, {"max-new-tokens", required_argument, NULL, 'n'},
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'k'},
         {"top-p", required_argument, NULL, TOPP}, {"seed", required_argument, NULL, 's'},
         {"html", required_argument, NULL, HTML}, {"threads", required_argument, NULL, 'j'},
+        {"cache", required_argument, NULL, CACHE}, {"weights", required_argument, NULL, WEIGHTS},
         QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
     /* An empty --prompt "" must reach the check below, not "needs a value". */
@@ -68,6 +73,16 @@ static int parse(int argc, char **argv, gen_opts *o)
         case HTML: o->html = a.value; break;
         case 't': o->s.temperature = (float)qkv_cli_double(&a, 0, 100, 0); break;
         case TOPP: o->s.top_p = (float)qkv_cli_double(&a, 0, 1, 1); break;
+        case CACHE:
+            if (!strcmp(a.value, "fp32")) o->s.cache = QKV_KV_F32;
+            else if (!strcmp(a.value, "fp16")) o->s.cache = QKV_KV_F16;
+            else if (!strcmp(a.value, "bf16")) o->s.cache = QKV_KV_BF16;
+            else qkv_cli_error(&a, "--cache %s: expected fp32, fp16 or bf16", a.value);
+            break;
+        case WEIGHTS:
+            if (!strcmp(a.value, "fp32") || !strcmp(a.value, "bf16")) o->s.bf16_weights = a.value[0] == 'b';
+            else qkv_cli_error(&a, "--weights %s: expected fp32 or bf16", a.value);
+            break;
         }
     }
     if (c < 0) return a.status;
@@ -197,9 +212,10 @@ int qkv_cli_generate(int argc, char **argv)
     printf("\n");
     fflush(stdout);
     int64_t made = n_all - (n - start);
-    fprintf(stderr, "qkv generate: %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, %s)\n", (long long)made,
-            sec, sec > 0 ? (double)made / sec : 0, (long long)(n - start),
-            o.s.temperature > 0 ? "sampled" : "greedy");
+    static const char *const cache_name[] = {"fp32", "fp16", "bf16"};
+    fprintf(stderr, "qkv generate: %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, %s, %s cache, %s "
+            "weights)\n", (long long)made, sec, sec > 0 ? (double)made / sec : 0, (long long)(n - start),
+            o.s.temperature > 0 ? "sampled" : "greedy", cache_name[o.s.cache], o.s.bf16_weights ? "bf16" : "fp32");
     if (o.html) {
         if (write_html(&m, all, n_all, o.html)) {
             fprintf(stderr, "qkv generate: %s\n", qkv_cli_last_error());

@@ -129,9 +129,17 @@ qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const 
     float *logits = malloc((size_t)V * sizeof *logits);
     qkv_ctx *c = NULL;
     qkv_kv_cache kc = {0};
+    qkv_bf16_weights w16 = {0};
     qkv_status s = seq && logits ? QKV_OK : qkv_cli_fail(QKV_ERR_NOMEM, "generate: out of memory");
     if (!s) s = qkv_ctx_new(&c);
-    if (!s) s = qkv_lm_cache_init(&kc, &m->m, 1, L);
+    int64_t NL = m->o.num_layers, H = m->o.layer.nhead, hd = m->o.layer.d_model / H;
+    if (!s && o->cache == QKV_KV_F16) s = qkv_kv_cache_init_half(&kc, NL, 1, H, hd, L);
+    else if (!s && o->cache == QKV_KV_BF16) s = qkv_kv_cache_init_bf16(&kc, NL, 1, H, hd, L);
+    else if (!s) s = qkv_lm_cache_init(&kc, &m->m, 1, L);
+    if (!s && o->bf16_weights) {
+        s = qkv_bf16_weights_init(&w16, m->p);
+        kc.weights = &w16;
+    }
     if (!s) {
         memcpy(seq, ids, (size_t)n * sizeof *seq);
         qkv_ctx_set_grad(c, 0);
@@ -167,6 +175,7 @@ qkv_status lm_generate_stream(lm_model *m, const int64_t *ids, int64_t n, const 
     }
     *seconds = qkv_cli_now() - t0;
     qkv_kv_cache_free(&kc);
+    qkv_bf16_weights_free(&w16);
     qkv_ctx_free(c);
     free(logits);
     if (s) {

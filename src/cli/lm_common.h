@@ -41,12 +41,17 @@ qkv_status lm_model_init(lm_model *m, const qkv_lm_opts *o, qkv_tokenizer *tok, 
                          char *tok_text, qkv_rng *rng);
 void lm_model_free(lm_model *m);
 
-/* Sampling options of a generation; temperature 0 is greedy (argmax). */
+/* Sampling options of a generation; temperature 0 is greedy (argmax).
+ * cache: the KV cache's precision (0, FP32, by default); bf16_weights: 1
+ * runs the cached steps on bf16 copies of the weights
+ * (docs/bf16_decode.md). */
 typedef struct {
     int64_t max_new_tokens;
     float temperature, top_p;
     int64_t top_k;
     uint64_t seed;
+    qkv_kv_dtype cache;
+    int bf16_weights;
 } lm_sample_opts;
 
 /* Generates after prompt ids[0, n) (1 <= n <= the model's max_len) up to

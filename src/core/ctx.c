@@ -31,6 +31,8 @@ struct qkv_ctx {
     /* Attention maps captured since the last reset (in the arena). */
     int capture, n_captured, cap_captured;
     qkv_tensor **captured;
+    /* bf16 inference weights of the cached forward running, or NULL. */
+    const qkv_bf16_weights *bf16_weights;
 };
 
 qkv_status qkv_ctx_new(qkv_ctx **out)
@@ -71,6 +73,15 @@ void qkv_ctx_reset(qkv_ctx *c)
 
 void qkv_ctx_set_capture(qkv_ctx *c, int on) { if (c) c->capture = on != 0; }
 int qkv_ctx_capturing(const qkv_ctx *c) { return c && c->capture; }
+
+const qkv_bf16_weights *qkv_ctx_bf16_weights(const qkv_ctx *c) { return c ? c->bf16_weights : NULL; }
+
+const qkv_bf16_weights *qkv_ctx_set_bf16_weights(qkv_ctx *c, const qkv_bf16_weights *w)
+{
+    const qkv_bf16_weights *was = c->bf16_weights;
+    c->bf16_weights = w;
+    return was;
+}
 int qkv_ctx_captured_count(const qkv_ctx *c) { return c ? c->n_captured : 0; }
 
 qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i)

@@ -48,6 +48,12 @@ uint64_t qkv_ctx_seed(const qkv_ctx *c);
 /* A fresh seed for the next random op of this step (counter-based). */
 uint64_t qkv_ctx_next_seed(qkv_ctx *c);
 
+/* The bf16 weights (qkv/nn.h) qkv_linear uses while a cached forward
+ * runs (src/models/kvcache.c sets them from its cache, NULL after);
+ * _set returns the ones it replaces. */
+const struct qkv_bf16_weights *qkv_ctx_bf16_weights(const qkv_ctx *c);
+const struct qkv_bf16_weights *qkv_ctx_set_bf16_weights(qkv_ctx *c,
+                                                        const struct qkv_bf16_weights *w);
 /* Appends an attention map to the ctx's captured list (qkv_ctx_set_capture). */
 qkv_status qkv_ctx_capture_add(qkv_ctx *c, qkv_tensor *weights);
 

@@ -6,9 +6,10 @@
 #include <math.h>
 #include <omp.h>
 #include <string.h>
+#include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/half.h"
-#if defined(__F16C__) && defined(__FMA__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -37,60 +38,187 @@ size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads)
     return (size_t)(items * part_len(d) + (int64_t)threads * chunk_len(d));
 }
 
-/* Element i of a key or value row: floats, or fp16 when half. */
-static inline float row_at(const void *x, int half, int64_t i)
+/* How keys and values are stored: floats, fp16 or bf16; bf16 on
+ * AVX-512 (KV_BF16_512) has loops of its own (decode_bf16_512 below). */
+enum { KV_F32 = 0, KV_F16, KV_BF16, KV_BF16_512 };
+
+/* Element i of a key or value row of that kind. */
+static inline float row_at(const void *x, int kind, int64_t i)
 {
-    return half ? qkv_half_to_float(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+    if (kind == KV_F32) return ((const float *)x)[i];
+    if (kind == KV_F16) return qkv_half_to_float(((const uint16_t *)x)[i]);
+    return qkv_bf16_to_float(((const uint16_t *)x)[i]);
+}
+
+/* Key or value row r of a block (elements, not bytes). */
+static inline const void *row_ptr(const void *x, int kind, int64_t r)
+{
+    return kind == KV_F32 ? (const void *)((const float *)x + r) : (const uint16_t *)x + r;
 }
 
 #if defined(__F16C__) && defined(__FMA__)
-/* Elements [i, i+8) of a row as floats (fp16 converted as loaded). */
-static inline __m256 row_load8(const void *x, int half, int64_t i)
+/* Elements [i, i+8) of a row as floats: fp16 converted as loaded, bf16
+ * widened to 32 bits and shifted into the top half (exact). */
+static inline __m256 row_load8(const void *x, int kind, int64_t i)
 {
-    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)))
-                : _mm256_loadu_ps((const float *)x + i);
+    if (kind == KV_F32) return _mm256_loadu_ps((const float *)x + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)x + i));
+    if (kind == KV_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 #endif
 
-/* a.b over D, b a row of floats or (half) fp16: 8 lanes of fused
- * multiply-adds (where the build has FMA) added pairwise at the end.
- * Inlined with half constant. */
-static inline __attribute__((always_inline)) float dot(const float *a, const void *b, int half,
+#if defined(__x86_64__)
+#define BF16_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+/* a.b and y += a x over D for a bf16 row b (x): 16 lanes (bf16 widened
+ * and shifted), then the lanes' sum; the tail in C. */
+BF16_512 static inline float dot_bf16_512(const float *a, const uint16_t *b, int64_t D)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= D; i += 16) {
+        __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + i))), 16);
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_castsi512_ps(w), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    for (; i < D; i++) sum += a[i] * qkv_bf16_to_float(b[i]);
+    return sum;
+}
+
+BF16_512 static inline void axpy_bf16_512(float *y, float a, const uint16_t *x, int64_t D)
+{
+    __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= D; i += 16) {
+        __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i))), 16);
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_castsi512_ps(w), _mm512_loadu_ps(y + i)));
+    }
+    for (; i < D; i++) y[i] += a * qkv_bf16_to_float(x[i]);
+}
+
+/* exp(x) in 16 lanes: the fused kernels' polynomial (attention_simd.h's
+ * vexp: Cephes' expf coefficients, about 1 ulp); 0 below -87.3. */
+BF16_512 static inline __m512 exp16(__m512 x)
+{
+    const __m512 magic = _mm512_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_maskz_mov_ps(~tiny, x), _mm512_set1_ps(88.0f));
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 n = _mm512_sub_ps(t, magic);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
+                               _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic)),
+                         _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(~tiny, p, _mm512_castsi512_ps(e));
+}
+
+/* The second pass of one query over n keys of a chunk (chunk_attend's,
+ * for bf16 rows of D = 16 nd on AVX-512): s (n) the scores, m their max
+ * (finite); p_j = exp(s_j - m) for 16 keys at a time into s (-1 marks a
+ * masked key, skipped as the generic loop skips it), o (D) = sum p_j v_j
+ * with the nd accumulators in registers. Returns l = sum p_j. */
+BF16_512 static inline __attribute__((always_inline)) float
+pv_bf16_512(float *s, int64_t n, float m, const uint16_t *v, const int nd, float *o)
+{
+    __m512 mv = _mm512_set1_ps(m), ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 sv = _mm512_maskz_loadu_ps(in, s + j);
+        __mmask16 masked = _mm512_cmp_ps_mask(sv, ninf, _CMP_EQ_OQ);
+        __m512 p = _mm512_mask_mov_ps(exp16(_mm512_sub_ps(sv, mv)), masked, _mm512_set1_ps(-1.0f));
+        _mm512_mask_storeu_ps(s + j, in, p);
+    }
+    __m512 acc[8];
+    for (int d = 0; d < nd; d++) acc[d] = _mm512_setzero_ps();
+    float l = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float p = s[j];
+        if (p < 0) continue;
+        l += p;
+        __m512 pv = _mm512_set1_ps(p);
+        for (int d = 0; d < nd; d++) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(v + j * 16 * nd + 16 * d));
+            __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            acc[d] = _mm512_fmadd_ps(pv, x, acc[d]);
+        }
+    }
+    for (int d = 0; d < nd; d++) _mm512_storeu_ps(o + 16 * d, acc[d]);
+    return l;
+}
+
+/* pv_bf16_512 for D = 16 nd, nd = 1..8, each with nd constant. */
+BF16_512 static float pv_bf16_512_any(float *s, int64_t n, float m, const uint16_t *v, int64_t D,
+                                      float *o)
+{
+    switch (D / 16) {
+    case 1: return pv_bf16_512(s, n, m, v, 1, o);
+    case 2: return pv_bf16_512(s, n, m, v, 2, o);
+    case 3: return pv_bf16_512(s, n, m, v, 3, o);
+    case 4: return pv_bf16_512(s, n, m, v, 4, o);
+    case 5: return pv_bf16_512(s, n, m, v, 5, o);
+    case 6: return pv_bf16_512(s, n, m, v, 6, o);
+    case 7: return pv_bf16_512(s, n, m, v, 7, o);
+    default: return pv_bf16_512(s, n, m, v, 8, o);
+    }
+}
+#endif
+
+/* a.b over D, b a row of the given kind: 8 lanes of fused multiply-adds
+ * (where the build has FMA) added pairwise at the end. Inlined with kind
+ * constant. */
+static inline __attribute__((always_inline)) float dot(const float *a, const void *b, int kind,
                                                        int64_t D)
 {
+#if defined(__x86_64__)
+    if (kind == KV_BF16_512) return dot_bf16_512(a, b, D);
+#endif
     float sum = 0;
     int64_t i = 0;
 #if defined(__F16C__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row_load8(b, half, i), acc);
+    for (; i + 8 <= D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row_load8(b, kind, i), acc);
     float l[8];
     _mm256_storeu_ps(l, acc);
     sum = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 #endif
-    for (; i < D; i++) sum += a[i] * row_at(b, half, i);
+    for (; i < D; i++) sum += a[i] * row_at(b, kind, i);
     return sum;
 }
 
-/* y += a x over D, x a row of floats or (half) fp16. */
-static inline __attribute__((always_inline)) void axpy(float *y, float a, const void *x, int half,
+/* y += a x over D, x a row of the given kind. */
+static inline __attribute__((always_inline)) void axpy(float *y, float a, const void *x, int kind,
                                                        int64_t D)
 {
+#if defined(__x86_64__)
+    if (kind == KV_BF16_512) {
+        axpy_bf16_512(y, a, x, D);
+        return;
+    }
+#endif
     int64_t i = 0;
 #if defined(__F16C__) && defined(__FMA__)
     __m256 av = _mm256_set1_ps(a);
     for (; i + 8 <= D; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, row_load8(x, half, i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, row_load8(x, kind, i), _mm256_loadu_ps(y + i)));
 #endif
-    for (; i < D; i++) y[i] += a * row_at(x, half, i);
+    for (; i < D; i++) y[i] += a * row_at(x, kind, i);
 }
 
 /* One work item: the queries q (T,D) of one (row, head) over its keys
- * [j0, j1). k, v (j1 - j0, D) those keys' rows, floats or (half) fp16;
+ * [j0, j1). k, v (j1 - j0, D) those keys' rows, of the given kind;
  * kpm (S) the row's padding or NULL; part (T,2) m and l, then (T,D) o;
- * s (j1 - j0) scratch for the scores. Inlined with half constant, so each
+ * s (j1 - j0) scratch for the scores. Inlined with kind constant, so each
  * build of the loops is for one type. */
 static inline __attribute__((always_inline)) void
-chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void *v, int half,
+chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void *v, int kind,
              const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
 {
     int64_t D = d->D, T = d->T;
@@ -102,9 +230,8 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
         float m = -INFINITY, l = 0;
         int nan = 0;
         for (int64_t j = j0; j < end; j++) {
-            int64_t r = (j - j0) * D; // element offset of key j's row
-            const void *kj = half ? (const void *)((const uint16_t *)k + r) : (const float *)k + r;
-            float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, kj, half, D);
+            const void *kj = row_ptr(k, kind, (j - j0) * D); // key j's row
+            float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, kj, kind, D);
             s[j - j0] = sj;
             if (isnan(sj)) nan = 1;
             else if (sj > m) m = sj;
@@ -114,13 +241,19 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
             part[2 * t] = part[2 * t + 1] = NAN;
             continue;
         }
+#if defined(__x86_64__)
+        if (kind == KV_BF16_512 && D % 16 == 0 && D <= 128 && m > -INFINITY && end > j0) {
+            l = pv_bf16_512_any(s, end - j0, m, v, D, ot);
+            part[2 * t] = m;
+            part[2 * t + 1] = l;
+            continue;
+        }
+#endif
         for (int64_t j = j0; j < end && m > -INFINITY; j++) {
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
             l += p;
-            int64_t r = (j - j0) * D;
-            const void *vj = half ? (const void *)((const uint16_t *)v + r) : (const float *)v + r;
-            axpy(ot, p, vj, half, D);
+            axpy(ot, p, row_ptr(v, kind, (j - j0) * D), kind, D);
         }
         part[2 * t] = m;
         part[2 * t + 1] = l;
@@ -149,7 +282,7 @@ static void chunks_merge(const qkv_decode_desc *d, const float *parts, int64_t n
         if (p[2 * t] == -INFINITY) continue; /* no live key in this chunk */
         float w = expf(p[2 * t] - M);
         L += w * p[2 * t + 1];
-        axpy(out, w, p + 2 * T + t * D, 0, D);
+        axpy(out, w, p + 2 * T + t * D, KV_F32, D);
     }
     float inv = 1.0f / L;
     for (int64_t i = 0; i < D; i++) out[i] *= inv;
@@ -195,14 +328,50 @@ static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const v
     return QKV_OK;
 }
 
-/* k, v are floats, or fp16 when half. */
+/* One work item (chunk_attend) for each kind, each a build of its own. */
+static void chunk_f32(const qkv_decode_desc *d, const float *q, const void *k, const void *v,
+                      const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
+{
+    chunk_attend(d, q, k, v, KV_F32, kpm, j0, j1, part, s);
+}
+
+static void chunk_f16(const qkv_decode_desc *d, const float *q, const void *k, const void *v,
+                      const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
+{
+    chunk_attend(d, q, k, v, KV_F16, kpm, j0, j1, part, s);
+}
+
+static void chunk_bf16(const qkv_decode_desc *d, const float *q, const void *k, const void *v,
+                       const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s)
+{
+    chunk_attend(d, q, k, v, KV_BF16, kpm, j0, j1, part, s);
+}
+
+#if defined(__x86_64__)
+BF16_512 static void chunk_bf16_512(const qkv_decode_desc *d, const float *q, const void *k,
+                                    const void *v, const uint8_t *kpm, int64_t j0, int64_t j1,
+                                    float *part, float *s)
+{
+    chunk_attend(d, q, k, v, KV_BF16_512, kpm, j0, j1, part, s);
+}
+#endif
+
+typedef void (*chunk_fn)(const qkv_decode_desc *d, const float *q, const void *k, const void *v,
+                         const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s);
+
+/* k, v of the given kind (floats, fp16 or bf16 elements). */
 static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float *q, const void *k,
-                             const void *v, int half, float *out)
+                             const void *v, int kind, float *out)
 {
     QKV_NEED(a, "decode_attend", "arena");
     QKV_TRY(decode_check(d, q, k, v, out));
     int64_t N = d->N, H = d->H, T = d->T, D = d->D, C = chunk_len(d), nc = chunk_count(d);
     int64_t items = N * H * nc, pl = part_len(d);
+    size_t elem = kind == KV_F32 ? sizeof(float) : sizeof(uint16_t);
+    chunk_fn run = kind == KV_F32 ? chunk_f32 : kind == KV_F16 ? chunk_f16 : chunk_bf16;
+#if defined(__x86_64__)
+    if (kind == KV_BF16_512) run = chunk_bf16_512;
+#endif
     /* A step over a short cache is a few microseconds of work: waking the
      * team would cost more. */
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -221,13 +390,9 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
         for (int64_t it = 0; it < items; it++) {
             int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
             const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
-            int64_t row0 = nh * d->kv_stride + j0 * D;                   // key j0 of block nh
-            if (half)
-                chunk_attend(d, q + nh * T * D, (const uint16_t *)k + row0,
-                             (const uint16_t *)v + row0, 1, kpm, j0, j1, parts + it * pl, s);
-            else
-                chunk_attend(d, q + nh * T * D, (const float *)k + row0, (const float *)v + row0, 0,
-                             kpm, j0, j1, parts + it * pl, s);
+            size_t row0 = (size_t)(nh * d->kv_stride + j0 * D) * elem;    // key j0 of block nh, bytes
+            run(d, q + nh * T * D, (const char *)k + row0, (const char *)v + row0, kpm, j0, j1,
+                parts + it * pl, s);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < N * H * T; i++) {
@@ -242,11 +407,28 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
 qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
                              const float *k, const float *v, float *out)
 {
-    return decode_run(a, d, q, k, v, 0, out);
+    return decode_run(a, d, q, k, v, KV_F32, out);
 }
 
 qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
                                   const uint16_t *k, const uint16_t *v, float *out)
 {
-    return decode_run(a, d, q, k, v, 1, out);
+    return decode_run(a, d, q, k, v, KV_F16, out);
+}
+
+/* AVX-512 where the CPU has it and the attention kernels are not held to a
+ * narrower build (QKV_ISA, qkv_attn_simd_force: attention_flash.c). */
+static int bf16_wide(void)
+{
+#if defined(__x86_64__)
+    return !strcmp(qkv_attn_simd_current()->name, "avx512");
+#else
+    return 0;
+#endif
+}
+
+qkv_status qkv_decode_attend_bf16(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                                  const uint16_t *k, const uint16_t *v, float *out)
+{
+    return decode_run(a, d, q, k, v, bf16_wide() ? KV_BF16_512 : KV_BF16, out);
 }

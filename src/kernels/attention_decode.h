@@ -50,4 +50,11 @@ qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float
  * converted to floats as they are loaded. */
 qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
                                   const uint16_t *k, const uint16_t *v, float *out);
+/* The same over bf16 keys and values (a bf16 KV cache), widened to floats
+ * as they are loaded (a shift: exact); FP32 arithmetic. AVX-512 loops
+ * where the attention kernels run their AVX-512 build
+ * (qkv_attn_simd_current()), else the AVX2 or portable ones: the sums'
+ * order, so the last bits, differ between them. */
+qkv_status qkv_decode_attend_bf16(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                                  const uint16_t *k, const uint16_t *v, float *out);
 #endif

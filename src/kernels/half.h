@@ -1,7 +1,8 @@
-/* half.h: IEEE 754 half precision (fp16) storage, for the KV cache's
- * optional half-precision mode. Conversions round to nearest even, as
- * x86's F16C instructions (used when the build has them) and
- * torch.Tensor.half() do. */
+/* half.h: 16-bit float storage: IEEE 754 half precision (fp16) and
+ * bfloat16 (bf16: fp32's sign and 8-bit exponent, 7 stored mantissa bits),
+ * for the KV cache's 16-bit modes and bf16 inference weights. Conversions
+ * round to nearest even, as x86's F16C instructions (used when the build
+ * has them), torch.Tensor.half() and .to(torch.bfloat16) do. */
 #ifndef QKV_KERNELS_HALF_H
 #define QKV_KERNELS_HALF_H
 #include <stdint.h>
@@ -12,4 +13,13 @@ float qkv_half_to_float(uint16_t h);
 /* n values: y (n) from x (n); F16C's vector instructions where built with them. */
 void qkv_half_from_floats(const float *x, uint16_t *y, int64_t n);
 void qkv_half_to_floats(const uint16_t *x, float *y, int64_t n);
+
+/* bf16: the top 16 bits of the float rounded to nearest even, overflow to
+ * inf, subnormals kept (no flush to zero) and every NaN as 0xffff: bit for
+ * bit what torch 1.13's x.to(torch.bfloat16) gives on this CPU (checked
+ * by tests/test_bf16_decode.c against it). bf16 -> float is exact (a shift). */
+uint16_t qkv_bf16_from_float(float x);
+float qkv_bf16_to_float(uint16_t b);
+void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n);
+void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n);
 #endif

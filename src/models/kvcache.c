@@ -25,7 +25,7 @@
 /* ---- the cache ---------------------------------------------------------- */
 
 static qkv_status cache_init(const char *fn, qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
-                             int64_t nhead, int64_t head_dim, int64_t max_len, int half)
+                             int64_t nhead, int64_t head_dim, int64_t max_len, qkv_kv_dtype dtype)
 {
     QKV_NEED(kc, fn, "cache");
     *kc = (qkv_kv_cache){0};
@@ -37,6 +37,7 @@ static qkv_status cache_init(const char *fn, qkv_kv_cache *kc, int64_t num_layer
     double n = (double)num_layers * batch * nhead * max_len * head_dim;
     if (n * sizeof(float) > 0.5 * (double)SIZE_MAX || n > 9e15)
         return qkv_fail(QKV_ERR_ARG, "%s: %g elements per tensor is too many", fn, n);
+    int half = dtype != QKV_KV_F32; /* 16-bit elements */
     size_t bytes = (size_t)n * (half ? sizeof(uint16_t) : sizeof(float));
     if (half) {
         kc->k16 = malloc(bytes);
@@ -51,6 +52,7 @@ static qkv_status cache_init(const char *fn, qkv_kv_cache *kc, int64_t num_layer
         qkv_kv_cache_free(kc);
         return qkv_fail(QKV_ERR_NOMEM, "%s: cannot allocate 2 x %zu bytes", fn, bytes);
     }
+    kc->dtype = dtype;
     kc->num_layers = num_layers;
     kc->batch = batch;
     kc->nhead = nhead;
@@ -62,13 +64,21 @@ static qkv_status cache_init(const char *fn, qkv_kv_cache *kc, int64_t num_layer
 qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch, int64_t nhead,
                              int64_t head_dim, int64_t max_len)
 {
-    return cache_init("kv_cache_init", kc, num_layers, batch, nhead, head_dim, max_len, 0);
+    return cache_init("kv_cache_init", kc, num_layers, batch, nhead, head_dim, max_len, QKV_KV_F32);
 }
 
 qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
                                   int64_t nhead, int64_t head_dim, int64_t max_len)
 {
-    return cache_init("kv_cache_init_half", kc, num_layers, batch, nhead, head_dim, max_len, 1);
+    return cache_init("kv_cache_init_half", kc, num_layers, batch, nhead, head_dim, max_len,
+                      QKV_KV_F16);
+}
+
+qkv_status qkv_kv_cache_init_bf16(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                  int64_t nhead, int64_t head_dim, int64_t max_len)
+{
+    return cache_init("kv_cache_init_bf16", kc, num_layers, batch, nhead, head_dim, max_len,
+                      QKV_KV_BF16);
 }
 
 void qkv_kv_cache_free(qkv_kv_cache *kc)
@@ -131,8 +141,8 @@ static void gather_blocks(unsigned char *blocks, int64_t B, int64_t stride, int6
         if (rows[n] != n) memcpy(blocks + n * stride, scratch + rows[n] * blk, (size_t)blk);
 }
 
-/* k or v (num_layers, batch, H, len_cap, hd) of elem-byte elements (floats
- * or fp16): rows reordered over [0,len). */
+/* k or v (num_layers, batch, H, len_cap, hd) of elem-byte elements (floats,
+ * fp16 or bf16): rows reordered over [0,len). */
 static void reorder_kv(void *kv, size_t elem, const qkv_kv_cache *kc, int64_t len_cap,
                        int64_t len, const int64_t *rows, void *scratch)
 {
@@ -228,15 +238,17 @@ typedef struct {
 
 /* Copies t (N,H,T,hd) into positions [len, len+T) of one layer's blocks
  * (N,H,max_len,hd) of the keys (or the values), which start `lay`
- * elements in; rounded to fp16 in a half-precision cache. */
+ * elements in; rounded to fp16 or bf16 in a 16-bit cache. */
 static void cache_append(qkv_kv_cache *kc, int values, int64_t lay, const qkv_tensor *t)
 {
     int64_t NH = t->shape[0] * t->shape[1], T = t->shape[2], hd = t->shape[3];
     for (int64_t nh = 0; nh < NH; nh++) {
         int64_t at = lay + (nh * kc->max_len + kc->len) * hd;
         const float *src = t->data + nh * T * hd; // (T,hd)
-        if (kc->k16)
+        if (kc->dtype == QKV_KV_F16)
             qkv_half_from_floats(src, (values ? kc->v16 : kc->k16) + at, T * hd);
+        else if (kc->dtype == QKV_KV_BF16)
+            qkv_bf16_from_floats(src, (values ? kc->v16 : kc->k16) + at, T * hd);
         else
             memcpy((values ? kc->v : kc->k) + at, src, (size_t)(T * hd) * sizeof(float));
     }
@@ -268,15 +280,17 @@ static qkv_status attend_row_head(qkv_ctx *c, qkv_kv_cache *kc, int64_t l, int64
     int64_t blk = ((l * kc->batch + n) * kc->nhead + h) * kc->max_len * hd;
     qkv_tensor *qt, *kt, *vt, *pm = NULL, *o;
     /* Everything below is scratch (inference: nothing is recorded), given
-     * back once the result is copied out; an fp16 cache's float copies of
+     * back once the result is copied out; a 16-bit cache's float copies of
      * the block are S x hd each. */
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     QKV_TRY(qkv_tensor_wrap(a, q, 3, (int64_t[]){1, T, hd}, &qt));
-    if (kc->k16) { /* fp16 cache: the block's keys and values as floats */
+    if (kc->k16) { /* 16-bit cache: the block's keys and values as floats */
+        void (*widen)(const uint16_t *, float *, int64_t) =
+            kc->dtype == QKV_KV_BF16 ? qkv_bf16_to_floats : qkv_half_to_floats;
         QKV_TRY(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, S, hd}, &kt));
         QKV_TRY(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, S, hd}, &vt));
-        qkv_half_to_floats(kc->k16 + blk, kt->data, S * hd);
-        qkv_half_to_floats(kc->v16 + blk, vt->data, S * hd);
+        widen(kc->k16 + blk, kt->data, S * hd);
+        widen(kc->v16 + blk, vt->data, S * hd);
     } else {
         QKV_TRY(qkv_tensor_wrap(a, kc->k + blk, 3, (int64_t[]){1, S, hd}, &kt)); // view (1,S,hd)
         QKV_TRY(qkv_tensor_wrap(a, kc->v + blk, 3, (int64_t[]){1, S, hd}, &vt));
@@ -358,8 +372,10 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
         for (int64_t n = 0; n < N; n++)
             if (kc->npad[n]) d.kpm = kc->pad; // (N,max_len)
         d.kpm_stride = kc->max_len;
-        if (kc->k16)
+        if (kc->dtype == QKV_KV_F16)
             QKV_TRY(qkv_decode_attend_half(a, &d, q->data, kc->k16 + lay, kc->v16 + lay, o->data));
+        else if (kc->dtype == QKV_KV_BF16)
+            QKV_TRY(qkv_decode_attend_bf16(a, &d, q->data, kc->k16 + lay, kc->v16 + lay, o->data));
         else
             QKV_TRY(qkv_decode_attend(a, &d, q->data, kc->k + lay, kc->v + lay, o->data));
         return mha_merge_heads(c, m, o, bf, y);
@@ -555,7 +571,9 @@ static qkv_status cached_forward(const char *fn, const char *name, qkv_ctx *c,
     QKV_TRY(check_new(fn, name, kc, st->o, x, kpm, &d));
     int was;
     QKV_TRY(tfm_infer_begin(fn, c, &was));
+    const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
     qkv_status s = cached_step(c, st, kc, x, &d, kpm, out);
+    qkv_ctx_set_bf16_weights(c, w0);
     qkv_ctx_set_grad(c, was);
     return s;
 }

@@ -137,7 +137,11 @@ qkv_status qkv_lm_forward_cached(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, 
     QKV_TRY(tfm_infer_begin(fn, c, &was));
     qkv_tensor *h; // (N,T,E)
     qkv_status s = lm_hidden_cached(fn, c, m, kc, ids, key_padding_mask, &h);
-    if (s == QKV_OK) s = lm_logits(c, m, h, logits);
+    if (s == QKV_OK) { /* the head with the cache's bf16 weights too, if set */
+        const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
+        s = lm_logits(c, m, h, logits);
+        qkv_ctx_set_bf16_weights(c, w0);
+    }
     qkv_ctx_set_grad(c, was);
     return s;
 }

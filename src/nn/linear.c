@@ -3,6 +3,7 @@
 #include "core/internal.h"
 #include "kernels/gemm.h"
 #include "kernels/rows.h"
+#include "nn/linear_bf16.h"
 
 typedef struct {
     qkv_tensor *x, *w, *b, *y;
@@ -64,6 +65,9 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
     int rec = qkv_ctx_recording(c, in3, 3);
     QKV_TRY(qkv_ctx_tensor(c, x->ndim, shape, rec, y));
     float *yd = (*y)->data; // (M,out)
+    /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
+    const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
+    if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
     if (b) qkv_rows_broadcast(yd, b->data, M, out);
     qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
     if (!rec) return QKV_OK;
