@@ -59,6 +59,18 @@ void qkv_dist_shard(const qkv_dist *d, int64_t n, int64_t *begin, int64_t *count
  * sum units, summed in rank order (the same bits on every rank). */
 qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, double loss,
                                 int64_t step, double *total_units, double *mean_loss);
+/* Every rank's status, before a collective step that a failed rank would
+ * miss (after reading data and setting up, say): QKV_OK on every rank
+ * when all are OK; otherwise every rank returns an error "WHAT: rank R of
+ * N failed: MSG" naming the first failed rank, MSG its mine_msg (NULL:
+ * its qkv_last_error()). Every rank must call it. One rank: returns mine. */
+qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg, const char *what);
+/* Every buffer of params (an entry with requires_grad 0: BatchNorm's
+ * running statistics and num_batches_tracked) set to rank 0's, as
+ * PyTorch's DistributedDataParallel(broadcast_buffers=True) does, so that
+ * every rank's checkpointable state is the same. qkv_train calls it after
+ * every optimizer step; nothing moves when the store has no buffer. */
+qkv_status qkv_dist_buffers_sync(qkv_dist *d, qkv_params *params);
 /* Every gradient of params becomes the weighted mean over ranks:
  * sum_r (units_r / sum units) * grad_r, so that per-rank mean losses over
  * shards of a global batch give the gradient of the global batch's mean.

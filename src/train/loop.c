@@ -121,6 +121,9 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
             break;
         }
         if ((s = qkv_dist_optim_step(d, t->optim)) != QKV_OK) break;
+        /* BatchNorm's running statistics moved with each rank's shard:
+         * rank 0's to everyone (docs/distributed.md, "BatchNorm") */
+        if (d && (s = qkv_dist_buffers_sync(d, t->params)) != QKV_OK) break;
         qkv_params_zero_grad(t->params);
         /* A finite loss and norm can still give a non-finite update (an
          * overflowing lr or step counter): such parameters are never saved
