@@ -1,11 +1,13 @@
 /* made_up_data.h: the small made-up data the CLI tests train on (include
- * after harness.h): a verse-like text corpus for `qkv train lm`, and images
- * in Fashion-MNIST's idx files for `qkv train vit|cnn|mlp`. test_lm_cli.c,
- * test_vision_cli.c, test_dist_cli.c. */
+ * after harness.h): a verse-like text corpus for `qkv train lm`, images in
+ * Fashion-MNIST's idx files for `qkv train vit|cnn|mlp`, sentence pairs for
+ * `qkv train translation`. test_lm_cli.c, test_vision_cli.c,
+ * test_translate_cli.c, test_dist_cli.c. */
 #ifndef QKV_TEST_MADE_UP_DATA_H
 #define QKV_TEST_MADE_UP_DATA_H
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 /* The corpus: a few verse-like lines, about 12 KB, made from a fixed list. */
 static inline void write_corpus(const char *path)
@@ -65,4 +67,37 @@ static inline void write_set(const char *dir, const char *part, int n, uint64_t 
     }
     fclose(fi), fclose(fl);
 }
+
+/* Translation pairs in DIR/train.tsv, valid.tsv and test.tsv: "VERB the
+ * NOUN" -> "VERBE le NOM", and "VERB NOUN" (all in train.tsv). */
+static inline void write_pairs(const char *data)
+{
+    static const char *const en_v[] = {"open", "close", "save", "delete", "copy"},
+                             *const fr_v[] = {"ouvrir", "fermer", "enregistrer", "supprimer", "copier"},
+                             *const en_n[] = {"file", "folder", "image", "page"},
+                             *const fr_n[] = {"fichier", "dossier", "image", "page"};
+    char path[256];
+    FILE *f[3];
+    static const char *const names[3] = {"train", "valid", "test"};
+    mkdir(data, 0700);
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s.tsv", data, names[k]);
+        f[k] = fopen(path, "w");
+    }
+    if (!f[0] || !f[1] || !f[2]) {
+        CHECK(0, "cannot write the made-up pairs in %s", data);
+        for (int k = 0; k < 3; k++)
+            if (f[k]) fclose(f[k]);
+        return;
+    }
+    int i = 0;
+    for (int v = 0; v < 5; v++)
+        for (int n = 0; n < 4; n++, i++) {
+            FILE *g = f[i % 7 == 3 ? 1 : i % 7 == 5 ? 2 : 0];
+            fprintf(g, "%s the %s\t%s le %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
+            fprintf(f[0], "%s %s\t%s %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
+        }
+    for (int k = 0; k < 3; k++) fclose(f[k]);
+}
+
 #endif

@@ -1,11 +1,13 @@
-/* test_dist_cli.c: `qkv train lm` and `qkv train mlp|cnn` data-parallel
+/* test_dist_cli.c: `qkv train lm`, `qkv train mlp|cnn` and `qkv train
+ * translation` data-parallel
  * under `mpirun --allow-run-as-root --oversubscribe -np 2`, on tiny models
  * and the made-up data (made_up_data.h), in a temporary folder:
  *  - 2 ranks give the parameters of 1 process with the same global batch
- *    (lm, mlp), and a run saved by 2 ranks and resumed by 1 ends where the
- *    uninterrupted 1-process run ends;
- *  - the validation loss and test accuracy (split between the ranks) are
- *    printed as one process prints them;
+ *    (lm, mlp, translation), and a run saved by 2 ranks and resumed by 1
+ *    ends where the uninterrupted 1-process run ends;
+ *  - the validation loss and test accuracy (split between the ranks for
+ *    lm and vision, rank 0's for translation) and translation's log.tsv
+ *    are what one process writes;
  *  - cnn: BatchNorm's running statistics stay the same on every rank (else
  *    the parameter checksum after the last step stops the run),
  *    num_batches_tracked counts global steps, and a 2-rank save resumes on
@@ -27,7 +29,7 @@
  * the attention's key bias, whose true gradient is 0 (softmax does not
  * change when every score of a query moves by q . b_k), so both runs move
  * it by Adam-amplified rounding only: bounded by steps x lr. mlp: RMS
- * within 1e-6 and max within 1e-4. */
+ * within 1e-6 and max within 1e-4. translation: max within 1e-6. */
 #define _XOPEN_SOURCE 700 /* mkdtemp, setenv */
 #include <sys/stat.h>
 #include <unistd.h>
@@ -262,6 +264,33 @@ static void test_vision(void)
           "cnn, resumed: num_batches_tracked %g after 8 steps", scalar(at("cnn/model.ckpt"), "param/5.num_batches_tracked"));
 }
 
+/* A GRU with attention; batch 11 of 34 pairs: every epoch's last batch has
+ * one row, so that rank 1 runs it with weight 0. */
+static void test_translation(void)
+{
+    char a[2048], base[1024], l1[256], l2[256];
+    snprintf(base, sizeof base, "train translation --data %s --hidden 16 --embed 16 --batch 11 --dropout 0 "
+             "--eval-every 4", at("pairs"));
+    snprintf(a, sizeof a, "%s --steps 8 --out %s", base, at("mt1"));
+    ok_line(0, "translation, 1 process", a, "step 8: validation loss", l1, sizeof l1);
+    snprintf(a, sizeof a, "%s --steps 8 --out %s", base, at("mt2"));
+    ok_line(2, "translation, 2 ranks", a, "step 8: validation loss", l2, sizeof l2);
+    CHECK(!strcmp(l1, l2), "translation: 2 ranks say '%s', 1 process '%s'", l2, l1);
+    diff d = compare(at("mt1/checkpoint.safetensors"), at("mt2/checkpoint.safetensors"), 0);
+    report("translation, 2 ranks against 1 process", &d);
+    CHECK(d.max_rel <= 1e-6, "translation, 2 ranks: relative difference %g from 1 process", d.max_rel);
+    char *log1 = cli_slurp(at("mt1/log.tsv"), NULL), *log2 = cli_slurp(at("mt2/log.tsv"), NULL);
+    CHECK(log1[0] && !strcmp(log1, log2), "translation: log.tsv of 2 ranks\n%s\nof 1 process\n%s", log2, log1);
+    free(log1), free(log2);
+    snprintf(a, sizeof a, "%s --steps 4 --out %s", base, at("mt3"));
+    ok(2, "translation, 2 ranks to step 4", a);
+    snprintf(a, sizeof a, "train translation --resume --steps 8 --out %s", at("mt3"));
+    ok(0, "translation, resumed by 1 process", a);
+    d = compare(at("mt1/checkpoint.safetensors"), at("mt3/checkpoint.safetensors"), 0);
+    report("translation, saved by 2 ranks, resumed by 1, against 1 process", &d);
+    CHECK(d.max_rel <= 1e-6, "translation, resumed: relative difference %g from 1 process", d.max_rel);
+}
+
 int main(int argc, char **argv)
 {
     if (!qkv_dist_has_mpi()) {
@@ -285,8 +314,10 @@ int main(int argc, char **argv)
     mkdir(at("fm"), 0700);
     write_set(at("fm"), "train", 64, 88172645463325252ull);
     write_set(at("fm"), "t10k", 40, 1234567ull);
+    write_pairs(at("pairs"));
     test_lm();
     test_vision();
+    test_translation();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (h_fail == 0 && system(cmd) != 0) printf("test_dist_cli: could not remove %s\n", tmp);
