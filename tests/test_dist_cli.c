@@ -8,6 +8,7 @@
  *  - the validation loss and test accuracy (split between the ranks for
  *    lm and vision, rank 0's for translation) and translation's log.tsv
  *    are what one process writes;
+ *  - lm --zero1, saved and resumed by 2 ranks: the bits of 2 ranks without;
  *  - cnn: BatchNorm's running statistics stay the same on every rank (else
  *    the parameter checksum after the last step stops the run),
  *    num_batches_tracked counts global steps, and a 2-rank save resumes on
@@ -214,6 +215,15 @@ static void test_lm(void)
     report("lm, saved by 2 ranks, resumed by 1, against 1 process", &d);
     CHECK(d.max_rel <= 1e-6, "lm, saved by 2 ranks and resumed by 1: relative difference %g", d.max_rel);
     CHECK(d.kbias <= LM_STEPS * LM_LR, "lm, resumed: the key bias moved %g apart", d.kbias);
+    /* ZeRO-1: saved by 2 ranks (rank 0 gathers the moments), resumed by 2:
+     * the bits of 2 ranks without it (AdamW is elementwise) */
+    snprintf(a, sizeof a, "%s --zero1 --stop-at 3 --out %s", base, at("lmz"));
+    ok(2, "lm, 2 ranks with --zero1 to step 3", a);
+    snprintf(a, sizeof a, "train lm --resume --zero1 --sample 0 --out %s", at("lmz"));
+    ok(2, "lm, resumed by 2 ranks with --zero1", a);
+    d = compare(at("lm2/lm.ckpt"), at("lmz/lm.ckpt"), 0);
+    report("lm, --zero1 saved and resumed by 2 ranks, against 2 ranks", &d);
+    CHECK(d.max_rel == 0, "lm, --zero1: relative difference %g from 2 ranks without it", d.max_rel);
     /* rank 1 cannot read its corpus: every rank stops, naming it */
     snprintf(a, sizeof a, "train lm --steps 2 --corpus %s --out %s", at("corpus.txt"), at("lm4"));
     char a2[2048];

@@ -98,7 +98,10 @@ qkv_status qkv_cli_dist_start(const char *cmd, qkv_dist **d);
  * the first failed rank and its message (qkv_cli_last_error). Every rank
  * calls it once before its first collective step. */
 qkv_status qkv_cli_dist_agree(qkv_dist *d, qkv_status mine, const char *what);
-/* ", data-parallel on N ranks" under mpirun, else "" (a static buffer). */
+/* --zero1's line on stdout: the optimizer state's bytes saved on each rank
+ * (qkv_dist_zero1's saved), or that one process has nothing to shard. */
+void qkv_cli_zero1_note(const qkv_dist *d, int64_t saved);
+/* " per rank, data-parallel on N ranks" under mpirun, else "" (a static buffer). */
 const char *qkv_cli_dist_ranks(const qkv_dist *d);
 /* A curve of a training run (loss, accuracy), for the --plots figures:
  * points (x[i], y[i]), i < n; zero-initialised; free(x), free(y). */

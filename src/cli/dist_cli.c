@@ -39,3 +39,13 @@ const char *qkv_cli_dist_ranks(const qkv_dist *d)
     snprintf(buf, sizeof buf, " per rank, data-parallel on %d ranks", qkv_dist_size(d));
     return buf;
 }
+
+void qkv_cli_zero1_note(const qkv_dist *d, int64_t saved)
+{
+    int n = qkv_dist_size(d);
+    if (n == 1)
+        printf("ZeRO-1: one process keeps the whole optimizer state (--zero1 shards it under mpirun)\n");
+    else
+        printf("ZeRO-1: the optimizer state on each of %d ranks is %lld bytes smaller (about %.0f%% of it)\n", n,
+               (long long)saved, 100.0 * (n - 1) / n);
+}

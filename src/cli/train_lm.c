@@ -40,7 +40,7 @@ typedef struct {
     const char *tokenizer, *out, *plots;
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
-    int untied, resume;
+    int untied, resume, zero1;
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */
@@ -354,14 +354,18 @@ const char qkv_cli_train_lm_usage[] =
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
     "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
+    "                         under mpirun, per rank)\n"
+    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
     "  -h, --help             show this usage\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 prints and writes.\n"
     "  exit status: 0 success, 1 runtime error (data, files, a diverging run), 2 usage\n";
 
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
-           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT };
+           STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT, ZERO1 };
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
         {"val-fraction", required_argument, NULL, VALF}, {"layers", required_argument, NULL, LAYERS},
@@ -377,7 +381,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP},
         {"time-limit", required_argument, NULL, TLIMIT}, {"sample", required_argument, NULL, SAMPLE},
         {"seed", required_argument, NULL, 's'}, {"threads", required_argument, NULL, 'j'},
-        QKV_CLI_HELP_OPTION};
+        {"zero1", no_argument, NULL, ZERO1}, QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_train_lm_usage, options, 0, 0);
     int c, run_opt = 0; /* an option --resume takes from the checkpoint */
@@ -414,10 +418,11 @@ static int parse(int argc, char **argv, lm_opts *o)
         case STOP: o->stop_at = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case ZERO1: o->zero1 = 1; break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
-            c != SAMPLE && c != STOP && c != TLIMIT && c != 'j')
+            c != SAMPLE && c != STOP && c != TLIMIT && c != 'j' && c != ZERO1)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
@@ -603,6 +608,9 @@ static int train_lm(lm_opts o, qkv_dist *dist)
             return qkv_cli_fail(QKV_ERR_ARG, "%s is at step %lld already (--steps %lld)", st.ckpt,
                                 (long long)st.pos.step, (long long)o.r.steps), fail(&st, NULL);
     }
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, "--zero1");
     /* every rank's setup went well: from here on all take the same steps */
     st.agreed = 1;
     if (qkv_cli_dist_agree(dist, QKV_OK, "train lm")) return fail(&st, NULL);
@@ -622,6 +630,7 @@ static int train_lm(lm_opts o, qkv_dist *dist)
            (long long)o.r.batch, (long long)o.r.context, o.r.lr, (long long)o.r.warmup, o.r.min_lr, o.r.clip,
            omp_get_max_threads(), qkv_cli_dist_ranks(dist), st.ckpt);
     if (o.resume) printf("resuming at step %lld\n", (long long)st.pos.step);
+    if (o.zero1) qkv_cli_zero1_note(dist, saved);
     fflush(stdout);
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
                       .steps = o.stop_at > 0 && o.stop_at < o.r.steps ? o.stop_at : o.r.steps,

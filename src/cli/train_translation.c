@@ -61,11 +61,14 @@ const char qkv_cli_train_translation_usage[] =
     "      --eval-every N            validation loss and a few greedy translations every N\n"
     "                                steps, with a checkpoint (default 250)\n"
     "  -p, --plots PREFIX            loss curves into PREFIX_loss.png\n"
-    "  -h, --help                    show this usage\n";
+    "      --zero1                   under mpirun: each rank keeps 1/N of Adam's moments\n"
+    "  -h, --help                    show this usage\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 writes --out, evaluates and prints.\n";
 
 enum {
     O_RNN = 256, O_BIDI, O_LAYERS, O_HIDDEN, O_EMBED, O_HEADS, O_DROPOUT, O_DATA, O_MAXW, O_MAXLEN,
-    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB
+    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1
 };
 
 static const struct option options[] = {
@@ -82,12 +85,12 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, 's'},      {"threads", required_argument, NULL, 'j'},
     {"out", required_argument, NULL, 'o'},       {"resume", no_argument, NULL, O_RESUME},
     {"eval-every", required_argument, NULL, O_EVAL}, {"plots", required_argument, NULL, 'p'},
-    QKV_CLI_HELP_OPTION};
+    {"zero1", no_argument, NULL, O_ZERO1}, QKV_CLI_HELP_OPTION};
 
 typedef struct {
     mt_config c;
     int64_t epochs, threads, eval_every, vocab;
-    int resume, set_layers, set_hidden, steps_given;
+    int resume, set_layers, set_hidden, steps_given, zero1;
     char out[512], plots[512];
 } tr_opts;
 
@@ -130,6 +133,7 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_RESUME: o->resume = 1; break;
         case O_EVAL: o->eval_every = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 'p': snprintf(o->plots, sizeof o->plots, "%s", a.value); break;
+        case O_ZERO1: o->zero1 = 1; break;
         }
     if (ch < 0) return a.status;
     if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
@@ -487,6 +491,12 @@ static int run(tr_opts *o, qkv_dist *d)
         fail("resume");
         goto done;
     }
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o->zero1 && qkv_dist_zero1(d, opt, &saved) != QKV_OK) {
+        fail("--zero1");
+        goto done;
+    }
     if (root && log_open(o, pos.step, &log)) goto done;
     /* every rank's setup went well: from here on all take the same steps */
     agreed = 1;
@@ -506,6 +516,7 @@ static int run(tr_opts *o, qkv_dist *d)
         printf("data-parallel on %d ranks, %d threads each: each takes its rows of every batch\n",
                qkv_dist_size(d), omp_get_max_threads());
     if (pos.step) printf("resuming at step %lld\n", (long long)pos.step);
+    if (o->zero1) qkv_cli_zero1_note(d, saved);
     fflush(stdout);
     int64_t window = m.cfg.steps / 20 < LOG_WINDOW ? m.cfg.steps / 20 : LOG_WINDOW;
     tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1, d};

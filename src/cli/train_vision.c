@@ -40,7 +40,7 @@ typedef struct {
     vision_config g;
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
-    int resume;
+    int resume, zero1;
 } vt_opts;
 
 static void run_format(const run_opts *r, char *buf, size_t n)
@@ -210,7 +210,11 @@ static const char usage_head[] =
     "                         --plots, --threads may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
     "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores)\n";
+    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
+    "                         under mpirun, per rank)\n"
+    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 prints and writes.\n";
 
 static const char qkv_cli_train_vit_usage[] =
     "usage: qkv train vit [OPTIONS]\n"
@@ -244,7 +248,7 @@ static int print_usage(vision_kind kind, FILE *f)
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
 {
     enum { DATA = 256, EPOCHS, BATCH, LR, MINLR, WARMUP, WD, CLIP, AUGMENT, TRAINL, TESTL, STOP, RESUME,
-           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS };
+           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1 };
     static const struct option options[] = {
         {"data", required_argument, NULL, DATA}, {"epochs", required_argument, NULL, EPOCHS},
         {"batch", required_argument, NULL, BATCH}, {"lr", required_argument, NULL, LR},
@@ -258,7 +262,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         {"d-model", required_argument, NULL, DMODEL}, {"layers", required_argument, NULL, LAYERS},
         {"heads", required_argument, NULL, HEADS}, {"mlp-dim", required_argument, NULL, MLPDIM},
         {"pool", required_argument, NULL, POOL}, {"pos", required_argument, NULL, POS},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"zero1", no_argument, NULL, ZERO1}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     static const char *const onoff[] = {"off", "on"}, *const pools[] = {"cls", "mean"},
                              *const poss[] = {"learned", "sincos"};
     for (int i = 1; i < argc; i++)
@@ -270,7 +274,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
     double *dv = NULL, lo = 0, hi = 0;
     while ((c = qkv_cli_next(&a)) > 0) {
         dv = NULL;
-        if (c >= PATCH && kind != VISION_VIT) {
+        if (c >= PATCH && c != ZERO1 && kind != VISION_VIT) {
             qkv_cli_error(&a, "--%s is a ViT option (qkv train vit)", a.name);
             break;
         }
@@ -299,9 +303,10 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         case MLPDIM: o->g.mlp_dim = qkv_cli_int(&a, 1, 65536); break;
         case POOL: o->g.pool = (qkv_vit_pool)qkv_cli_choice(&a, pools, 2); break;
         case POS: o->g.pos = qkv_cli_choice(&a, poss, 2) ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED; break;
+        case ZERO1: o->zero1 = 1; break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
-        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j')
+        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j' && c != ZERO1)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0 || a.status >= 0) return a.status;
@@ -487,6 +492,9 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
             return qkv_cli_fail(QKV_ERR_ARG, "%s is at epoch %lld already (--epochs %lld)", st.ckpt,
                                 (long long)(st.pos.step / spe), (long long)o.r.epochs), fail(&st, cmd, NULL);
     }
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, cmd, "--zero1");
     /* every rank's setup went well: from here on all take the same steps */
     st.agreed = 1;
     if (qkv_cli_dist_agree(dist, QKV_OK, cmd)) return fail(&st, cmd, NULL);
@@ -506,6 +514,7 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
            o.r.augment ? "crop (padding 2) and flip" : "off", omp_get_max_threads(), qkv_cli_dist_ranks(dist),
            st.ckpt);
     if (o.resume) printf("resuming at epoch %lld (step %lld)\n", (long long)(st.pos.step / spe), (long long)st.pos.step);
+    if (o.zero1) qkv_cli_zero1_note(dist, saved);
     fflush(stdout);
     int64_t stop = o.stop_after > 0 && o.stop_after * spe < total ? o.stop_after * spe : total;
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
