@@ -7,7 +7,10 @@
  * parameters of one process with batch 8 (<= 1e-6 relative); the same with
  * ZeRO-1; a checkpoint saved by 4 ranks resumed by 2 continues to the same
  * parameters; a rank whose batch fails stops every rank with a message
- * naming it; a rank whose parameters drift is caught by the checksum. */
+ * naming it; a rank whose parameters drift is caught by the checksum.
+ * And BatchNorm's synchronised path (qkv_ctx_set_batch_sum) over one
+ * process gives the bits of the plain one. test_dist_cli.c trains the
+ * commands under mpirun. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +93,73 @@ static qkv_status train(qkv_dist *d, int zero1, const char *from, const char *ck
     free(j.in);
     free(j.target);
     return s;
+}
+
+/* ---- BatchNorm's sums across processes, on one process ---------------- */
+
+static int g_sums; /* calls of counting_sum */
+
+static qkv_status counting_sum(void *user, double *x, int64_t n, int weighted)
+{
+    g_sums++;
+    return qkv_dist_batch_sum(user, x, n, weighted);
+}
+
+/* F.batch_norm in training mode on x (4,3,5,5), then MSE against a target
+ * and the backward: y, the running statistics and every gradient into out
+ * (in that order); with sum, through the synchronised path. */
+static int64_t bn_run(qkv_batch_sum_fn sum, void *user, float *out)
+{
+    qkv_params *p = NULL;
+    qkv_ctx *c = NULL;
+    qkv_tensor *x, *w, *b, *rm, *rv, *t, *y, *loss;
+    int64_t xs[4] = {4, 3, 5, 5}, C = 3, k = 0;
+    qkv_rng r;
+    qkv_rng_seed(&r, 11);
+    qkv_status s = qkv_params_new(&p);
+    if (!s) s = qkv_params_add(p, "", "x", 4, xs, &x);
+    if (!s) s = qkv_params_add(p, "", "w", 1, &C, &w);
+    if (!s) s = qkv_params_add(p, "", "b", 1, &C, &b);
+    if (!s) s = qkv_params_add_buffer(p, "", "rm", 1, &C, &rm);
+    if (!s) s = qkv_params_add_buffer(p, "", "rv", 1, &C, &rv);
+    if (!s) s = qkv_ctx_new(&c);
+    if (!s) {
+        qkv_rng_fill_normal(&r, x->data, 300, 0.5f, 2), qkv_rng_fill_normal(&r, w->data, 3, 1, 0.3f);
+        qkv_rng_fill_normal(&r, b->data, 3, 0, 0.3f), qkv_rng_fill_normal(&r, rm->data, 3, 0, 1);
+        for (int i = 0; i < 3; i++) rv->data[i] = 1 + 0.5f * (float)i;
+        qkv_ctx_set_training(c, 1);
+        qkv_ctx_set_batch_sum(c, sum, user);
+        s = qkv_tensor_new(qkv_ctx_arena(c), QKV_F32, 4, xs, &t);
+    }
+    if (!s) qkv_rng_fill_normal(&r, t->data, 300, 0, 1);
+    if (!s) s = qkv_batch_norm(c, x, rm, rv, w, b, 1, 0.1f, 1e-5f, &y);
+    if (!s) s = qkv_mse_loss(c, y, t, QKV_REDUCTION_MEAN, &loss);
+    if (!s) s = qkv_backward(c, loss, NULL);
+    const qkv_tensor *parts[] = {y, rm, rv};
+    for (int i = 0; !s && i < 3; i++)
+        memcpy(out + k, parts[i]->data, (size_t)qkv_tensor_numel(parts[i]) * sizeof *out), k += qkv_tensor_numel(parts[i]);
+    const qkv_tensor *grads[] = {x, w, b};
+    for (int i = 0; !s && i < 3; i++)
+        memcpy(out + k, grads[i]->grad, (size_t)qkv_tensor_numel(grads[i]) * sizeof *out), k += qkv_tensor_numel(grads[i]);
+    CHECK_OK(s);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+    return k;
+}
+
+/* The synchronised path over one process (the single engine's sum is the
+ * identity, weight 1) gives the bits of the plain one, forward and
+ * backward; two sums in the forward, one in the backward. */
+static void check_sync_batchnorm(qkv_dist *single)
+{
+    static float plain[1024], synced[1024];
+    int64_t n = bn_run(NULL, NULL, plain);
+    g_sums = 0;
+    int64_t m = bn_run(counting_sum, single, synced);
+    CHECK(n == m && n == 300 + 6 + 300 + 6 && !memcmp(plain, synced, (size_t)n * sizeof *plain),
+          "synchronised BatchNorm over one process differs from the plain one (%lld and %lld values)",
+          (long long)n, (long long)m);
+    CHECK(g_sums == 3, "synchronised BatchNorm summed %d times, expected 2 forward + 1 backward", g_sums);
 }
 
 enum { MAXP = 1 << 16 };
@@ -189,6 +259,7 @@ int main(int argc, char **argv)
               z ? " with ZeRO-1" : "");
     }
     CHECK(h_rel_err(ref, refz, n) > 1e-3, "SGD and AdamW trained to the same parameters");
+    check_sync_batchnorm(d);
     qkv_dist_free(d);
     if (!qkv_dist_has_mpi()) {
         printf("test_dist: the MPI tests did NOT run: qkv was built without MPI (install "

@@ -111,14 +111,22 @@ static void ok_line(int np, const char *what, const char *args, const char *key,
 }
 
 typedef struct {
-    double max_rel, rms_rel, kbias; /* kbias: max |diff| of the key bias slices */
+    double max_rel, rms_rel, apart; /* apart: max |diff| of the parameters kept apart */
     int64_t n;
 } diff;
 
+/* The parameters whose true gradient is 0, kept apart: the attention's key
+ * bias (the middle third of "in_proj_bias"); the CNN's conv biases, which
+ * a BatchNorm's mean takes away again, and the running means, which carry
+ * them. */
+static const char *const lm_apart[] = {"in_proj_bias", NULL},
+                         *const cnn_apart[] = {"param/0.bias", "param/4.bias", "running_mean", NULL};
+
 /* The parameters ("param/...") of two checkpoints: max |a - b| / max |a|
- * and rms(a - b) / rms(a), over every element but the key-bias slices
- * (middle third of "...in_proj_bias") when kbias_apart. */
-static diff compare(const char *pa, const char *pb, int kbias_apart)
+ * and rms(a - b) / rms(a), over every element but those of tensors whose
+ * names contain a string of apart (may be NULL; of "in_proj_bias" only the
+ * middle third). */
+static diff compare(const char *pa, const char *pb, const char *const *apart)
 {
     diff d = {INFINITY, INFINITY, 0, 0};
     qkv_safetensors *a = NULL, *b = NULL;
@@ -139,11 +147,12 @@ static diff compare(const char *pa, const char *pb, int kbias_apart)
         float *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
         int bad = !x || !y || qkv_safetensors_read_f32(a, name, x, n) || qkv_safetensors_read_f32(b, name, y, n);
         CHECK(!bad, "%s: cannot read %s from both: %s", pb, name, qkv_last_error());
-        int kb = kbias_apart && strstr(name, "in_proj_bias");
+        int kb = 0, kq = strstr(name, "in_proj_bias") != NULL;
+        for (int k = 0; apart && apart[k]; k++) kb |= strstr(name, apart[k]) != NULL;
         for (int64_t j = 0; !bad && j < n; j++) {
             double e = fabs((double)x[j] - y[j]);
-            if (kb && j >= n / 3 && j < 2 * n / 3) {
-                if (e > d.kbias) d.kbias = e;
+            if (kb && (!kq || (j >= n / 3 && j < 2 * n / 3))) {
+                if (e > d.apart) d.apart = e;
                 continue;
             }
             if (e > maxd) maxd = e;
@@ -184,7 +193,7 @@ static void report(const char *what, const diff *d)
 {
     printf("  %s: relative difference max %.3g, rms %.3g over %lld elements", what, d->max_rel, d->rms_rel,
            (long long)d->n);
-    if (d->kbias > 0) printf("; key bias max |diff| %.3g", d->kbias);
+    if (d->apart > 0) printf("; parameters of zero gradient: max |diff| %.3g", d->apart);
     printf("\n");
 }
 
@@ -202,26 +211,26 @@ static void test_lm(void)
     snprintf(a, sizeof a, "%s --out %s", base, at("lm2"));
     ok_line(2, "lm, 2 ranks", a, "step 6: validation loss", l2, sizeof l2);
     CHECK(!strcmp(l1, l2), "lm: the validation split between 2 ranks says '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("lm1/lm.ckpt"), at("lm2/lm.ckpt"), 1);
+    diff d = compare(at("lm1/lm.ckpt"), at("lm2/lm.ckpt"), lm_apart);
     report("lm, 2 ranks against 1 process", &d);
     CHECK(d.max_rel <= 1e-6, "lm, 2 ranks: relative difference %g from 1 process", d.max_rel);
-    CHECK(d.kbias <= LM_STEPS * LM_LR, "lm, 2 ranks: the key bias moved %g apart", d.kbias);
+    CHECK(d.apart <= LM_STEPS * LM_LR, "lm, 2 ranks: the key bias moved %g apart", d.apart);
     /* saved by 2 ranks at step 3, resumed by 1 */
     snprintf(a, sizeof a, "%s --stop-at 3 --out %s", base, at("lm3"));
     ok(2, "lm, 2 ranks to step 3", a);
     snprintf(a, sizeof a, "train lm --resume --sample 0 --out %s", at("lm3"));
     ok(0, "lm, resumed by 1 process", a);
-    d = compare(at("lm1/lm.ckpt"), at("lm3/lm.ckpt"), 1);
+    d = compare(at("lm1/lm.ckpt"), at("lm3/lm.ckpt"), lm_apart);
     report("lm, saved by 2 ranks, resumed by 1, against 1 process", &d);
     CHECK(d.max_rel <= 1e-6, "lm, saved by 2 ranks and resumed by 1: relative difference %g", d.max_rel);
-    CHECK(d.kbias <= LM_STEPS * LM_LR, "lm, resumed: the key bias moved %g apart", d.kbias);
+    CHECK(d.apart <= LM_STEPS * LM_LR, "lm, resumed: the key bias moved %g apart", d.apart);
     /* ZeRO-1: saved by 2 ranks (rank 0 gathers the moments), resumed by 2:
      * the bits of 2 ranks without it (AdamW is elementwise) */
     snprintf(a, sizeof a, "%s --zero1 --stop-at 3 --out %s", base, at("lmz"));
     ok(2, "lm, 2 ranks with --zero1 to step 3", a);
     snprintf(a, sizeof a, "train lm --resume --zero1 --sample 0 --out %s", at("lmz"));
     ok(2, "lm, resumed by 2 ranks with --zero1", a);
-    d = compare(at("lm2/lm.ckpt"), at("lmz/lm.ckpt"), 0);
+    d = compare(at("lm2/lm.ckpt"), at("lmz/lm.ckpt"), NULL);
     report("lm, --zero1 saved and resumed by 2 ranks, against 2 ranks", &d);
     CHECK(d.max_rel == 0, "lm, --zero1: relative difference %g from 2 ranks without it", d.max_rel);
     /* rank 1 cannot read its corpus: every rank stops, naming it */
@@ -236,6 +245,9 @@ static void test_lm(void)
     free(r.out), free(r.err);
 }
 
+#define CNN_STEPS 8 /* 2 epochs of 64 images in batches of 16 */
+#define CNN_LR 1e-3 /* the default */
+
 static void test_vision(void)
 {
     char a[2048], base[1024], l1[256], l2[256];
@@ -249,7 +261,7 @@ static void test_vision(void)
     if (s1) *s1 = 0;
     if (s2) *s2 = 0;
     CHECK(!strcmp(l1, l2), "mlp: 2 ranks say '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("mlp1/model.ckpt"), at("mlp2/model.ckpt"), 0);
+    diff d = compare(at("mlp1/model.ckpt"), at("mlp2/model.ckpt"), NULL);
     report("mlp, 2 ranks against 1 process", &d);
     CHECK(d.rms_rel <= 1e-6 && d.max_rel <= 1e-4, "mlp, 2 ranks: relative difference max %g, rms %g",
           d.max_rel, d.rms_rel);
@@ -257,7 +269,7 @@ static void test_vision(void)
     ok(2, "mlp, 2 ranks to epoch 1", a);
     snprintf(a, sizeof a, "train mlp --resume --out %s", at("mlp3"));
     ok(0, "mlp, resumed by 1 process", a);
-    d = compare(at("mlp1/model.ckpt"), at("mlp3/model.ckpt"), 0);
+    d = compare(at("mlp1/model.ckpt"), at("mlp3/model.ckpt"), NULL);
     report("mlp, saved by 2 ranks, resumed by 1, against 1 process", &d);
     CHECK(d.rms_rel <= 1e-6 && d.max_rel <= 1e-4, "mlp, resumed: relative difference max %g, rms %g",
           d.max_rel, d.rms_rel);
@@ -272,6 +284,27 @@ static void test_vision(void)
     ok(0, "cnn, resumed by 1 process", a);
     CHECK(scalar(at("cnn/model.ckpt"), "param/5.num_batches_tracked") == 8,
           "cnn, resumed: num_batches_tracked %g after 8 steps", scalar(at("cnn/model.ckpt"), "param/5.num_batches_tracked"));
+
+    /* cnn --sync-bn: the statistics of both ranks' images, as 1 process */
+    snprintf(a, sizeof a, "train cnn %s --out %s", base, at("cnn1"));
+    ok_line(0, "cnn, 1 process", a, "epoch 2:", l1, sizeof l1);
+    snprintf(a, sizeof a, "train cnn %s --sync-bn --out %s", base, at("cnn2"));
+    ok_line(2, "cnn --sync-bn, 2 ranks", a, "epoch 2:", l2, sizeof l2);
+    if ((s1 = strrchr(l1, ','))) *s1 = 0;
+    if ((s2 = strrchr(l2, ','))) *s2 = 0;
+    CHECK(!strcmp(l1, l2), "cnn --sync-bn: 2 ranks say '%s', 1 process '%s'", l2, l1);
+    d = compare(at("cnn1/model.ckpt"), at("cnn2/model.ckpt"), cnn_apart);
+    report("cnn --sync-bn, 2 ranks against 1 process", &d);
+    CHECK(d.max_rel <= 1e-6, "cnn --sync-bn, 2 ranks: relative difference %g from 1 process", d.max_rel);
+    CHECK(d.apart <= CNN_STEPS * CNN_LR, "cnn --sync-bn, 2 ranks: the conv biases moved %g apart", d.apart);
+    snprintf(a, sizeof a, "train cnn %s --sync-bn --stop-after 1 --out %s", base, at("cnn3"));
+    ok(2, "cnn --sync-bn, 2 ranks to epoch 1", a);
+    snprintf(a, sizeof a, "train cnn --resume --out %s", at("cnn3"));
+    ok(0, "cnn, resumed by 1 process", a);
+    d = compare(at("cnn1/model.ckpt"), at("cnn3/model.ckpt"), cnn_apart);
+    report("cnn --sync-bn, saved by 2 ranks, resumed by 1, against 1 process", &d);
+    CHECK(d.max_rel <= 1e-6, "cnn --sync-bn, resumed: relative difference %g from 1 process", d.max_rel);
+    CHECK(d.apart <= CNN_STEPS * CNN_LR, "cnn --sync-bn, resumed: the conv biases moved %g apart", d.apart);
 }
 
 /* A GRU with attention; batch 11 of 34 pairs: every epoch's last batch has
@@ -286,7 +319,7 @@ static void test_translation(void)
     snprintf(a, sizeof a, "%s --steps 8 --out %s", base, at("mt2"));
     ok_line(2, "translation, 2 ranks", a, "step 8: validation loss", l2, sizeof l2);
     CHECK(!strcmp(l1, l2), "translation: 2 ranks say '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("mt1/checkpoint.safetensors"), at("mt2/checkpoint.safetensors"), 0);
+    diff d = compare(at("mt1/checkpoint.safetensors"), at("mt2/checkpoint.safetensors"), NULL);
     report("translation, 2 ranks against 1 process", &d);
     CHECK(d.max_rel <= 1e-6, "translation, 2 ranks: relative difference %g from 1 process", d.max_rel);
     char *log1 = cli_slurp(at("mt1/log.tsv"), NULL), *log2 = cli_slurp(at("mt2/log.tsv"), NULL);
@@ -296,7 +329,7 @@ static void test_translation(void)
     ok(2, "translation, 2 ranks to step 4", a);
     snprintf(a, sizeof a, "train translation --resume --steps 8 --out %s", at("mt3"));
     ok(0, "translation, resumed by 1 process", a);
-    d = compare(at("mt1/checkpoint.safetensors"), at("mt3/checkpoint.safetensors"), 0);
+    d = compare(at("mt1/checkpoint.safetensors"), at("mt3/checkpoint.safetensors"), NULL);
     report("translation, saved by 2 ranks, resumed by 1, against 1 process", &d);
     CHECK(d.max_rel <= 1e-6, "translation, resumed: relative difference %g from 1 process", d.max_rel);
 }

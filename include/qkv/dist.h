@@ -71,6 +71,17 @@ qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg, co
  * every rank's checkpointable state is the same. qkv_train calls it after
  * every optimizer step; nothing moves when the store has no buffer. */
 qkv_status qkv_dist_buffers_sync(qkv_dist *d, qkv_params *params);
+/* A qkv_batch_sum_fn (qkv_ctx_set_batch_sum) over the ranks of d (user):
+ * x (n doubles) summed over the ranks; weighted: sum_r w_r x_r / w_me with
+ * w_r rank r's units / all units of the step, as qkv_dist_batch_agree
+ * last saw them (a rank of weight 0 gets the plain sum). */
+qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted);
+/* Whether the ranks can no longer agree (a rank failed where the others
+ * wait in a collective it will not join: qkv_trainer.sync_batchnorm); then
+ * qkv_dist_free does not finalize MPI (that would wait for them) and the
+ * program should exit with a failure, which makes mpirun stop the others. */
+int qkv_dist_broken(const qkv_dist *d);
+void qkv_dist_set_broken(qkv_dist *d);
 /* Every gradient of params becomes the weighted mean over ranks:
  * sum_r (units_r / sum units) * grad_r, so that per-rank mean losses over
  * shards of a global batch give the gradient of the global batch's mean.

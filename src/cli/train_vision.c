@@ -40,7 +40,7 @@ typedef struct {
     vision_config g;
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
-    int resume, zero1;
+    int resume, zero1, sync_bn;
 } vt_opts;
 
 static void run_format(const run_opts *r, char *buf, size_t n)
@@ -213,6 +213,8 @@ static const char usage_head[] =
     "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
     "                         under mpirun, per rank)\n"
     "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    "      --sync-bn          under mpirun (cnn): BatchNorm's statistics over every rank's\n"
+    "                         images (SyncBatchNorm), not each rank's own\n"
     "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
     "  docs/distributed.md); rank 0 prints and writes.\n";
 
@@ -248,7 +250,7 @@ static int print_usage(vision_kind kind, FILE *f)
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
 {
     enum { DATA = 256, EPOCHS, BATCH, LR, MINLR, WARMUP, WD, CLIP, AUGMENT, TRAINL, TESTL, STOP, RESUME,
-           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1 };
+           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1, SYNCBN };
     static const struct option options[] = {
         {"data", required_argument, NULL, DATA}, {"epochs", required_argument, NULL, EPOCHS},
         {"batch", required_argument, NULL, BATCH}, {"lr", required_argument, NULL, LR},
@@ -262,7 +264,8 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         {"d-model", required_argument, NULL, DMODEL}, {"layers", required_argument, NULL, LAYERS},
         {"heads", required_argument, NULL, HEADS}, {"mlp-dim", required_argument, NULL, MLPDIM},
         {"pool", required_argument, NULL, POOL}, {"pos", required_argument, NULL, POS},
-        {"zero1", no_argument, NULL, ZERO1}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"zero1", no_argument, NULL, ZERO1}, {"sync-bn", no_argument, NULL, SYNCBN},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     static const char *const onoff[] = {"off", "on"}, *const pools[] = {"cls", "mean"},
                              *const poss[] = {"learned", "sincos"};
     for (int i = 1; i < argc; i++)
@@ -274,7 +277,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
     double *dv = NULL, lo = 0, hi = 0;
     while ((c = qkv_cli_next(&a)) > 0) {
         dv = NULL;
-        if (c >= PATCH && c != ZERO1 && kind != VISION_VIT) {
+        if (c >= PATCH && c < ZERO1 && kind != VISION_VIT) {
             qkv_cli_error(&a, "--%s is a ViT option (qkv train vit)", a.name);
             break;
         }
@@ -304,9 +307,11 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         case POOL: o->g.pool = (qkv_vit_pool)qkv_cli_choice(&a, pools, 2); break;
         case POS: o->g.pos = qkv_cli_choice(&a, poss, 2) ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED; break;
         case ZERO1: o->zero1 = 1; break;
+        case SYNCBN: o->sync_bn = 1; break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
-        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j' && c != ZERO1)
+        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j' && c != ZERO1 &&
+            c != SYNCBN)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0 || a.status >= 0) return a.status;
@@ -515,12 +520,16 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
            st.ckpt);
     if (o.resume) printf("resuming at epoch %lld (step %lld)\n", (long long)(st.pos.step / spe), (long long)st.pos.step);
     if (o.zero1) qkv_cli_zero1_note(dist, saved);
+    if (kind == VISION_CNN && qkv_dist_size(dist) > 1)
+        printf("BatchNorm: %s\n", o.sync_bn ? "the statistics of every rank's images (--sync-bn)"
+                                             : "each rank's own statistics; rank 0's running statistics "
+                                               "to every rank after each step");
     fflush(stdout);
     int64_t stop = o.stop_after > 0 && o.stop_after * spe < total ? o.stop_after * spe : total;
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
                       .steps = stop, .checkpoint = st.ckpt, .checkpoint_every = spe, .rng = &st.rng,
                       .progress = stderr, .unit = "images", .batch = vt_batch, .user = r, .meta = &st.meta,
-                      .after_step = vt_after_step, .dist = dist};
+                      .after_step = vt_after_step, .dist = dist, .sync_batchnorm = o.sync_bn};
     int64_t first = st.pos.step;
     double t0 = qkv_cli_now();
     r->t_epoch = t0;

@@ -48,6 +48,23 @@ qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, doub
                         first, d->size, (long long)step, msg);
     if (total_units) *total_units = u;
     if (mean_loss) *mean_loss = u > 0 ? l / u : loss;
+    d->weight = u > 0 ? units / u : 0;
+    return QKV_OK;
+}
+
+qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted)
+{
+    qkv_dist *d = user;
+    QKV_NEED(d, "dist_batch_sum", "dist (user)");
+    QKV_NEED(x, "dist_batch_sum", "x");
+    if (n < 0) return qkv_fail(QKV_ERR_ARG, "dist_batch_sum: n %lld < 0", (long long)n);
+    if (d->size == 1) return QKV_OK;
+    double w = d->weight;
+    if (weighted && w > 0)
+        for (int64_t i = 0; i < n; i++) x[i] *= w;
+    QKV_TRY(qkv_dist_allreduce_f64(d, x, n, QKV_DIST_SUM));
+    if (weighted && w > 0)
+        for (int64_t i = 0; i < n; i++) x[i] /= w;
     return QKV_OK;
 }
 
