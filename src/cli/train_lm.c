@@ -349,7 +349,7 @@ const char qkv_cli_train_lm_usage[] =
     "                         its options come from there: only --steps, --stop-at,\n"
     "                         --time-limit,\n"
     "                         --eval-every, --eval-batches, --save-every, --plots,\n"
-    "                         --sample, --threads\n"
+    "                         --sample, --threads, --zero1\n"
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"

@@ -207,7 +207,7 @@ static const char usage_head[] =
     "                         schedule stays --epochs' (continue with --resume)\n"
     "      --resume           continue the run in --out DIR from its checkpoint (bit-exact);\n"
     "                         its options come from there: only --stop-after, --test-limit,\n"
-    "                         --plots, --threads may be given\n"
+    "                         --plots, --threads, --zero1, --sync-bn may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
     "  -s, --seed S           (default 1)\n"
     "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
