@@ -197,40 +197,82 @@ static void report(const char *what, const diff *d)
     printf("\n");
 }
 
+/* One trainer on 1 process and on 2 ranks (extra: options of the 2 ranks
+ * only), compared; then 2 ranks stopped early (stop: the option) and
+ * resumed by 1 process (resume: the options after --out's), compared with
+ * the 1-process run. Both must print the line starting with key alike (up
+ * to its last comma when cut: the seconds). */
+typedef struct {
+    const char *name;   /* in messages */
+    const char *dir;    /* the runs' folders: DIR1, DIR2, DIR3 (NULL: name) */
+    const char *args;   /* "train KIND ..." without --out */
+    const char *extra, *key, *stop, *resume, *ckpt;
+    int cut;
+    const char *const *apart; /* see compare; their max |diff| <= apart_max */
+    double apart_max, max_rel, rms_rel;
+} parity_case;
+
+static void line_cut(char *line, int cut)
+{
+    char *c = cut ? strrchr(line, ',') : NULL;
+    if (c) *c = 0;
+}
+
+static void check_diff(const parity_case *p, const char *what, const char *ref, const char *got)
+{
+    diff d = compare(ref, got, p->apart);
+    char title[200];
+    snprintf(title, sizeof title, "%s, %s", p->name, what);
+    report(title, &d);
+    CHECK(d.max_rel <= p->max_rel && d.rms_rel <= p->rms_rel, "%s: relative difference max %g, rms %g",
+          title, d.max_rel, d.rms_rel);
+    CHECK(d.apart <= p->apart_max, "%s: the parameters of zero gradient moved %g apart", title, d.apart);
+}
+
+static void parity(const parity_case *p)
+{
+    char a[2048], l1[256], l2[256], d1[64], d2[64], d3[64], c1[128], c2[128], c3[128], what[64];
+    const char *dir = p->dir ? p->dir : p->name;
+    snprintf(d1, sizeof d1, "%s1", dir), snprintf(d2, sizeof d2, "%s2", dir), snprintf(d3, sizeof d3, "%s3", dir);
+    snprintf(c1, sizeof c1, "%s/%s", d1, p->ckpt), snprintf(c2, sizeof c2, "%s/%s", d2, p->ckpt);
+    snprintf(c3, sizeof c3, "%s/%s", d3, p->ckpt);
+    snprintf(a, sizeof a, "%s --out %s", p->args, at(d1));
+    snprintf(what, sizeof what, "%s, 1 process", p->name);
+    ok_line(0, what, a, p->key, l1, sizeof l1);
+    snprintf(a, sizeof a, "%s %s --out %s", p->args, p->extra, at(d2));
+    snprintf(what, sizeof what, "%s, 2 ranks", p->name);
+    ok_line(2, what, a, p->key, l2, sizeof l2);
+    line_cut(l1, p->cut), line_cut(l2, p->cut);
+    CHECK(!strcmp(l1, l2), "%s: 2 ranks say '%s', 1 process '%s'", p->name, l2, l1);
+    check_diff(p, "2 ranks against 1 process", at(c1), at(c2));
+    snprintf(a, sizeof a, "%s %s %s --out %s", p->args, p->extra, p->stop, at(d3));
+    snprintf(what, sizeof what, "%s, 2 ranks, %s", p->name, p->stop);
+    ok(2, what, a);
+    snprintf(a, sizeof a, "%s --out %s", p->resume, at(d3));
+    snprintf(what, sizeof what, "%s, resumed by 1 process", p->name);
+    ok(0, what, a);
+    check_diff(p, "saved by 2 ranks, resumed by 1, against 1 process", at(c1), at(c3));
+}
+
 #define LM_STEPS 6
 #define LM_LR 3e-3
 
 static void test_lm(void)
 {
-    char a[2048], base[1536], l1[256], l2[256];
-    snprintf(base, sizeof base, "train lm --corpus %s --layers 1 --d-model 16 --heads 2 --context 16 --batch 4 "
+    char args[1536], a[2048];
+    snprintf(args, sizeof args, "train lm --corpus %s --layers 1 --d-model 16 --heads 2 --context 16 --batch 4 "
              "--warmup 2 --steps %d --lr %g --eval-every 3 --eval-batches 3 --sample 0", at("corpus.txt"),
              LM_STEPS, LM_LR);
-    snprintf(a, sizeof a, "%s --out %s", base, at("lm1"));
-    ok_line(0, "lm, 1 process", a, "step 6: validation loss", l1, sizeof l1);
-    snprintf(a, sizeof a, "%s --out %s", base, at("lm2"));
-    ok_line(2, "lm, 2 ranks", a, "step 6: validation loss", l2, sizeof l2);
-    CHECK(!strcmp(l1, l2), "lm: the validation split between 2 ranks says '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("lm1/lm.ckpt"), at("lm2/lm.ckpt"), lm_apart);
-    report("lm, 2 ranks against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "lm, 2 ranks: relative difference %g from 1 process", d.max_rel);
-    CHECK(d.apart <= LM_STEPS * LM_LR, "lm, 2 ranks: the key bias moved %g apart", d.apart);
-    /* saved by 2 ranks at step 3, resumed by 1 */
-    snprintf(a, sizeof a, "%s --stop-at 3 --out %s", base, at("lm3"));
-    ok(2, "lm, 2 ranks to step 3", a);
-    snprintf(a, sizeof a, "train lm --resume --sample 0 --out %s", at("lm3"));
-    ok(0, "lm, resumed by 1 process", a);
-    d = compare(at("lm1/lm.ckpt"), at("lm3/lm.ckpt"), lm_apart);
-    report("lm, saved by 2 ranks, resumed by 1, against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "lm, saved by 2 ranks and resumed by 1: relative difference %g", d.max_rel);
-    CHECK(d.apart <= LM_STEPS * LM_LR, "lm, resumed: the key bias moved %g apart", d.apart);
+    parity(&(parity_case){.name = "lm", .args = args, .extra = "", .key = "step 6: validation loss",
+                          .stop = "--stop-at 3", .resume = "train lm --resume --sample 0", .ckpt = "lm.ckpt",
+                          .apart = lm_apart, .apart_max = LM_STEPS * LM_LR, .max_rel = 1e-6, .rms_rel = 1e-6});
     /* ZeRO-1: saved by 2 ranks (rank 0 gathers the moments), resumed by 2:
      * the bits of 2 ranks without it (AdamW is elementwise) */
-    snprintf(a, sizeof a, "%s --zero1 --stop-at 3 --out %s", base, at("lmz"));
+    snprintf(a, sizeof a, "%s --zero1 --stop-at 3 --out %s", args, at("lmz"));
     ok(2, "lm, 2 ranks with --zero1 to step 3", a);
     snprintf(a, sizeof a, "train lm --resume --zero1 --sample 0 --out %s", at("lmz"));
     ok(2, "lm, resumed by 2 ranks with --zero1", a);
-    d = compare(at("lm2/lm.ckpt"), at("lmz/lm.ckpt"), NULL);
+    diff d = compare(at("lm2/lm.ckpt"), at("lmz/lm.ckpt"), NULL);
     report("lm, --zero1 saved and resumed by 2 ranks, against 2 ranks", &d);
     CHECK(d.max_rel == 0, "lm, --zero1: relative difference %g from 2 ranks without it", d.max_rel);
     /* rank 1 cannot read its corpus: every rank stops, naming it */
@@ -250,33 +292,20 @@ static void test_lm(void)
 
 static void test_vision(void)
 {
-    char a[2048], base[1024], l1[256], l2[256];
+    char a[2048], base[1024], mlp[1200], cnn[1200];
     snprintf(base, sizeof base, "--data %s --train-limit 64 --test-limit 40 --batch 16 --epochs 2", at("fm"));
-    snprintf(a, sizeof a, "train mlp %s --out %s", base, at("mlp1"));
-    ok_line(0, "mlp, 1 process", a, "epoch 2:", l1, sizeof l1);
-    snprintf(a, sizeof a, "train mlp %s --out %s", base, at("mlp2"));
-    ok_line(2, "mlp, 2 ranks", a, "epoch 2:", l2, sizeof l2);
-    /* the line ends with the epoch's seconds */
-    char *s1 = strrchr(l1, ','), *s2 = strrchr(l2, ',');
-    if (s1) *s1 = 0;
-    if (s2) *s2 = 0;
-    CHECK(!strcmp(l1, l2), "mlp: 2 ranks say '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("mlp1/model.ckpt"), at("mlp2/model.ckpt"), NULL);
-    report("mlp, 2 ranks against 1 process", &d);
-    CHECK(d.rms_rel <= 1e-6 && d.max_rel <= 1e-4, "mlp, 2 ranks: relative difference max %g, rms %g",
-          d.max_rel, d.rms_rel);
-    snprintf(a, sizeof a, "train mlp %s --stop-after 1 --out %s", base, at("mlp3"));
-    ok(2, "mlp, 2 ranks to epoch 1", a);
-    snprintf(a, sizeof a, "train mlp --resume --out %s", at("mlp3"));
-    ok(0, "mlp, resumed by 1 process", a);
-    d = compare(at("mlp1/model.ckpt"), at("mlp3/model.ckpt"), NULL);
-    report("mlp, saved by 2 ranks, resumed by 1, against 1 process", &d);
-    CHECK(d.rms_rel <= 1e-6 && d.max_rel <= 1e-4, "mlp, resumed: relative difference max %g, rms %g",
-          d.max_rel, d.rms_rel);
-
+    snprintf(mlp, sizeof mlp, "train mlp %s", base);
+    parity(&(parity_case){.name = "mlp", .args = mlp, .extra = "", .key = "epoch 2:", .cut = 1,
+                          .stop = "--stop-after 1", .resume = "train mlp --resume", .ckpt = "model.ckpt",
+                          .max_rel = 1e-4, .rms_rel = 1e-6});
+    snprintf(cnn, sizeof cnn, "train cnn %s", base);
+    parity(&(parity_case){.name = "cnn --sync-bn", .dir = "cnnsync", .args = cnn, .extra = "--sync-bn", .key = "epoch 2:",
+                          .cut = 1, .stop = "--stop-after 1", .resume = "train cnn --resume",
+                          .ckpt = "model.ckpt", .apart = cnn_apart, .apart_max = CNN_STEPS * CNN_LR,
+                          .max_rel = 1e-6, .rms_rel = 1e-6});
     /* cnn: 2 ranks, each with BatchNorm statistics of its own shard; the
      * checksum after the last step covers the buffers */
-    snprintf(a, sizeof a, "train cnn %s --stop-after 1 --out %s", base, at("cnn"));
+    snprintf(a, sizeof a, "%s --stop-after 1 --out %s", cnn, at("cnn"));
     ok(2, "cnn, 2 ranks to epoch 1", a);
     CHECK(scalar(at("cnn/model.ckpt"), "param/1.num_batches_tracked") == 4,
           "cnn, 2 ranks: num_batches_tracked %g after 4 steps", scalar(at("cnn/model.ckpt"), "param/1.num_batches_tracked"));
@@ -284,54 +313,21 @@ static void test_vision(void)
     ok(0, "cnn, resumed by 1 process", a);
     CHECK(scalar(at("cnn/model.ckpt"), "param/5.num_batches_tracked") == 8,
           "cnn, resumed: num_batches_tracked %g after 8 steps", scalar(at("cnn/model.ckpt"), "param/5.num_batches_tracked"));
-
-    /* cnn --sync-bn: the statistics of both ranks' images, as 1 process */
-    snprintf(a, sizeof a, "train cnn %s --out %s", base, at("cnn1"));
-    ok_line(0, "cnn, 1 process", a, "epoch 2:", l1, sizeof l1);
-    snprintf(a, sizeof a, "train cnn %s --sync-bn --out %s", base, at("cnn2"));
-    ok_line(2, "cnn --sync-bn, 2 ranks", a, "epoch 2:", l2, sizeof l2);
-    if ((s1 = strrchr(l1, ','))) *s1 = 0;
-    if ((s2 = strrchr(l2, ','))) *s2 = 0;
-    CHECK(!strcmp(l1, l2), "cnn --sync-bn: 2 ranks say '%s', 1 process '%s'", l2, l1);
-    d = compare(at("cnn1/model.ckpt"), at("cnn2/model.ckpt"), cnn_apart);
-    report("cnn --sync-bn, 2 ranks against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "cnn --sync-bn, 2 ranks: relative difference %g from 1 process", d.max_rel);
-    CHECK(d.apart <= CNN_STEPS * CNN_LR, "cnn --sync-bn, 2 ranks: the conv biases moved %g apart", d.apart);
-    snprintf(a, sizeof a, "train cnn %s --sync-bn --stop-after 1 --out %s", base, at("cnn3"));
-    ok(2, "cnn --sync-bn, 2 ranks to epoch 1", a);
-    snprintf(a, sizeof a, "train cnn --resume --out %s", at("cnn3"));
-    ok(0, "cnn, resumed by 1 process", a);
-    d = compare(at("cnn1/model.ckpt"), at("cnn3/model.ckpt"), cnn_apart);
-    report("cnn --sync-bn, saved by 2 ranks, resumed by 1, against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "cnn --sync-bn, resumed: relative difference %g from 1 process", d.max_rel);
-    CHECK(d.apart <= CNN_STEPS * CNN_LR, "cnn --sync-bn, resumed: the conv biases moved %g apart", d.apart);
 }
 
 /* A GRU with attention; batch 11 of 34 pairs: every epoch's last batch has
  * one row, so that rank 1 runs it with weight 0. */
 static void test_translation(void)
 {
-    char a[2048], base[1024], l1[256], l2[256];
-    snprintf(base, sizeof base, "train translation --data %s --hidden 16 --embed 16 --batch 11 --dropout 0 "
-             "--eval-every 4", at("pairs"));
-    snprintf(a, sizeof a, "%s --steps 8 --out %s", base, at("mt1"));
-    ok_line(0, "translation, 1 process", a, "step 8: validation loss", l1, sizeof l1);
-    snprintf(a, sizeof a, "%s --steps 8 --out %s", base, at("mt2"));
-    ok_line(2, "translation, 2 ranks", a, "step 8: validation loss", l2, sizeof l2);
-    CHECK(!strcmp(l1, l2), "translation: 2 ranks say '%s', 1 process '%s'", l2, l1);
-    diff d = compare(at("mt1/checkpoint.safetensors"), at("mt2/checkpoint.safetensors"), NULL);
-    report("translation, 2 ranks against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "translation, 2 ranks: relative difference %g from 1 process", d.max_rel);
-    char *log1 = cli_slurp(at("mt1/log.tsv"), NULL), *log2 = cli_slurp(at("mt2/log.tsv"), NULL);
+    char args[1024];
+    snprintf(args, sizeof args, "train translation --data %s --hidden 16 --embed 16 --batch 11 --dropout 0 "
+             "--eval-every 4 --steps 8", at("pairs"));
+    parity(&(parity_case){.name = "translation", .args = args, .extra = "", .key = "step 8: validation loss",
+                          .stop = "--steps 4", .resume = "train translation --resume --steps 8",
+                          .ckpt = "checkpoint.safetensors", .max_rel = 1e-6, .rms_rel = 1e-6});
+    char *log1 = cli_slurp(at("translation1/log.tsv"), NULL), *log2 = cli_slurp(at("translation2/log.tsv"), NULL);
     CHECK(log1[0] && !strcmp(log1, log2), "translation: log.tsv of 2 ranks\n%s\nof 1 process\n%s", log2, log1);
     free(log1), free(log2);
-    snprintf(a, sizeof a, "%s --steps 4 --out %s", base, at("mt3"));
-    ok(2, "translation, 2 ranks to step 4", a);
-    snprintf(a, sizeof a, "train translation --resume --steps 8 --out %s", at("mt3"));
-    ok(0, "translation, resumed by 1 process", a);
-    d = compare(at("mt1/checkpoint.safetensors"), at("mt3/checkpoint.safetensors"), NULL);
-    report("translation, saved by 2 ranks, resumed by 1, against 1 process", &d);
-    CHECK(d.max_rel <= 1e-6, "translation, resumed: relative difference %g from 1 process", d.max_rel);
 }
 
 int main(int argc, char **argv)

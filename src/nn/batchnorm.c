@@ -31,6 +31,32 @@ typedef struct {
     double Mt;            /* synchronised: the values per channel over every process */
 } bn_saved;
 
+/* Channel ch's sum dy and sum dy (x - mu) (times rstd: sum dy xhat). */
+static void bn_channel_sums(const float *x, const float *dy, int64_t N, int64_t C, int64_t S, int64_t ch,
+                            double mu, double *sdy, double *sdyx)
+{
+    double a = 0, b = 0;
+    for (int64_t n = 0; n < N; n++) { // x, dy are (N,C,S)
+        const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
+        a += qkv_sum_f64(gr, S);
+        b += qkv_sum_dot_dev(gr, xr, mu, S);
+    }
+    *sdy = a, *sdyx = b;
+}
+
+/* dx of channel ch: dx += rs (wc dy - mg - xhat mgx), mg = mean(g) and
+ * mgx = mean(g xhat) over the channel's values (0 in eval mode). */
+static void bn_dx_channel(const float *x, const float *dy, float *dx, int64_t N, int64_t C, int64_t S,
+                          int64_t ch, double mu, double rs, double wc, double mg, double mgx)
+{
+    for (int64_t n = 0; n < N; n++) { // x, dy, dx are (N,C,S)
+        const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
+        float *dr = dx + (n * C + ch) * S;
+        for (int64_t i = 0; i < S; i++)
+            dr[i] += (float)(rs * (wc * gr[i] - mg - (xr[i] - mu) * rs * mgx));
+    }
+}
+
 /* The synchronised backward: sum dy and sum dy xhat of every process's
  * rows, weighted (qkv_batch_sum_fn) so that each process's dx, once its
  * gradients are weighted and averaged, is the whole batch's. dw and db
@@ -43,12 +69,8 @@ static qkv_status bn_backward_sync(qkv_ctx *c, const bn_saved *s, float *dx, flo
     if (!sums) return QKV_ERR_NOMEM;
 #pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
     for (int64_t ch = 0; ch < C; ch++) {
-        double mu = s->mean[ch], sdy = 0, sdyx = 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            sdy += qkv_sum_f64(gr, S);
-            sdyx += qkv_sum_dot_dev(gr, xr, mu, S);
-        }
+        double sdy, sdyx;
+        bn_channel_sums(x, dy, N, C, S, ch, s->mean[ch], &sdy, &sdyx);
         sdyx *= s->rstd[ch];
         sums[ch] = sdy, sums[C + ch] = sdyx;
         if (db) db[ch] += (float)sdy;
@@ -60,13 +82,7 @@ static qkv_status bn_backward_sync(qkv_ctx *c, const bn_saved *s, float *dx, flo
 #pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
     for (int64_t ch = 0; ch < C; ch++) {
         double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
-        double mg = wc * sums[ch] / s->Mt, mgx = wc * sums[C + ch] / s->Mt;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            float *dr = dx + (n * C + ch) * S;
-            for (int64_t i = 0; i < S; i++)
-                dr[i] += (float)(rs * (wc * gr[i] - mg - (xr[i] - mu) * rs * mgx));
-        }
+        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, wc * sums[ch] / s->Mt, wc * sums[C + ch] / s->Mt);
     }
     return QKV_OK;
 }
@@ -93,24 +109,15 @@ static qkv_status bn_backward(qkv_ctx *c, void *p)
 #pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
     for (int64_t ch = 0; ch < C; ch++) {
         double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
-        double sdy = 0, sdyx = 0; /* sum dy, sum dy * xhat */
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            sdy += qkv_sum_f64(gr, S);
-            sdyx += qkv_sum_dot_dev(gr, xr, mu, S);
-        }
+        double sdy, sdyx; /* sum dy, sum dy * xhat */
+        bn_channel_sums(x, dy, N, C, S, ch, mu, &sdy, &sdyx);
         sdyx *= rs;
         if (db) db[ch] += (float)sdy;
         if (dw) dw[ch] += (float)sdyx;
         if (!dx) continue;
         /* mean(g) = wc sdy / M, mean(g xhat) = wc sdyx / M */
         double mg = s->training ? wc * sdy / M : 0, mgx = s->training ? wc * sdyx / M : 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            float *dr = dx + (n * C + ch) * S;
-            for (int64_t i = 0; i < S; i++)
-                dr[i] += (float)(rs * (wc * gr[i] - mg - (xr[i] - mu) * rs * mgx));
-        }
+        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, mg, mgx);
     }
     return QKV_OK;
 }
