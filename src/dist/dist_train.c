@@ -58,6 +58,8 @@ qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted)
     QKV_NEED(d, "dist_batch_sum", "dist (user)");
     QKV_NEED(x, "dist_batch_sum", "x");
     if (n < 0) return qkv_fail(QKV_ERR_ARG, "dist_batch_sum: n %lld < 0", (long long)n);
+    if (!d->ops || d->size < 1 || d->rank < 0 || d->rank >= d->size)
+        return qkv_fail(QKV_ERR_ARG, "dist_batch_sum: user is not a started qkv_dist");
     if (d->size == 1) return QKV_OK;
     double w = d->weight;
     if (weighted && w > 0)
