@@ -183,6 +183,17 @@ void qkv_ctx_set_training(qkv_ctx *c, int training);
 int qkv_ctx_training(const qkv_ctx *c);
 /* Seeds the counter-based RNG that dropout masks are drawn from. */
 void qkv_ctx_set_seed(qkv_ctx *c, uint64_t seed);
+/* A sum across the processes that train one batch together, each on its
+ * rows (data-parallel training with synchronised BatchNorm, PyTorch's
+ * SyncBatchNorm): fn sums x (n doubles) over them in place, every process
+ * getting the same sum. weighted 0: the plain sum (a forward's
+ * statistics); 1 (a backward's): sum_r w_r x_r / w_me, w_r the weight the
+ * gradients of process r get when they are averaged (its share of the
+ * batch). While set, BatchNorm in training mode normalises with the
+ * statistics of every process's rows together. NULL (the default): this
+ * process's rows only. qkv_train sets it for qkv_trainer.sync_batchnorm. */
+typedef qkv_status (*qkv_batch_sum_fn)(void *user, double *x, int64_t n, int weighted);
+void qkv_ctx_set_batch_sum(qkv_ctx *c, qkv_batch_sum_fn fn, void *user);
 /* With grad off (like torch.no_grad) ops record nothing. Default: on. */
 void qkv_ctx_set_grad(qkv_ctx *c, int enabled);
 /* Attention capture, for figures and the explorer: while on, every

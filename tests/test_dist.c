@@ -7,10 +7,14 @@
  * parameters of one process with batch 8 (<= 1e-6 relative); the same with
  * ZeRO-1; a checkpoint saved by 4 ranks resumed by 2 continues to the same
  * parameters; a rank whose batch fails stops every rank with a message
- * naming it; a rank whose parameters drift is caught by the checksum. */
+ * naming it; a rank whose parameters drift is caught by the checksum.
+ * And BatchNorm's synchronised path (qkv_ctx_set_batch_sum) over one
+ * process gives the bits of the plain one. test_dist_cli.c trains the
+ * commands under mpirun. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "harness.h"
 #include "core/internal.h" /* qkv_fail: a batch function's error */
@@ -22,7 +26,9 @@ typedef struct {
     qkv_toy_net net;
     qkv_dist *dist;
     int fail_rank; /* this rank's batch fails at step 3 (-1: none); 100 + r: rank r's
-                    * parameters drift at step 3 (the checksum must catch it) */
+                    * parameters drift at step 3 (the checksum must catch it); 200 + r:
+                    * synchronised BatchNorm on the input, and rank r's batch fails at
+                    * step 3 while the others wait in its sums */
     qkv_params *p;
 } job;
 
@@ -32,14 +38,15 @@ static qkv_status batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss,
     job *j = user;
     if (step == 3 && qkv_dist_rank(j->dist) + 100 == j->fail_rank)
         qkv_params_at(j->p, 0)->data[0] += 1e-3f;
-    if (step == 3 && qkv_dist_rank(j->dist) == j->fail_rank)
-        return qkv_fail(QKV_ERR_IO, "cannot read the data shard /nonexistent/shard%d.bin", j->fail_rank);
+    if (step == 3 && qkv_dist_rank(j->dist) == j->fail_rank % 100 && j->fail_rank % 200 < 100)
+        return qkv_fail(QKV_ERR_IO, "cannot read the data shard /nonexistent/shard%d.bin", j->fail_rank % 100);
     int64_t first, n, row0 = (step * BATCH) % N_TRAIN;
     qkv_dist_shard(j->dist, BATCH, &first, &n);
     qkv_tensor *x, *t, *y;
     int64_t shape[3] = {n, 1, T};
     qkv_status s = qkv_tensor_wrap(qkv_ctx_arena(c), j->in + (row0 + first) * T, 3, shape, &x);
     if (!s) s = qkv_tensor_wrap(qkv_ctx_arena(c), j->target + (row0 + first) * T, 3, shape, &t);
+    if (!s && j->fail_rank >= 200) s = qkv_batch_norm(c, x, NULL, NULL, NULL, NULL, 1, 0.1f, 1e-5f, &x);
     if (!s) s = qkv_module_forward(c, &j->net.seq.base, x, &y);
     *units = n;
     return s ? s : qkv_mse_loss(c, y, t, QKV_REDUCTION_MEAN, loss);
@@ -74,7 +81,8 @@ static qkv_status train(qkv_dist *d, int zero1, const char *from, const char *ck
     if (!s && zero1 && d) s = qkv_dist_zero1(d, o, NULL);
     if (!s) s = qkv_ctx_new(&c);
     qkv_trainer t = {.params = p, .optim = o, .clip_norm = zero1 ? 1.0f : 0, .steps = steps, .checkpoint = ckpt,
-                     .checkpoint_every = 10, .batch = batch, .user = &j, .dist = d, .check_every = 5};
+                     .checkpoint_every = 10, .batch = batch, .user = &j, .dist = d, .check_every = 5,
+                     .sync_batchnorm = fail_rank >= 200};
     if (!s) s = qkv_train(c, &t, &pos);
     int64_t k = 0;
     for (int i = 0; !s && out && i < qkv_params_count(p); i++) {
@@ -90,6 +98,73 @@ static qkv_status train(qkv_dist *d, int zero1, const char *from, const char *ck
     free(j.in);
     free(j.target);
     return s;
+}
+
+/* ---- BatchNorm's sums across processes, on one process ---------------- */
+
+static int g_sums; /* calls of counting_sum */
+
+static qkv_status counting_sum(void *user, double *x, int64_t n, int weighted)
+{
+    g_sums++;
+    return qkv_dist_batch_sum(user, x, n, weighted);
+}
+
+/* F.batch_norm in training mode on x (4,3,5,5), then MSE against a target
+ * and the backward: y, the running statistics and every gradient into out
+ * (in that order); with sum, through the synchronised path. */
+static int64_t bn_run(qkv_batch_sum_fn sum, void *user, float *out)
+{
+    qkv_params *p = NULL;
+    qkv_ctx *c = NULL;
+    qkv_tensor *x, *w, *b, *rm, *rv, *t, *y, *loss;
+    int64_t xs[4] = {4, 3, 5, 5}, C = 3, k = 0;
+    qkv_rng r;
+    qkv_rng_seed(&r, 11);
+    qkv_status s = qkv_params_new(&p);
+    if (!s) s = qkv_params_add(p, "", "x", 4, xs, &x);
+    if (!s) s = qkv_params_add(p, "", "w", 1, &C, &w);
+    if (!s) s = qkv_params_add(p, "", "b", 1, &C, &b);
+    if (!s) s = qkv_params_add_buffer(p, "", "rm", 1, &C, &rm);
+    if (!s) s = qkv_params_add_buffer(p, "", "rv", 1, &C, &rv);
+    if (!s) s = qkv_ctx_new(&c);
+    if (!s) {
+        qkv_rng_fill_normal(&r, x->data, 300, 0.5f, 2), qkv_rng_fill_normal(&r, w->data, 3, 1, 0.3f);
+        qkv_rng_fill_normal(&r, b->data, 3, 0, 0.3f), qkv_rng_fill_normal(&r, rm->data, 3, 0, 1);
+        for (int i = 0; i < 3; i++) rv->data[i] = 1 + 0.5f * (float)i;
+        qkv_ctx_set_training(c, 1);
+        qkv_ctx_set_batch_sum(c, sum, user);
+        s = qkv_tensor_new(qkv_ctx_arena(c), QKV_F32, 4, xs, &t);
+    }
+    if (!s) qkv_rng_fill_normal(&r, t->data, 300, 0, 1);
+    if (!s) s = qkv_batch_norm(c, x, rm, rv, w, b, 1, 0.1f, 1e-5f, &y);
+    if (!s) s = qkv_mse_loss(c, y, t, QKV_REDUCTION_MEAN, &loss);
+    if (!s) s = qkv_backward(c, loss, NULL);
+    const qkv_tensor *parts[] = {y, rm, rv};
+    for (int i = 0; !s && i < 3; i++)
+        memcpy(out + k, parts[i]->data, (size_t)qkv_tensor_numel(parts[i]) * sizeof *out), k += qkv_tensor_numel(parts[i]);
+    const qkv_tensor *grads[] = {x, w, b};
+    for (int i = 0; !s && i < 3; i++)
+        memcpy(out + k, grads[i]->grad, (size_t)qkv_tensor_numel(grads[i]) * sizeof *out), k += qkv_tensor_numel(grads[i]);
+    CHECK_OK(s);
+    qkv_ctx_free(c);
+    qkv_params_free(p);
+    return k;
+}
+
+/* The synchronised path over one process (the single engine's sum is the
+ * identity, weight 1) gives the bits of the plain one, forward and
+ * backward; two sums in the forward, one in the backward. */
+static void check_sync_batchnorm(qkv_dist *single)
+{
+    static float plain[1024], synced[1024];
+    int64_t n = bn_run(NULL, NULL, plain);
+    g_sums = 0;
+    int64_t m = bn_run(counting_sum, single, synced);
+    CHECK(n == m && n == 300 + 6 + 300 + 6 && !memcmp(plain, synced, (size_t)n * sizeof *plain),
+          "synchronised BatchNorm over one process differs from the plain one (%lld and %lld values)",
+          (long long)n, (long long)m);
+    CHECK(g_sums == 3, "synchronised BatchNorm summed %d times, expected 2 forward + 1 backward", g_sums);
 }
 
 enum { MAXP = 1 << 16 };
@@ -115,17 +190,24 @@ static int worker(char **a)
         rc = !f || fwrite(params, sizeof(float), (size_t)n, f) != (size_t)n;
         if (f) fclose(f);
     }
-    qkv_dist_free(d);
+    qkv_dist_free(d); /* broken (a failed rank under synchronised BatchNorm): not finalized */
     return rc;
 }
 
 static char self[4096], dir[64];
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Runs the worker under mpirun -np; returns its exit status; output in out. */
 static int mpi_run(int np, const char *args, char *out, size_t cap)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 mpirun --allow-run-as-root "
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 timeout 100 mpirun --allow-run-as-root "
              "--oversubscribe -np %d %s --worker %s 2>&1", np, self, args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
@@ -189,6 +271,7 @@ int main(int argc, char **argv)
               z ? " with ZeRO-1" : "");
     }
     CHECK(h_rel_err(ref, refz, n) > 1e-3, "SGD and AdamW trained to the same parameters");
+    check_sync_batchnorm(d);
     qkv_dist_free(d);
     if (!qkv_dist_has_mpi()) {
         printf("test_dist: the MPI tests did NOT run: qkv was built without MPI (install "
@@ -243,6 +326,18 @@ int main(int argc, char **argv)
     CHECK(rc != 0, "drifting parameters: mpirun exit 0");
     CHECK(strstr(out, "worker rank 0: train: the parameters of rank 1 differ from rank 0's after step 4"),
           "drifting parameters: the workers said:\n%s", out);
+    /* synchronised BatchNorm: rank 1 fails at step 3 while rank 0 waits in
+     * a BatchNorm's sum; rank 1 exits without finalizing, mpirun stops
+     * rank 0 (timeout 100 s above: a hang fails) */
+    snprintf(args, sizeof args, "0 - - %d 201 -", STEPS);
+    double t0 = now_s();
+    rc = mpi_run(2, args, out, sizeof out);
+    double sec = now_s() - t0;
+    printf("  synchronised BatchNorm, rank 1 failing: mpirun exit %d after %.2f s\n", rc, sec);
+    CHECK(rc != 0 && sec < 90, "synchronised BatchNorm, a failing rank: mpirun exit %d after %.1f s", rc, sec);
+    CHECK(strstr(out, "worker rank 1: train: rank 1 of 2 stopped at step 3: cannot read the data shard "
+                      "/nonexistent/shard1.bin (with synchronised BatchNorm"),
+          "synchronised BatchNorm, a failing rank: the workers said:\n%s", out);
     rmdir(dir);
     return h_finish("test_dist");
 }

@@ -15,26 +15,9 @@
 #include <unistd.h>
 #include "cli_run.h"
 #include "harness.h"
+#include "made_up_data.h"
 
 static char qkv_bin[512], tmpdir[64];
-
-/* The corpus: a few verse-like lines, about 12 KB, made from a fixed list. */
-static void write_corpus(const char *path)
-{
-    static const char *words[] = {"and", "the", "lord", "said", "unto", "him", "of", "land", "light",
-                                  "God", "was", "waters", "day", "night", "heaven", "earth"};
-    FILE *f = fopen(path, "w");
-    uint64_t x = 88172645463325252ull;
-    for (int line = 0; f && line < 400; line++) {
-        fprintf(f, "  %d", line % 31 + 1);
-        for (int w = 0; w < 6; w++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            fprintf(f, " %s", words[x % 16]);
-        }
-        fputs(".\n", f);
-    }
-    if (f) fclose(f);
-}
 
 #define slurp cli_slurp /* tests/cli_run.h */
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "cli_run.h"
 #include "harness.h"
+#include "made_up_data.h"
 
 static char qkv_bin[512], tmp[64], out_path[128], err_path[128], in_path[128], data[128];
 
@@ -55,31 +56,6 @@ static int contains(const char *path, const char *needle)
     int ok = strstr(b, needle) != NULL;
     free(b);
     return ok;
-}
-
-/* The tiny set: "VERB the NOUN" -> "VERBE le NOM", and "VERB NOUN". */
-static void write_data(void)
-{
-    static const char *const en_v[] = {"open", "close", "save", "delete", "copy"},
-                             *const fr_v[] = {"ouvrir", "fermer", "enregistrer", "supprimer", "copier"},
-                             *const en_n[] = {"file", "folder", "image", "page"},
-                             *const fr_n[] = {"fichier", "dossier", "image", "page"};
-    char path[256];
-    FILE *f[3];
-    static const char *const names[3] = {"train", "valid", "test"};
-    mkdir(data, 0700);
-    for (int k = 0; k < 3; k++) {
-        snprintf(path, sizeof path, "%s/%s.tsv", data, names[k]);
-        f[k] = fopen(path, "w");
-    }
-    int i = 0;
-    for (int v = 0; v < 5; v++)
-        for (int n = 0; n < 4; n++, i++) {
-            FILE *g = f[i % 7 == 3 ? 1 : i % 7 == 5 ? 2 : 0];
-            fprintf(g, "%s the %s\t%s le %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
-            fprintf(f[0], "%s %s\t%s %s\n", en_v[v], en_n[n], fr_v[v], fr_n[n]);
-        }
-    for (int k = 0; k < 3; k++) fclose(f[k]);
 }
 
 /* A tiny model: 16-wide, batch 8, one thread (bit-exact runs). */
@@ -327,7 +303,7 @@ int main(int argc, char **argv)
     }
     snprintf(in_path, sizeof in_path, "%s/in.txt", tmp);
     snprintf(data, sizeof data, "%s/data", tmp);
-    write_data();
+    write_pairs(data);
     char o1[128];
     snprintf(o1, sizeof o1, "%s/six", tmp);
     test_train_files(o1);

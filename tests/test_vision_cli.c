@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
+#include "made_up_data.h"
 
 static char qkv_bin[512], tmpdir[64];
 
@@ -60,47 +61,6 @@ static const char *path_in(const char *name)
 }
 
 /* ---- the made-up data ------------------------------------------------------- */
-
-static void put_be32(FILE *f, uint32_t v)
-{
-    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    fwrite(b, 1, 4, f);
-}
-
-/* n images of 28x28 (class k: a bright band on rows 2k+4 and 2k+5, noise
- * elsewhere) and their labels, as idx files DIR/PART-images-idx3-ubyte and
- * DIR/PART-labels-idx1-ubyte. */
-static void write_set(const char *dir, const char *part, int n, uint64_t seed)
-{
-    char p[300];
-    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, part);
-    FILE *fi = fopen(p, "wb");
-    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, part);
-    FILE *fl = fopen(p, "wb");
-    if (!fi || !fl) {
-        CHECK(0, "cannot write the made-up set in %s", dir);
-        if (fi) fclose(fi);
-        if (fl) fclose(fl);
-        return;
-    }
-    put_be32(fi, 0x00000803), put_be32(fi, (uint32_t)n), put_be32(fi, 28), put_be32(fi, 28);
-    put_be32(fl, 0x00000801), put_be32(fl, (uint32_t)n);
-    uint64_t x = seed;
-    for (int i = 0; i < n; i++) {
-        int k = i % 10;
-        uint8_t img[28 * 28];
-        for (int r = 0; r < 28; r++)
-            for (int c = 0; c < 28; c++) {
-                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                int band = r == 2 * k + 4 || r == 2 * k + 5;
-                img[r * 28 + c] = (uint8_t)(band ? 200 + x % 56 : x % 60);
-            }
-        fwrite(img, 1, sizeof img, fi);
-        uint8_t lab = (uint8_t)k;
-        fwrite(&lab, 1, 1, fl);
-    }
-    fclose(fi), fclose(fl);
-}
 
 /* A 40x30 colour PNG (Cairo, RGB) with the band of class 3, and a corrupt one. */
 static void write_pngs(void)

@@ -59,6 +59,29 @@ void qkv_dist_shard(const qkv_dist *d, int64_t n, int64_t *begin, int64_t *count
  * sum units, summed in rank order (the same bits on every rank). */
 qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, double loss,
                                 int64_t step, double *total_units, double *mean_loss);
+/* Every rank's status, before a collective step that a failed rank would
+ * miss (after reading data and setting up, say): QKV_OK on every rank
+ * when all are OK; otherwise every rank returns an error "WHAT: rank R of
+ * N failed: MSG" naming the first failed rank, MSG its mine_msg (NULL:
+ * its qkv_last_error()). Every rank must call it. One rank: returns mine. */
+qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg, const char *what);
+/* Every buffer of params (an entry with requires_grad 0: BatchNorm's
+ * running statistics and num_batches_tracked) set to rank 0's, as
+ * PyTorch's DistributedDataParallel(broadcast_buffers=True) does, so that
+ * every rank's checkpointable state is the same. qkv_train calls it after
+ * every optimizer step; nothing moves when the store has no buffer. */
+qkv_status qkv_dist_buffers_sync(qkv_dist *d, qkv_params *params);
+/* A qkv_batch_sum_fn (qkv_ctx_set_batch_sum) over the ranks of d (user):
+ * x (n doubles) summed over the ranks; weighted: sum_r w_r x_r / w_me with
+ * w_r rank r's units / all units of the step, as qkv_dist_batch_agree
+ * last saw them (a rank of weight 0 gets the plain sum). */
+qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted);
+/* Whether the ranks can no longer agree (a rank failed where the others
+ * wait in a collective it will not join: qkv_trainer.sync_batchnorm); then
+ * qkv_dist_free does not finalize MPI (that would wait for them) and the
+ * program should exit with a failure, which makes mpirun stop the others. */
+int qkv_dist_broken(const qkv_dist *d);
+void qkv_dist_set_broken(qkv_dist *d);
 /* Every gradient of params becomes the weighted mean over ranks:
  * sum_r (units_r / sum units) * grad_r, so that per-rank mean losses over
  * shards of a global batch give the gradient of the global batch's mean.

@@ -203,6 +203,16 @@ typedef struct {
     struct qkv_dist *dist;
     int64_t check_every;   /* dist: compare parameter checksums every this many steps (0: 50) */
     int64_t bucket_floats; /* dist: all-reduce bucket size (0: 2^20 floats) */
+    /* dist: BatchNorm's statistics over every rank's rows (PyTorch's
+     * SyncBatchNorm, qkv_ctx_set_batch_sum), instead of each rank's own
+     * (then rank 0's running statistics go to every rank after each step,
+     * as DistributedDataParallel's broadcast_buffers does). A batch
+     * function that fails on one rank then cannot tell the others (they
+     * wait in a BatchNorm's sum): qkv_train returns its error there and
+     * marks the engine broken (qkv_dist_broken); the program must exit
+     * (qkv_dist_free does not finalize a broken engine), and mpirun then
+     * stops the other ranks. */
+    int sync_batchnorm;
 } qkv_trainer;
 
 /* Runs steps pos->step .. t->steps - 1: reset c, forward (t->batch),

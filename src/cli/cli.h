@@ -87,6 +87,22 @@ double qkv_cli_now(void);
  * failure's message, the command's or the library's. */
 qkv_status qkv_cli_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
 const char *qkv_cli_last_error(void);
+/* Data-parallel training under mpirun (dist_cli.c, docs/distributed.md):
+ * *d gets the engine (one process without mpirun); a note on stderr when
+ * mpirun started a qkv built without MPI; the stdout of ranks other than 0
+ * goes to /dev/null (rank 0 prints; every rank prints its own errors).
+ * cmd ("train lm") names the command; a failure is printed. */
+qkv_status qkv_cli_dist_start(const char *cmd, qkv_dist **d);
+/* qkv_dist_agree with the command's own message for mine (a failed
+ * rank's setup): QKV_OK on every rank, or on every rank a failure naming
+ * the first failed rank and its message (qkv_cli_last_error). Every rank
+ * calls it once before its first collective step. */
+qkv_status qkv_cli_dist_agree(qkv_dist *d, qkv_status mine, const char *what);
+/* --zero1's line on stdout: the optimizer state's bytes saved on each rank
+ * (qkv_dist_zero1's saved), or that one process has nothing to shard. */
+void qkv_cli_zero1_note(const qkv_dist *d, int64_t saved);
+/* " per rank, data-parallel on N ranks" under mpirun, else "" (a static buffer). */
+const char *qkv_cli_dist_ranks(const qkv_dist *d);
 /* A curve of a training run (loss, accuracy), for the --plots figures:
  * points (x[i], y[i]), i < n; zero-initialised; free(x), free(y). */
 typedef struct {

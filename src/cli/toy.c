@@ -459,18 +459,9 @@ int qkv_cli_toy(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads(o.threads);
-    if (qkv_dist_init(&o.dist, QKV_DIST_AUTO)) {
-        fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-        return QKV_EXIT_FAILURE;
-    }
-    if (qkv_dist_launched() && !qkv_dist_has_mpi())
-        fprintf(stderr, "qkv toy: note: started by mpirun, but this qkv was built without MPI: "
-                "each process trains alone (docs/distributed.md)\n");
+    if (qkv_cli_dist_start("toy", &o.dist)) return QKV_EXIT_FAILURE;
     /* rank 0 prints, logs and draws; the others train silently */
-    if (qkv_dist_rank(o.dist) != 0) {
-        o.log = NULL, o.plots[0] = 0;
-        if (!freopen("/dev/null", "w", stdout)) return QKV_EXIT_FAILURE;
-    }
+    if (qkv_dist_rank(o.dist) != 0) o.log = NULL, o.plots[0] = 0;
     if (o.batch % qkv_dist_size(o.dist) != 0 && qkv_dist_rank(o.dist) == 0)
         fprintf(stderr, "qkv toy: note: the batch of %lld is split unevenly between %d ranks\n",
                 (long long)o.batch, qkv_dist_size(o.dist));

@@ -10,7 +10,11 @@
  *
  * Step s's batch depends only on (seed, s), and dropout's masks are seeded
  * from them too, so a resumed run continues bit for bit as if it had never
- * stopped. docs/lm.md has the commands and what they measured. */
+ * stopped. docs/lm.md has the commands and what they measured.
+ *
+ * Under mpirun -np N (docs/distributed.md) each rank takes its rows of
+ * every global batch, qkv_train averages the gradients; the validation's
+ * batches are split between the ranks; rank 0 prints, saves and draws. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <math.h>
@@ -36,7 +40,7 @@ typedef struct {
     const char *tokenizer, *out, *plots;
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
-    int untied, resume, rotary;
+    int untied, resume, rotary, zero1;
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */
@@ -164,18 +168,22 @@ typedef struct {
     qkv_rng *rng;
     const qkv_checkpoint_meta *meta;
     const char *ckpt;
+    qkv_dist *dist; /* mpirun: data-parallel; else one process */
 } lm_run;
 
-/* Rows [0, B) of x and y: windows of T tokens of [lo, hi) at offsets drawn
- * from rng (y the next tokens). */
-static void fill_batch(const corpus *cp, qkv_rng *rng, int64_t lo, int64_t hi, int64_t B, int64_t T,
-                       int64_t *x, int64_t *y)
+/* Rows [first, first + n) of a batch of B windows of T tokens of [lo, hi)
+ * at offsets drawn from rng (all B drawn, so that every rank's rows are
+ * those of one process's batch) into rows [0, n) of x and y (y the next
+ * tokens). */
+static void fill_batch(const corpus *cp, qkv_rng *rng, int64_t lo, int64_t hi, int64_t B, int64_t first,
+                       int64_t n, int64_t T, int64_t *x, int64_t *y)
 {
     uint64_t span = (uint64_t)(hi - lo - T);
     for (int64_t b = 0; b < B; b++) {
         int64_t off = lo + (int64_t)(qkv_rng_next(rng) % span);
-        memcpy(x + b * T, cp->ids + off, (size_t)T * sizeof *x);
-        memcpy(y + b * T, cp->ids + off + 1, (size_t)T * sizeof *y);
+        if (b < first || b >= first + n) continue;
+        memcpy(x + (b - first) * T, cp->ids + off, (size_t)T * sizeof *x);
+        memcpy(y + (b - first) * T, cp->ids + off + 1, (size_t)T * sizeof *y);
     }
 }
 
@@ -197,50 +205,66 @@ static uint64_t mix(uint64_t seed, uint64_t step) { return seed * 0x9E3779B97F4A
 static qkv_status lm_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **loss, int64_t *units)
 {
     lm_run *r = user;
-    int64_t B = r->o->r.batch, T = r->o->r.context;
+    int64_t B = r->o->r.batch, T = r->o->r.context, first, n;
+    qkv_dist_shard(r->dist, B, &first, &n); /* this rank's rows (all of them on one process) */
     qkv_rng rng;
     qkv_rng_seed(&rng, mix((uint64_t)r->o->r.seed, (uint64_t)step));
-    fill_batch(r->cp, &rng, 0, r->cp->n_train, B, T, r->x, r->y);
-    qkv_ctx_set_seed(c, mix((uint64_t)r->o->r.seed + 1, (uint64_t)step)); /* dropout's masks */
-    *units = B * T;
-    return batch_loss(c, &r->model->m, r->x, r->y, B, T, loss);
+    fill_batch(r->cp, &rng, 0, r->cp->n_train, B, first, n, T, r->x, r->y);
+    /* dropout's masks: each rank its own (rank 0: one process's) */
+    qkv_ctx_set_seed(c, mix((uint64_t)r->o->r.seed + 1, (uint64_t)step) +
+                            0x632BE59BD9B4E019ull * (uint64_t)qkv_dist_rank(r->dist));
+    *units = n * T;
+    return batch_loss(c, &r->model->m, r->x, r->y, n, T, loss);
 }
 
 /* Validation loss: the same eval_batches batches every time (drawn from a
- * fixed seed over the validation tokens), in eval mode without a tape. */
+ * fixed seed over the validation tokens), in eval mode without a tape.
+ * Under mpirun rank r computes batches r, r + N, ...; every batch's loss
+ * goes to every rank (a sum with zeros, exact) and the mean is taken in
+ * batch order: the bits of one process. */
 static qkv_status validate(lm_run *r, double *val)
 {
-    int64_t B = r->o->r.batch, T = r->o->r.context;
+    int64_t B = r->o->r.batch, T = r->o->r.context, nb = r->o->eval_batches;
+    int rank = qkv_dist_rank(r->dist), size = qkv_dist_size(r->dist);
+    double *losses = calloc((size_t)nb, sizeof *losses);
+    if (!losses) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory for the validation");
     qkv_rng rng;
     qkv_rng_seed(&rng, mix((uint64_t)r->o->r.seed + 2, 0));
     qkv_ctx_set_training(r->eval, 0);
     qkv_ctx_set_grad(r->eval, 0);
-    double sum = 0;
-    for (int64_t i = 0; i < r->o->eval_batches; i++) {
+    qkv_status s = QKV_OK;
+    for (int64_t i = 0; i < nb && !s; i++) {
         qkv_ctx_reset(r->eval);
-        fill_batch(r->cp, &rng, r->cp->n_train, r->cp->n, B, T, r->x, r->y);
+        fill_batch(r->cp, &rng, r->cp->n_train, r->cp->n, B, 0, i % size == rank ? B : 0, T, r->x, r->y);
         qkv_tensor *loss;
-        QKV_CLI_TRY(batch_loss(r->eval, &r->model->m, r->x, r->y, B, T, &loss));
-        sum += loss->data[0];
+        if (i % size == rank && !(s = batch_loss(r->eval, &r->model->m, r->x, r->y, B, T, &loss)))
+            losses[i] = loss->data[0];
     }
-    *val = sum / (double)r->o->eval_batches;
-    return QKV_OK;
+    if (size > 1) s = qkv_cli_dist_agree(r->dist, s, "validation");
+    if (!s && size > 1) s = qkv_dist_allreduce_f64(r->dist, losses, nb, QKV_DIST_SUM);
+    double sum = 0;
+    for (int64_t i = 0; i < nb; i++) sum += losses[i];
+    free(losses);
+    *val = sum / (double)nb;
+    return s;
 }
 
 /* At the time limit: a checkpoint and a validation at this step (unless the
  * step made them already), then a stop that the command reports as done. */
 static qkv_status time_up(lm_run *r, const qkv_train_pos *pos, int saved, int validated)
 {
-    if (!saved) QKV_CLI_TRY(qkv_checkpoint_save_meta(r->ckpt, r->model->p, r->opt, pos, r->rng, r->meta));
+    if (!saved) QKV_CLI_TRY(qkv_dist_checkpoint_save(r->dist, r->ckpt, r->model->p, r->opt, pos, r->rng, r->meta));
     if (!validated) {
         double v;
         QKV_CLI_TRY(validate(r, &v));
         r->last_val = v;
         qkv_cli_curve_add(&r->val, (double)pos->step, v);
     }
-    if (isatty(fileno(stderr))) fputc('\n', stderr);
-    fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
-            (long long)pos->step, r->o->time_limit, r->last_val);
+    if (qkv_dist_rank(r->dist) == 0) {
+        if (isatty(fileno(stderr))) fputc('\n', stderr);
+        fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
+                (long long)pos->step, r->o->time_limit, r->last_val);
+    }
     r->timed_out = 1;
     return qkv_cli_fail(QKV_ERR_STATE, "stopped at the time limit");
 }
@@ -251,6 +275,8 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
     int64_t every = r->o->save_every > 0 ? r->o->save_every : r->o->eval_every;
     int last = pos->step == r->o->r.steps || pos->step == r->o->stop_at;
     int over = r->o->time_limit > 0 && qkv_cli_now() - r->t0 > 60 * r->o->time_limit && !last;
+    if (r->o->time_limit > 0 && qkv_dist_size(r->dist) > 1) /* rank 0's clock decides for all */
+        QKV_CLI_TRY(qkv_dist_broadcast(r->dist, &over, sizeof over, 0));
     r->window_sum += loss;
     if (++r->window_n == r->window || pos->step == r->o->r.steps || pos->step == r->o->stop_at) {
         qkv_cli_curve_add(&r->train, (double)pos->step, r->window_sum / (double)r->window_n);
@@ -262,8 +288,10 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
     QKV_CLI_TRY(validate(r, &v));
     r->last_val = v;
     qkv_cli_curve_add(&r->val, (double)pos->step, v);
-    if (isatty(fileno(stderr))) fputc('\n', stderr);
-    fprintf(stderr, "step %lld: validation loss %.4f (train %.4f)\n", (long long)pos->step, v, loss);
+    if (qkv_dist_rank(r->dist) == 0) {
+        if (isatty(fileno(stderr))) fputc('\n', stderr);
+        fprintf(stderr, "step %lld: validation loss %.4f (train %.4f)\n", (long long)pos->step, v, loss);
+    }
     return over ? time_up(r, pos, pos->step % every == 0, 1) : QKV_OK;
 }
 
@@ -323,20 +351,24 @@ const char qkv_cli_train_lm_usage[] =
     "                         its options come from there: only --steps, --stop-at,\n"
     "                         --time-limit,\n"
     "                         --eval-every, --eval-batches, --save-every, --plots,\n"
-    "                         --sample, --threads\n"
+    "                         --sample, --threads, --zero1\n"
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
     "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
+    "                         under mpirun, per rank)\n"
+    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
     "  -h, --help             show this usage\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 prints and writes.\n"
     "  exit status: 0 success, 1 runtime error (data, files, a diverging run), 2 usage\n";
 
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
            STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT,
-           POS };
+           POS, ZERO1 };
     static const char *const pos_names[] = {"learned", "rotary"};
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
@@ -354,7 +386,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP},
         {"time-limit", required_argument, NULL, TLIMIT}, {"sample", required_argument, NULL, SAMPLE},
         {"seed", required_argument, NULL, 's'}, {"threads", required_argument, NULL, 'j'},
-        QKV_CLI_HELP_OPTION};
+        {"zero1", no_argument, NULL, ZERO1}, QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_train_lm_usage, options, 0, 0);
     int c, run_opt = 0; /* an option --resume takes from the checkpoint */
@@ -392,10 +424,11 @@ static int parse(int argc, char **argv, lm_opts *o)
         case STOP: o->stop_at = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case ZERO1: o->zero1 = 1; break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
-            c != SAMPLE && c != STOP && c != TLIMIT && c != 'j')
+            c != SAMPLE && c != STOP && c != TLIMIT && c != 'j' && c != ZERO1)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
@@ -426,6 +459,8 @@ typedef struct {
     qkv_train_pos pos;
     char ckpt[1100], train_meta[1400];
     lm_meta meta;
+    qkv_dist *dist;
+    int agreed; /* the ranks have agreed that every setup went well */
 } lm_state;
 
 static void state_free(lm_state *st)
@@ -488,9 +523,18 @@ static qkv_status setup(lm_opts *o, lm_state *st)
     return s;
 }
 
+/* Before training, a failed rank tells the others (qkv_cli_dist_agree),
+ * which would otherwise wait for it at the first step. */
 static int fail(lm_state *st, const char *what)
 {
-    fprintf(stderr, "qkv train lm: %s%s%s\n", what ? what : "", what ? ": " : "", qkv_cli_last_error());
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
+    if (qkv_dist_size(st->dist) > 1) fprintf(stderr, "qkv train lm: rank %d: %s\n", qkv_dist_rank(st->dist), msg);
+    else fprintf(stderr, "qkv train lm: %s\n", msg);
+    if (!st->agreed) {
+        qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
+        qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, "train lm");
+    }
     state_free(st);
     return QKV_EXIT_FAILURE;
 }
@@ -515,6 +559,8 @@ static void print_sample(lm_state *st, int64_t chars)
     printf("\n");
 }
 
+static int train_lm(lm_opts o, qkv_dist *dist);
+
 int qkv_cli_train_lm(int argc, char **argv)
 {
     lm_opts o = {.r = {.context = 128, .batch = 32, .steps = 0, .warmup = 100, .seed = 1, .lr = 3e-3,
@@ -525,23 +571,34 @@ int qkv_cli_train_lm(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
-    lm_state st = {0};
+    qkv_dist *dist;
+    if (qkv_cli_dist_start("train lm", &dist)) return QKV_EXIT_FAILURE;
+    rc = train_lm(o, dist);
+    qkv_dist_free(dist);
+    return rc;
+}
+
+static int train_lm(lm_opts o, qkv_dist *dist)
+{
+    lm_state st = {.dist = dist};
+    int root = qkv_dist_rank(dist) == 0;
     snprintf(st.ckpt, sizeof st.ckpt, "%s/%s", o.out, LM_CKPT_NAME);
     if (!o.resume) {
         if (o.r.steps == 0) o.r.steps = 1500;
         if (o.r.min_lr < 0) o.r.min_lr = o.r.lr / 10;
-        if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "qkv train lm: cannot make %s: %s\n", o.out, strerror(errno));
-            return QKV_EXIT_FAILURE;
-        }
-        if (access(st.ckpt, F_OK) == 0) {
-            fprintf(stderr, "qkv train lm: %s exists: continue it with --resume, or give another --out\n", st.ckpt);
-            return QKV_EXIT_FAILURE;
-        }
+        /* rank 0 writes there; the others (on another machine, maybe) only check */
+        if (root && mkdir(o.out, 0777) != 0 && errno != EEXIST)
+            return qkv_cli_fail(QKV_ERR_IO, "cannot make %s: %s", o.out, strerror(errno)), fail(&st, NULL);
+        if (root && access(st.ckpt, F_OK) == 0)
+            return qkv_cli_fail(QKV_ERR_ARG, "%s exists: continue it with --resume, or give another --out",
+                                st.ckpt), fail(&st, NULL);
     }
+    if (o.r.batch < qkv_dist_size(dist))
+        return qkv_cli_fail(QKV_ERR_ARG, "--batch %lld is smaller than the %d ranks", (long long)o.r.batch,
+                            qkv_dist_size(dist)), fail(&st, NULL);
     if (setup(&o, &st)) return fail(&st, NULL);
     lm_run *r = &st.run;
-    *r = (lm_run){.o = &o, .model = &st.model, .cp = &st.cp, .last_val = NAN};
+    *r = (lm_run){.o = &o, .model = &st.model, .cp = &st.cp, .last_val = NAN, .dist = dist};
     r->window = o.r.steps / 200 > 10 ? o.r.steps / 200 : 10;
     r->x = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->x);
     r->y = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->y);
@@ -557,13 +614,19 @@ int qkv_cli_train_lm(int argc, char **argv)
         return fail(&st, NULL);
     if (o.resume) {
         if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, "resume");
-        if (st.pos.step >= o.r.steps) {
-            fprintf(stderr, "qkv train lm: %s is at step %lld already (--steps %lld)\n", st.ckpt,
-                    (long long)st.pos.step, (long long)o.r.steps);
-            state_free(&st);
-            return QKV_EXIT_FAILURE;
-        }
+        if (st.pos.step >= o.r.steps)
+            return qkv_cli_fail(QKV_ERR_ARG, "%s is at step %lld already (--steps %lld)", st.ckpt,
+                                (long long)st.pos.step, (long long)o.r.steps), fail(&st, NULL);
     }
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, "--zero1");
+    /* every rank's setup went well: from here on all take the same steps */
+    st.agreed = 1;
+    if (qkv_cli_dist_agree(dist, QKV_OK, "train lm")) return fail(&st, NULL);
+    if (o.r.batch % qkv_dist_size(dist) && root)
+        fprintf(stderr, "qkv train lm: note: the batch of %lld is split unevenly between %d ranks\n",
+                (long long)o.r.batch, qkv_dist_size(dist));
     printf("qkv train lm: %s, %lld tokens (%s tokenizer, %lld ids): %lld train, %lld validation (the last %g)\n",
            o.r.corpus, (long long)st.cp.n, st.model.tok_spec, (long long)st.model.o.vocab_size,
            (long long)st.cp.n_train, (long long)(st.cp.n - st.cp.n_train), o.r.val_fraction);
@@ -573,17 +636,18 @@ int qkv_cli_train_lm(int argc, char **argv)
            (long long)st.model.o.max_len, st.model.o.tie_weights ? "tied" : "separate",
            (long long)qkv_params_numel(st.model.p));
     printf("training: %s%lld steps of %lld x %lld tokens, AdamW lr %g (warm-up %lld, cosine to %g), clip %g, "
-           "%d threads; checkpoints in %s\n", o.resume ? "resumed, " : "", (long long)o.r.steps,
+           "%d threads%s; checkpoints in %s\n", o.resume ? "resumed, " : "", (long long)o.r.steps,
            (long long)o.r.batch, (long long)o.r.context, o.r.lr, (long long)o.r.warmup, o.r.min_lr, o.r.clip,
-           omp_get_max_threads(), st.ckpt);
+           omp_get_max_threads(), qkv_cli_dist_ranks(dist), st.ckpt);
     if (o.resume) printf("resuming at step %lld\n", (long long)st.pos.step);
+    if (o.zero1) qkv_cli_zero1_note(dist, saved);
     fflush(stdout);
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
                       .steps = o.stop_at > 0 && o.stop_at < o.r.steps ? o.stop_at : o.r.steps,
                       .checkpoint = st.ckpt,
                       .checkpoint_every = o.save_every > 0 ? o.save_every : o.eval_every, .rng = &st.rng,
                       .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r, .meta = &st.meta.meta,
-                      .after_step = after_step};
+                      .after_step = after_step, .dist = dist};
     int64_t first = st.pos.step;
     r->t0 = qkv_cli_now();
     r->opt = st.opt, r->rng = &st.rng, r->meta = &st.meta.meta, r->ckpt = st.ckpt;
@@ -593,13 +657,13 @@ int qkv_cli_train_lm(int argc, char **argv)
            "checkpoint %s\n", (long long)st.pos.step, r->last_val,
            (long long)((st.pos.step - first) * o.r.batch * o.r.context), sec,
            (double)((st.pos.step - first) * o.r.batch * o.r.context) / sec, st.ckpt);
-    if (o.plots) {
+    if (o.plots && root) {
         char title[200];
         snprintf(title, sizeof title, "qkv train lm: %.120s, %lld parameters", o.r.corpus,
                  (long long)qkv_params_numel(st.model.p));
         if (plot_losses(o.plots, r, title)) return fail(&st, "plots");
     }
-    if (o.sample > 0) print_sample(&st, o.sample);
+    if (o.sample > 0 && root) print_sample(&st, o.sample);
     state_free(&st);
     return QKV_EXIT_OK;
 }

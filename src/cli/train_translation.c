@@ -5,7 +5,13 @@
  * resume, validation loss and greedy translations every --eval-every
  * steps, loss curves. The model's directory (--out) holds config.txt,
  * checkpoint.safetensors, words.src, words.tgt and log.tsv, which
- * `qkv translate` and `qkv eval` read. docs/translation.md. */
+ * `qkv translate` and `qkv eval` read. docs/translation.md.
+ *
+ * Under mpirun -np N (docs/distributed.md) each rank trains on its rows of
+ * every batch (the loss's mean is per target token: the ranks' gradients
+ * are weighted by their tokens); rank 0 alone writes the directory's
+ * files, evaluates and prints, the others waiting for it at the next
+ * step. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -55,11 +61,14 @@ const char qkv_cli_train_translation_usage[] =
     "      --eval-every N            validation loss and a few greedy translations every N\n"
     "                                steps, with a checkpoint (default 250)\n"
     "  -p, --plots PREFIX            loss curves into PREFIX_loss.png\n"
-    "  -h, --help                    show this usage\n";
+    "      --zero1                   under mpirun: each rank keeps 1/N of Adam's moments\n"
+    "  -h, --help                    show this usage\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 writes --out, evaluates and prints.\n";
 
 enum {
     O_RNN = 256, O_BIDI, O_LAYERS, O_HIDDEN, O_EMBED, O_HEADS, O_DROPOUT, O_DATA, O_MAXW, O_MAXLEN,
-    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB
+    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1
 };
 
 static const struct option options[] = {
@@ -76,12 +85,12 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, 's'},      {"threads", required_argument, NULL, 'j'},
     {"out", required_argument, NULL, 'o'},       {"resume", no_argument, NULL, O_RESUME},
     {"eval-every", required_argument, NULL, O_EVAL}, {"plots", required_argument, NULL, 'p'},
-    QKV_CLI_HELP_OPTION};
+    {"zero1", no_argument, NULL, O_ZERO1}, QKV_CLI_HELP_OPTION};
 
 typedef struct {
     mt_config c;
     int64_t epochs, threads, eval_every, vocab;
-    int resume, set_layers, set_hidden, steps_given;
+    int resume, set_layers, set_hidden, steps_given, zero1;
     char out[512], plots[512];
 } tr_opts;
 
@@ -124,6 +133,7 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_RESUME: o->resume = 1; break;
         case O_EVAL: o->eval_every = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 'p': snprintf(o->plots, sizeof o->plots, "%s", a.value); break;
+        case O_ZERO1: o->zero1 = 1; break;
         }
     if (ch < 0) return a.status;
     if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
@@ -163,9 +173,10 @@ typedef struct {
     const mt_pairs *vpairs;
     int64_t nb, *perm, perm_epoch, start;
     qkv_ctx *eval;
-    FILE *log;
+    FILE *log; /* NULL on ranks other than 0 */
     double window_sum;
     int64_t window_n, window; /* the log's training loss: means of window steps */
+    qkv_dist *dist;           /* mpirun: data-parallel; else one process */
 } tr_run;
 
 enum { LOG_WINDOW = 25, EVAL_PAIRS = 500, EVAL_SHOW = 3 };
@@ -213,20 +224,43 @@ static qkv_status tr_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **lo
 {
     tr_run *r = user;
     const mt_config *cf = &r->m->cfg;
-    if (step > r->start && step % r->o->eval_every == 0) QKV_CLI_TRY(evaluate(r, step));
+    int root = qkv_dist_rank(r->dist) == 0;
+    /* rank 0 evaluates; the others wait for it at this step's agreement */
+    if (root && step > r->start && step % r->o->eval_every == 0) QKV_CLI_TRY(evaluate(r, step));
     int64_t e = step / r->nb, b = step % r->nb, B = cf->batch;
     if (e != r->perm_epoch) shuffle(r, e);
-    int64_t N = r->train->n - b * B < B ? r->train->n - b * B : B;
-    qkv_ctx_set_seed(c, cf->seed * 1000003u + (uint64_t)step); /* dropout's masks */
+    int64_t N = r->train->n - b * B < B ? r->train->n - b * B : B, first, n;
+    /* this rank's rows of the batch (all of them on one process); a rank
+     * left without one (an epoch's last batch, smaller than the ranks)
+     * runs the batch's first row with weight 0: units 0 */
+    qkv_dist_shard(r->dist, N, &first, &n);
+    int none = n == 0;
+    if (none) first = 0, n = 1;
+    /* dropout's masks and teacher forcing's draws: each rank its own
+     * (rank 0: one process's) */
+    uint64_t rk = 0x632BE59BD9B4E019ull * (uint64_t)qkv_dist_rank(r->dist);
+    qkv_ctx_set_seed(c, cf->seed * 1000003u + (uint64_t)step + rk);
     mt_batch bt;
-    QKV_CLI_TRY(mt_batch_make(c, r->train, r->perm + b * B, N, &bt));
-    QKV_CLI_TRY(mt_loss(c, r->m, &bt, cf->teacher_forcing, cf->seed + (uint64_t)step, loss));
-    r->window_sum += (*loss)->data[0];
+    QKV_CLI_TRY(mt_batch_make(c, r->train, r->perm + b * B + first, n, &bt));
+    QKV_CLI_TRY(mt_loss(c, r->m, &bt, cf->teacher_forcing, cf->seed + (uint64_t)step + rk, loss));
+    /* the mean is per target token: under mpirun the ranks' gradients are
+     * weighted by their tokens (the progress line counts target tokens) */
+    *units = qkv_dist_size(r->dist) > 1 ? (none ? 0 : bt.tokens) : N;
+    return QKV_OK;
+}
+
+/* The log's training loss (the global batch's, every rank's): means of
+ * window steps. */
+static qkv_status tr_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, double loss)
+{
+    tr_run *r = user;
+    r->window_sum += loss;
     if (++r->window_n == r->window) {
-        fprintf(r->log, "train\t%lld\t%.6f\n", (long long)(step + 1), r->window_sum / (double)r->window);
+        if (r->log)
+            fprintf(r->log, "train\t%lld\t%.6f\n", (long long)pos->step, r->window_sum / (double)r->window);
         r->window_sum = 0, r->window_n = 0;
     }
-    *units = N;
+    (void)c;
     return QKV_OK;
 }
 
@@ -330,7 +364,7 @@ static qkv_status train_words(char *const *side, int64_t n, int64_t vocab, qkv_t
     return s;
 }
 
-static int tokenizers(const tr_opts *o, const mt_pairs *tp, qkv_tokenizer **src, qkv_tokenizer **tgt)
+static int tokenizers(const tr_opts *o, const mt_pairs *tp, int root, qkv_tokenizer **src, qkv_tokenizer **tgt)
 {
     char ps[1100], pt[1100];
     if (!o->resume && o->vocab > 0) {
@@ -355,7 +389,7 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, qkv_tokenizer **src,
         fprintf(stderr, "qkv train translation: %s and %s must be words tokenizers\n", ps, pt);
         return 1;
     }
-    if (o->resume) return 0;
+    if (o->resume || !root) return 0;
     snprintf(ps, sizeof ps, "%s/%s", o->out, MT_SRC_WORDS);
     snprintf(pt, sizeof pt, "%s/%s", o->out, MT_TGT_WORDS);
     if (qkv_tokenizer_save(*src, ps) != QKV_OK || qkv_tokenizer_save(*tgt, pt) != QKV_OK) {
@@ -365,48 +399,67 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, qkv_tokenizer **src,
     return 0;
 }
 
-static int run(tr_opts *o)
+/* Under mpirun, a rank whose setup failed (its message printed) tells the
+ * others, which would otherwise wait for it at the first step; rc back. */
+static int setup_failed(qkv_dist *d, int rc)
+{
+    if (qkv_dist_size(d) > 1) {
+        qkv_cli_fail(QKV_ERR_STATE, "rank %d could not set up: %s", qkv_dist_rank(d), qkv_cli_last_error());
+        qkv_cli_dist_agree(d, QKV_ERR_STATE, "train translation");
+    }
+    return rc;
+}
+
+static int run(tr_opts *o, qkv_dist *d)
 {
     const char *cmd = "train translation";
     char path[1100], ckpt[1100];
+    int root = qkv_dist_rank(d) == 0;
     snprintf(ckpt, sizeof ckpt, "%s/%s", o->out, MT_CHECKPOINT);
     struct stat st;
     if (o->resume) {
         int64_t steps = o->c.steps;
-        if (mt_config_load(cmd, o->out, &o->c)) return QKV_EXIT_FAILURE;
+        if (mt_config_load(cmd, o->out, &o->c)) return setup_failed(d, QKV_EXIT_FAILURE);
         if (o->steps_given && !o->epochs) o->c.steps = steps;
-    } else if (stat(ckpt, &st) == 0) {
+    } else if (root && stat(ckpt, &st) == 0) {
         fprintf(stderr, "qkv %s: %s already holds a model: give --resume to continue it, or "
                 "another --out\n", cmd, o->out);
-        return QKV_EXIT_USAGE;
+        qkv_cli_fail(QKV_ERR_ARG, "%s already holds a model", o->out);
+        return setup_failed(d, QKV_EXIT_USAGE);
     }
-    if (mkdir_p(o->out)) {
+    /* rank 0 writes the directory; the others (on another machine, maybe) only read */
+    if (root && mkdir_p(o->out)) {
         fprintf(stderr, "qkv %s: cannot create %s: %s\n", cmd, o->out, strerror(errno));
-        return QKV_EXIT_FAILURE;
+        qkv_cli_fail(QKV_ERR_IO, "cannot create %s: %s", o->out, strerror(errno));
+        return setup_failed(d, QKV_EXIT_FAILURE);
     }
     if (o->threads > 0) omp_set_num_threads((int)o->threads);
     mt_pairs tp = {0}, vp = {0};
     snprintf(path, sizeof path, "%s/train.tsv", o->c.data);
     if (stat(path, &st) != 0) {
-        fprintf(stderr, "qkv %s: no %s: run tools/get_data.sh translation first, or give --data DIR\n",
-                cmd, path);
-        return QKV_EXIT_FAILURE;
+        qkv_cli_fail(QKV_ERR_IO, "no %s: run tools/get_data.sh translation first, or give --data DIR", path);
+        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
+        return setup_failed(d, QKV_EXIT_FAILURE);
     }
-    if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) return QKV_EXIT_FAILURE;
+    if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) {
+        qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
+        return setup_failed(d, QKV_EXIT_FAILURE);
+    }
     snprintf(path, sizeof path, "%s/valid.tsv", o->c.data);
     if (mt_pairs_read(cmd, path, o->c.reverse, &vp)) {
         mt_pairs_free(&tp);
-        return QKV_EXIT_FAILURE;
+        qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
+        return setup_failed(d, QKV_EXIT_FAILURE);
     }
     qkv_tokenizer *src = NULL, *tgt = NULL;
     mt_model m;
-    if (tokenizers(o, &tp, &src, &tgt) || mt_model_init(&m, &o->c, src, tgt) != QKV_OK) {
+    if (tokenizers(o, &tp, root, &src, &tgt) || mt_model_init(&m, &o->c, src, tgt) != QKV_OK) {
         if (src && tgt) fail("the model");
         else qkv_tokenizer_free(src), qkv_tokenizer_free(tgt);
         mt_pairs_free(&tp), mt_pairs_free(&vp);
-        return QKV_EXIT_FAILURE;
+        return setup_failed(d, QKV_EXIT_FAILURE);
     }
-    int rc = QKV_EXIT_FAILURE;
+    int rc = QKV_EXIT_FAILURE, agreed = 0;
     mt_set ts = {0}, vs = {0};
     qkv_ctx *c = NULL, *ce = NULL;
     qkv_optim *opt = NULL;
@@ -423,8 +476,8 @@ static int run(tr_opts *o)
     }
     int64_t nb = (ts.n + m.cfg.batch - 1) / m.cfg.batch;
     if (o->epochs) m.cfg.steps = o->epochs * nb;
-    if (!o->resume && mt_config_save(cmd, o->out, &m.cfg)) goto done;
-    if (o->resume && o->steps_given && mt_config_save(cmd, o->out, &m.cfg)) goto done;
+    if (root && !o->resume && mt_config_save(cmd, o->out, &m.cfg)) goto done;
+    if (root && o->resume && o->steps_given && mt_config_save(cmd, o->out, &m.cfg)) goto done;
     qkv_optim_opts oo = qkv_optim_adam_default();
     oo.lr = m.cfg.lr;
     perm = malloc((size_t)ts.n * sizeof *perm);
@@ -438,7 +491,19 @@ static int run(tr_opts *o)
         fail("resume");
         goto done;
     }
-    if (log_open(o, pos.step, &log)) goto done;
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o->zero1 && qkv_dist_zero1(d, opt, &saved) != QKV_OK) {
+        fail("--zero1");
+        goto done;
+    }
+    if (root && log_open(o, pos.step, &log)) goto done;
+    /* every rank's setup went well: from here on all take the same steps */
+    agreed = 1;
+    if (qkv_cli_dist_agree(d, QKV_OK, cmd)) {
+        fail(NULL);
+        goto done;
+    }
     printf("qkv train translation: %s, %s, %lld parameters; %lld training pairs (%lld left out: "
            "over %lld words or %lld tokens), %lld validation pairs; batch %lld, %lld steps (%.2f "
            "epochs)%s, Adam lr %g%s -> %s\n",
@@ -447,27 +512,33 @@ static int run(tr_opts *o)
            (long long)vs.n, (long long)m.cfg.batch, (long long)m.cfg.steps,
            (double)m.cfg.steps / (double)nb, pos.step ? ", resumed" : "", m.cfg.lr,
            m.cfg.clip > 0 ? ", clipped" : "", o->out);
+    if (qkv_dist_size(d) > 1)
+        printf("data-parallel on %d ranks, %d threads each: each takes its rows of every batch\n",
+               qkv_dist_size(d), omp_get_max_threads());
     if (pos.step) printf("resuming at step %lld\n", (long long)pos.step);
+    if (o->zero1) qkv_cli_zero1_note(d, saved);
     fflush(stdout);
     int64_t window = m.cfg.steps / 20 < LOG_WINDOW ? m.cfg.steps / 20 : LOG_WINDOW;
-    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1};
+    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1, d};
     qkv_trainer tr = {.params = m.p, .optim = opt, .clip_norm = (float)m.cfg.clip,
                       .steps = m.cfg.steps, .checkpoint = ckpt, .checkpoint_every = o->eval_every,
-                      .progress = stdout, .unit = "sentences", .batch = tr_batch, .user = &r};
+                      .progress = stdout, .unit = qkv_dist_size(d) > 1 ? "target tokens" : "sentences",
+                      .batch = tr_batch, .user = &r, .after_step = tr_after_step, .dist = d};
     int64_t start = pos.step;
     if (qkv_train(c, &tr, &pos) != QKV_OK) {
         fail("training");
         goto done;
     }
-    if (pos.step > start && evaluate(&r, pos.step) != QKV_OK) {
+    if (root && pos.step > start && evaluate(&r, pos.step) != QKV_OK) {
         fail("evaluating");
         goto done;
     }
-    fclose(log);
+    if (log) fclose(log);
     log = NULL;
     printf("saved %s (step %lld)\n", ckpt, (long long)pos.step);
-    rc = o->plots[0] ? plot_log(o) : QKV_EXIT_OK;
+    rc = o->plots[0] && root ? plot_log(o) : QKV_EXIT_OK;
 done:
+    if (!agreed) setup_failed(d, rc);
     if (log) fclose(log);
     free(perm);
     qkv_optim_free(opt);
@@ -491,5 +562,9 @@ int qkv_cli_train_translation(int argc, char **argv)
         if (!o.set_layers) o.c.layers = 2;
         if (!o.set_hidden) o.c.hidden = 512;
     }
-    return run(&o);
+    qkv_dist *d;
+    if (qkv_cli_dist_start("train translation", &d)) return QKV_EXIT_FAILURE;
+    rc = run(&o, d);
+    qkv_dist_free(d);
+    return rc;
 }

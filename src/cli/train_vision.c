@@ -10,7 +10,12 @@
  * Epoch e's order is a shuffle seeded by (seed, e) and step s's
  * augmentation draws from (seed, s), so a resumed run continues bit for bit
  * as if it had never stopped. docs/vision_cli.md has the commands and what
- * they measured. */
+ * they measured.
+ *
+ * Under mpirun -np N (docs/distributed.md) each rank trains on its rows of
+ * every global batch, qkv_train averages the gradients and sets
+ * BatchNorm's running statistics to rank 0's after every step; the test
+ * set is split between the ranks; rank 0 prints, saves and draws. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -35,7 +40,7 @@ typedef struct {
     vision_config g;
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
-    int resume;
+    int resume, zero1, sync_bn;
 } vt_opts;
 
 static void run_format(const run_opts *r, char *buf, size_t n)
@@ -79,6 +84,7 @@ typedef struct {
     int64_t right, seen, window_n, window;
     qkv_cli_curve loss, train_acc, test_acc;
     double last_test, t_epoch;
+    qkv_dist *dist; /* mpirun: data-parallel; else one process */
 } vt_run;
 
 static uint64_t mix(uint64_t seed, uint64_t k) { return seed * 0x9E3779B97F4A7C15ull + k + 1; }
@@ -98,21 +104,28 @@ static qkv_status vt_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **lo
     qkv_rng_seed(&rng, mix((uint64_t)r->o->r.seed + 1, (uint64_t)step));
     qkv_image_aug aug = {.crop_padding = r->o->r.augment ? 2 : 0, .flip_p = r->o->r.augment ? 0.5f : 0,
                          .mean = &g->mean, .std = &g->std};
+    /* The whole global batch (the augmentation draws for all B images in
+     * turn: a copy and a crop, little beside the forward), then this rank's
+     * rows [first, first + n) (all of them on one process). */
     QKV_CLI_TRY(qkv_image_set_batch(r->train, r->order + b * B, B, &aug, &rng, r->x, r->y));
+    int64_t first, n, per = g->channels * g->height * g->width;
+    qkv_dist_shard(r->dist, B, &first, &n);
+    float *x = r->x + first * per;
+    int64_t *y = r->y + first;
     qkv_arena *a = qkv_ctx_arena(c);
     qkv_tensor *tx, *ty, *logits;
-    QKV_CLI_TRY(qkv_tensor_wrap(a, r->x, 4, (int64_t[]){B, g->channels, g->height, g->width}, &tx));
-    QKV_CLI_TRY(qkv_tensor_wrap_i64(a, r->y, 1, (int64_t[]){B}, &ty));
+    QKV_CLI_TRY(qkv_tensor_wrap(a, x, 4, (int64_t[]){n, g->channels, g->height, g->width}, &tx));
+    QKV_CLI_TRY(qkv_tensor_wrap_i64(a, y, 1, (int64_t[]){n}, &ty));
     QKV_CLI_TRY(vision_forward(c, r->model, tx, &logits));
-    for (int64_t i = 0; i < B; i++) { /* the training accuracy, on the augmented batch */
+    for (int64_t i = 0; i < n; i++) { /* the training accuracy, on the augmented batch */
         const float *row = logits->data + i * g->classes;
         int64_t best = 0;
         for (int64_t k = 1; k < g->classes; k++)
             if (row[k] > row[best]) best = k;
-        r->right += best == r->y[i];
+        r->right += best == y[i];
     }
-    r->seen += B;
-    *units = B;
+    r->seen += n;
+    *units = n;
     return qkv_cross_entropy(c, logits, ty, QKV_IGNORE_INDEX_DEFAULT, 0, QKV_REDUCTION_MEAN, loss);
 }
 
@@ -127,14 +140,16 @@ static qkv_status vt_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos
         r->window_sum = 0, r->window_n = 0;
     }
     if (pos->step % r->spe) return QKV_OK;
-    double acc;
-    QKV_CLI_TRY(vision_evaluate(r->eval, r->model, r->test, 256, &acc, NULL));
-    double train_acc = r->seen ? (double)r->right / (double)r->seen : NAN;
-    int64_t steps = r->seen / r->o->r.batch;
+    double acc, counts[2] = {(double)r->right, (double)r->seen};
+    QKV_CLI_TRY(vision_evaluate_split(r->eval, r->model, r->test, 256, r->dist, &acc));
+    if (qkv_dist_size(r->dist) > 1) /* every rank's training images */
+        QKV_CLI_TRY(qkv_dist_allreduce_f64(r->dist, counts, 2, QKV_DIST_SUM));
+    double train_acc = counts[1] > 0 ? counts[0] / counts[1] : NAN;
+    int64_t steps = (int64_t)counts[1] / r->o->r.batch;
     qkv_cli_curve_add(&r->train_acc, epochs, train_acc);
     qkv_cli_curve_add(&r->test_acc, epochs, acc);
     r->last_test = acc;
-    if (isatty(fileno(stderr))) fputc('\n', stderr);
+    if (isatty(fileno(stderr)) && qkv_dist_rank(r->dist) == 0) fputc('\n', stderr);
     double now = qkv_cli_now();
     printf("epoch %lld: train loss %.4f, train accuracy %.2f%%%s, test accuracy %.2f%% (%lld images), "
            "%.0f s\n", (long long)(pos->step / r->spe), steps ? r->loss_sum / (double)steps : NAN,
@@ -192,10 +207,16 @@ static const char usage_head[] =
     "                         schedule stays --epochs' (continue with --resume)\n"
     "      --resume           continue the run in --out DIR from its checkpoint (bit-exact);\n"
     "                         its options come from there: only --stop-after, --test-limit,\n"
-    "                         --plots, --threads may be given\n"
+    "                         --plots, --threads, --zero1, --sync-bn may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
     "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores)\n";
+    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
+    "                         under mpirun, per rank)\n"
+    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    "      --sync-bn          under mpirun (cnn): BatchNorm's statistics over every rank's\n"
+    "                         images (SyncBatchNorm), not each rank's own\n"
+    "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
+    "  docs/distributed.md); rank 0 prints and writes.\n";
 
 static const char qkv_cli_train_vit_usage[] =
     "usage: qkv train vit [OPTIONS]\n"
@@ -229,7 +250,7 @@ static int print_usage(vision_kind kind, FILE *f)
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
 {
     enum { DATA = 256, EPOCHS, BATCH, LR, MINLR, WARMUP, WD, CLIP, AUGMENT, TRAINL, TESTL, STOP, RESUME,
-           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS };
+           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1, SYNCBN };
     static const struct option options[] = {
         {"data", required_argument, NULL, DATA}, {"epochs", required_argument, NULL, EPOCHS},
         {"batch", required_argument, NULL, BATCH}, {"lr", required_argument, NULL, LR},
@@ -243,6 +264,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         {"d-model", required_argument, NULL, DMODEL}, {"layers", required_argument, NULL, LAYERS},
         {"heads", required_argument, NULL, HEADS}, {"mlp-dim", required_argument, NULL, MLPDIM},
         {"pool", required_argument, NULL, POOL}, {"pos", required_argument, NULL, POS},
+        {"zero1", no_argument, NULL, ZERO1}, {"sync-bn", no_argument, NULL, SYNCBN},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     static const char *const onoff[] = {"off", "on"}, *const pools[] = {"cls", "mean"},
                              *const poss[] = {"learned", "sincos"};
@@ -255,7 +277,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
     double *dv = NULL, lo = 0, hi = 0;
     while ((c = qkv_cli_next(&a)) > 0) {
         dv = NULL;
-        if (c >= PATCH && kind != VISION_VIT) {
+        if (c >= PATCH && c < ZERO1 && kind != VISION_VIT) {
             qkv_cli_error(&a, "--%s is a ViT option (qkv train vit)", a.name);
             break;
         }
@@ -284,9 +306,12 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         case MLPDIM: o->g.mlp_dim = qkv_cli_int(&a, 1, 65536); break;
         case POOL: o->g.pool = (qkv_vit_pool)qkv_cli_choice(&a, pools, 2); break;
         case POS: o->g.pos = qkv_cli_choice(&a, poss, 2) ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED; break;
+        case ZERO1: o->zero1 = 1; break;
+        case SYNCBN: o->sync_bn = 1; break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
-        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j')
+        if (c != STOP && c != TESTL && c != 'o' && c != RESUME && c != PLOTS && c != 'j' && c != ZERO1 &&
+            c != SYNCBN)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0 || a.status >= 0) return a.status;
@@ -319,6 +344,8 @@ typedef struct {
     char ckpt[1100], config[512], train_meta[1400];
     const char *keys[3], *vals[3];
     qkv_checkpoint_meta meta;
+    qkv_dist *dist;
+    int agreed; /* the ranks have agreed that every setup went well */
 } vt_state;
 
 static void state_free(vt_state *st)
@@ -334,9 +361,18 @@ static void state_free(vt_state *st)
     for (int i = 0; i < 3; i++) free(cv[i]->x), free(cv[i]->y);
 }
 
+/* Before training, a failed rank tells the others (qkv_cli_dist_agree),
+ * which would otherwise wait for it at the first step. */
 static int fail(vt_state *st, const char *cmd, const char *what)
 {
-    fprintf(stderr, "qkv %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", qkv_cli_last_error());
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
+    if (qkv_dist_size(st->dist) > 1) fprintf(stderr, "qkv %s: rank %d: %s\n", cmd, qkv_dist_rank(st->dist), msg);
+    else fprintf(stderr, "qkv %s: %s\n", cmd, msg);
+    if (!st->agreed) {
+        qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
+        qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, cmd);
+    }
     state_free(st);
     return QKV_EXIT_FAILURE;
 }
@@ -383,6 +419,8 @@ static void describe(const vision_config *g, char *buf, size_t n)
                                                      : "MLP: 784-256-128-10");
 }
 
+static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *dist);
+
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
 {
     const char *cmd = argv[0];
@@ -395,18 +433,29 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
     int rc = parse(argc, argv, &o, kind);
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
-    vt_state st = {0};
+    qkv_dist *dist;
+    if (qkv_cli_dist_start(cmd, &dist)) return QKV_EXIT_FAILURE;
+    rc = train_vision(o, kind, cmd, dist);
+    qkv_dist_free(dist);
+    return rc;
+}
+
+static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *dist)
+{
+    vt_state st = {.dist = dist};
+    int root = qkv_dist_rank(dist) == 0;
     snprintf(st.ckpt, sizeof st.ckpt, "%s/%s", o.out, VISION_CKPT_NAME);
-    if (!o.resume) {
-        if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "qkv %s: cannot make %s: %s\n", cmd, o.out, strerror(errno));
-            return QKV_EXIT_FAILURE;
-        }
-        if (access(st.ckpt, F_OK) == 0) {
-            fprintf(stderr, "qkv %s: %s exists: continue it with --resume, or give another --out\n", cmd, st.ckpt);
-            return QKV_EXIT_FAILURE;
-        }
+    /* rank 0 writes there; the others (on another machine, maybe) only read */
+    if (!o.resume && root) {
+        if (mkdir(o.out, 0777) != 0 && errno != EEXIST)
+            return qkv_cli_fail(QKV_ERR_IO, "cannot make %s: %s", o.out, strerror(errno)), fail(&st, cmd, NULL);
+        if (access(st.ckpt, F_OK) == 0)
+            return qkv_cli_fail(QKV_ERR_ARG, "%s exists: continue it with --resume, or give another --out",
+                                st.ckpt), fail(&st, cmd, NULL);
     }
+    if (o.r.batch < qkv_dist_size(dist))
+        return qkv_cli_fail(QKV_ERR_ARG, "--batch %lld is smaller than the %d ranks", (long long)o.r.batch,
+                            qkv_dist_size(dist)), fail(&st, cmd, NULL);
     if (setup(&o, &st, kind)) return fail(&st, cmd, NULL);
     vt_run *r = &st.run;
     int64_t B = o.r.batch, spe = st.train->n / B;
@@ -421,7 +470,7 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
         if (o.r.min_lr < 0) o.r.min_lr = o.r.lr / 100;
     }
     *r = (vt_run){.o = &o, .model = &st.model, .train = st.train, .test = st.test, .spe = spe, .order_epoch = -1,
-                  .last_test = NAN};
+                  .last_test = NAN, .dist = dist};
     r->window = spe / 10 > 1 ? spe / 10 : 1;
     int64_t per = o.g.channels * o.g.height * o.g.width;
     r->x = malloc((size_t)(B * per) * sizeof *r->x);
@@ -444,13 +493,19 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
         return fail(&st, cmd, NULL);
     if (o.resume) {
         if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, cmd, "resume");
-        if (st.pos.step >= total) {
-            fprintf(stderr, "qkv %s: %s is at epoch %lld already (--epochs %lld)\n", cmd, st.ckpt,
-                    (long long)(st.pos.step / spe), (long long)o.r.epochs);
-            state_free(&st);
-            return QKV_EXIT_FAILURE;
-        }
+        if (st.pos.step >= total)
+            return qkv_cli_fail(QKV_ERR_ARG, "%s is at epoch %lld already (--epochs %lld)", st.ckpt,
+                                (long long)(st.pos.step / spe), (long long)o.r.epochs), fail(&st, cmd, NULL);
     }
+    /* after the load (the whole state): this rank's 1/N of the moments */
+    int64_t saved = 0;
+    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, cmd, "--zero1");
+    /* every rank's setup went well: from here on all take the same steps */
+    st.agreed = 1;
+    if (qkv_cli_dist_agree(dist, QKV_OK, cmd)) return fail(&st, cmd, NULL);
+    if (B % qkv_dist_size(dist) && root)
+        fprintf(stderr, "qkv %s: note: the batch of %lld is split unevenly between %d ranks\n", cmd,
+                (long long)B, qkv_dist_size(dist));
     char desc[300];
     describe(&st.model.cfg, desc, sizeof desc);
     printf("qkv %s: Fashion-MNIST from %s: %lld training images, %lld test images; normalised by mean %.4f, "
@@ -458,17 +513,23 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
            st.model.cfg.std);
     printf("model: %s: %lld parameters\n", desc, (long long)qkv_params_numel_trainable(st.model.p));
     printf("training: %s%lld epochs of %lld steps of %lld images, AdamW lr %g (warm-up %lld steps, cosine to %g), "
-           "weight decay %g, clip %g, augmentation %s, %d threads; checkpoints in %s\n",
+           "weight decay %g, clip %g, augmentation %s, %d threads%s; checkpoints in %s\n",
            o.resume ? "resumed, " : "", (long long)o.r.epochs, (long long)spe, (long long)B, o.r.lr,
            (long long)o.r.warmup, o.r.min_lr, o.r.weight_decay, o.r.clip,
-           o.r.augment ? "crop (padding 2) and flip" : "off", omp_get_max_threads(), st.ckpt);
+           o.r.augment ? "crop (padding 2) and flip" : "off", omp_get_max_threads(), qkv_cli_dist_ranks(dist),
+           st.ckpt);
     if (o.resume) printf("resuming at epoch %lld (step %lld)\n", (long long)(st.pos.step / spe), (long long)st.pos.step);
+    if (o.zero1) qkv_cli_zero1_note(dist, saved);
+    if (kind == VISION_CNN && qkv_dist_size(dist) > 1)
+        printf("BatchNorm: %s\n", o.sync_bn ? "the statistics of every rank's images (--sync-bn)"
+                                             : "each rank's own statistics; rank 0's running statistics "
+                                               "to every rank after each step");
     fflush(stdout);
     int64_t stop = o.stop_after > 0 && o.stop_after * spe < total ? o.stop_after * spe : total;
     qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
                       .steps = stop, .checkpoint = st.ckpt, .checkpoint_every = spe, .rng = &st.rng,
                       .progress = stderr, .unit = "images", .batch = vt_batch, .user = r, .meta = &st.meta,
-                      .after_step = vt_after_step};
+                      .after_step = vt_after_step, .dist = dist, .sync_batchnorm = o.sync_bn};
     int64_t first = st.pos.step;
     double t0 = qkv_cli_now();
     r->t_epoch = t0;
@@ -477,7 +538,7 @@ int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
     int64_t images = (st.pos.step - first) * B;
     printf("done: epoch %lld, test accuracy %.2f%%, %lld images trained on in %.0f s (%.0f images/s), checkpoint %s\n",
            (long long)(st.pos.step / spe), 100 * r->last_test, (long long)images, sec, (double)images / sec, st.ckpt);
-    if (o.plots) {
+    if (o.plots && root) {
         char title[200];
         snprintf(title, sizeof title, "qkv %s on Fashion-MNIST, %lld parameters", cmd,
                  (long long)qkv_params_numel_trainable(st.model.p));

@@ -148,8 +148,9 @@ qkv_status vision_forward(qkv_ctx *c, const vision_model *m, qkv_tensor *images,
     }
 }
 
-qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
-                           double *accuracy, int64_t *confusion)
+/* *right gets the images of [lo, hi) of set classified right. */
+static qkv_status count_right(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t lo,
+                              int64_t hi, int64_t batch, int64_t *right_out, int64_t *confusion)
 {
     const vision_config *g = &m->cfg;
     int64_t per = g->channels * g->height * g->width, K = g->classes, right = 0;
@@ -160,8 +161,8 @@ qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_se
     qkv_image_aug aug = {.mean = &g->mean, .std = &g->std};
     qkv_ctx_set_training(c, 0);
     qkv_ctx_set_grad(c, 0);
-    for (int64_t b0 = 0; !s && b0 < set->n; b0 += batch) {
-        int64_t B = set->n - b0 < batch ? set->n - b0 : batch;
+    for (int64_t b0 = lo; !s && b0 < hi; b0 += batch) {
+        int64_t B = hi - b0 < batch ? hi - b0 : batch;
         for (int64_t i = 0; i < B; i++) idx[i] = b0 + i;
         qkv_ctx_reset(c);
         qkv_tensor *tx, *y;
@@ -180,7 +181,31 @@ qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_se
     qkv_ctx_set_grad(c, 1);
     qkv_ctx_set_training(c, 1);
     free(x), free(idx), free(lab);
-    if (!s) *accuracy = set->n ? (double)right / (double)set->n : 0;
+    *right_out = right;
+    return s;
+}
+
+qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
+                           double *accuracy, int64_t *confusion)
+{
+    int64_t right;
+    QKV_CLI_TRY(count_right(c, m, set, 0, set->n, batch, &right, confusion));
+    *accuracy = set->n ? (double)right / (double)set->n : 0;
+    return QKV_OK;
+}
+
+qkv_status vision_evaluate_split(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
+                                 qkv_dist *d, double *accuracy)
+{
+    int64_t first, n, right = 0;
+    qkv_dist_shard(d, set->n, &first, &n);
+    qkv_status s = count_right(c, m, set, first, first + n, batch, &right, NULL);
+    double counted = (double)right; /* exact: counts far below 2^53 */
+    if (qkv_dist_size(d) > 1) {
+        s = qkv_cli_dist_agree(d, s, "test accuracy");
+        if (!s) s = qkv_dist_allreduce_f64(d, &counted, 1, QKV_DIST_SUM);
+    }
+    if (!s) *accuracy = set->n ? counted / (double)set->n : 0;
     return s;
 }
 

@@ -55,6 +55,11 @@ qkv_status vision_forward(qkv_ctx *c, const vision_model *m, qkv_tensor *images,
  * NULL) gets counts [true][predicted]. */
 qkv_status vision_evaluate(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
                            double *accuracy, int64_t *confusion);
+/* The same split between the ranks of d (qkv_dist_shard of the set's
+ * images), the counts summed: every rank gets the accuracy. A collective:
+ * every rank calls it. */
+qkv_status vision_evaluate_split(qkv_ctx *c, const vision_model *m, const qkv_image_set *set, int64_t batch,
+                                 qkv_dist *d, double *accuracy);
 
 /* "path is missing: run tools/get_data.sh fashion-mnist" and the like:
  * the set at dir (train 1, test 0), its first limit images (0: all). */

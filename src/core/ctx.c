@@ -33,6 +33,9 @@ struct qkv_ctx {
     qkv_tensor **captured;
     /* bf16 inference weights of the cached forward running, or NULL. */
     const qkv_bf16_weights *bf16_weights;
+    /* Sums across the processes sharing a batch (SyncBatchNorm); NULL: none. */
+    qkv_batch_sum_fn batch_sum;
+    void *batch_sum_user;
 };
 
 qkv_status qkv_ctx_new(qkv_ctx **out)
@@ -114,6 +117,19 @@ void qkv_ctx_set_seed(qkv_ctx *c, uint64_t seed)
     c->counter = 0;
 }
 uint64_t qkv_ctx_seed(const qkv_ctx *c) { return c->seed; }
+
+void qkv_ctx_set_batch_sum(qkv_ctx *c, qkv_batch_sum_fn fn, void *user)
+{
+    if (!c) return;
+    c->batch_sum = fn;
+    c->batch_sum_user = fn ? user : NULL;
+}
+
+qkv_batch_sum_fn qkv_ctx_batch_sum(const qkv_ctx *c, void **user)
+{
+    *user = c->batch_sum_user;
+    return c->batch_sum;
+}
 
 uint64_t qkv_ctx_next_seed(qkv_ctx *c)
 {

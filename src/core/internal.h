@@ -45,6 +45,8 @@ int qkv_ctx_recording(const qkv_ctx *c, qkv_tensor *const *inputs, int n);
 /* Records backward(saved); saved must live in the ctx's arena. */
 qkv_status qkv_ctx_record(qkv_ctx *c, qkv_backward_fn backward, void *saved);
 uint64_t qkv_ctx_seed(const qkv_ctx *c);
+/* The sum across processes qkv_ctx_set_batch_sum set (NULL: none), its user in *user. */
+qkv_batch_sum_fn qkv_ctx_batch_sum(const qkv_ctx *c, void **user);
 /* A fresh seed for the next random op of this step (counter-based). */
 uint64_t qkv_ctx_next_seed(qkv_ctx *c);
 

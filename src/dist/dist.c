@@ -57,12 +57,17 @@ qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
 void qkv_dist_free(qkv_dist *d)
 {
     if (!d) return;
-    d->ops->finalize(d);
+    if (!d->broken) d->ops->finalize(d); /* broken: the others wait elsewhere */
     free(d->flat);
     free(d);
 }
 
 int qkv_dist_rank(const qkv_dist *d) { return d ? d->rank : 0; }
+int qkv_dist_broken(const qkv_dist *d) { return d ? d->broken : 0; }
+void qkv_dist_set_broken(qkv_dist *d)
+{
+    if (d) d->broken = d->size > 1;
+}
 int qkv_dist_size(const qkv_dist *d) { return d ? d->size : 1; }
 const char *qkv_dist_engine_name(const qkv_dist *d) { return d ? d->ops->name : "single"; }
 

@@ -28,6 +28,8 @@ struct qkv_dist {
     void *engine; /* the engine's own state (MPI requests) */
     float *flat;  /* (flat_cap) scratch: packed gradients, gathered parameters */
     int64_t flat_cap;
+    double weight; /* this rank's units / all units at the last qkv_dist_batch_agree */
+    int broken;    /* qkv_dist_set_broken: do not finalize */
 };
 
 /* d->flat with room for n floats (kept for the next call). */

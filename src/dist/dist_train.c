@@ -2,6 +2,7 @@
  * gradients' weighted mean in buckets, a parameter checksum, agreeing on a
  * step's loss (or on who failed), ZeRO-1's sharded optimizer state, and
  * checkpoints written by rank 0 only. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dist/dist_internal.h"
@@ -9,35 +10,110 @@
 
 enum { DEFAULT_BUCKET = 1 << 20 };
 
+/* Every rank's (failed, a, b): *sa and *sb get the sums of a and b over
+ * the ranks that did not fail, in rank order (the same bits on every rank);
+ * *first the first failed rank (-1: none), whose message (mine_msg, NULL:
+ * qkv_last_error()) is copied into msg on every rank. */
+static qkv_status agree(qkv_dist *d, qkv_status mine, const char *mine_msg, double a, double b,
+                        double *sa, double *sb, int *first, char *msg, size_t cap)
+{
+    int n = d->size;
+    double mine3[3] = {mine != QKV_OK, mine ? 0 : a, mine ? 0 : b};
+    double *all = malloc(3 * (size_t)n * sizeof *all);
+    if (!all) return qkv_fail(QKV_ERR_NOMEM, "dist: out of memory agreeing on a status");
+    qkv_status s = qkv_dist_allgather(d, mine3, sizeof mine3, all);
+    *first = -1, *sa = 0, *sb = 0;
+    for (int r = 0; !s && r < n; r++) {
+        if (all[3 * r] != 0 && *first < 0) *first = r;
+        *sa += all[3 * r + 1], *sb += all[3 * r + 2];
+    }
+    free(all);
+    if (s || *first < 0) return s;
+    /* the first failing rank's message to everyone */
+    if (d->rank == *first) snprintf(msg, cap, "%s", mine_msg ? mine_msg : qkv_last_error());
+    return qkv_dist_broadcast(d, msg, (int64_t)cap, *first);
+}
+
 qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, double loss,
                                 int64_t step, double *total_units, double *mean_loss)
 {
     QKV_NEED(d, "dist_batch_agree", "dist");
-    int n = d->size;
-    /* (failed, units, loss * units) per rank, summed in rank order: the
-     * same sum on every rank, whatever the engine's reduction order */
-    double mine3[3] = {mine != QKV_OK, mine ? 0 : units, mine ? 0 : loss * units};
-    double *all = malloc(3 * (size_t)n * sizeof *all);
-    if (!all) return qkv_fail(QKV_ERR_NOMEM, "dist_batch_agree: out of memory");
+    /* (failed, units, loss * units) per rank */
     char msg[480] = "";
-    qkv_status s = qkv_dist_allgather(d, mine3, sizeof mine3, all);
-    int first = -1;
-    double u = 0, l = 0;
-    for (int r = 0; !s && r < n; r++) {
-        if (all[3 * r] != 0 && first < 0) first = r;
-        u += all[3 * r + 1], l += all[3 * r + 2];
-    }
-    free(all);
-    if (s) return s;
-    if (first >= 0) {
-        /* the first failing rank's message to everyone */
-        if (d->rank == first) snprintf(msg, sizeof msg, "%s", qkv_last_error());
-        QKV_TRY(qkv_dist_broadcast(d, msg, sizeof msg, first));
+    double u, l;
+    int first;
+    QKV_TRY(agree(d, mine, NULL, units, loss * units, &u, &l, &first, msg, sizeof msg));
+    if (first >= 0)
         return qkv_fail(mine ? mine : QKV_ERR_STATE, "train: rank %d of %d stopped at step %lld: %s",
-                        first, n, (long long)step, msg);
-    }
+                        first, d->size, (long long)step, msg);
     if (total_units) *total_units = u;
     if (mean_loss) *mean_loss = u > 0 ? l / u : loss;
+    d->weight = u > 0 ? units / u : 0;
+    return QKV_OK;
+}
+
+qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted)
+{
+    qkv_dist *d = user;
+    QKV_NEED(d, "dist_batch_sum", "dist (user)");
+    QKV_NEED(x, "dist_batch_sum", "x");
+    if (n < 0) return qkv_fail(QKV_ERR_ARG, "dist_batch_sum: n %lld < 0", (long long)n);
+    if (!d->ops || d->size < 1 || d->rank < 0 || d->rank >= d->size)
+        return qkv_fail(QKV_ERR_ARG, "dist_batch_sum: user is not a started qkv_dist");
+    if (d->size == 1) return QKV_OK;
+    double w = d->weight;
+    if (weighted && w > 0)
+        for (int64_t i = 0; i < n; i++) x[i] *= w;
+    QKV_TRY(qkv_dist_allreduce_f64(d, x, n, QKV_DIST_SUM));
+    if (weighted && w > 0)
+        for (int64_t i = 0; i < n; i++) x[i] /= w;
+    return QKV_OK;
+}
+
+qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg, const char *what)
+{
+    QKV_NEED(d, "dist_agree", "dist");
+    QKV_NEED(what, "dist_agree", "what");
+    if (d->size == 1) return mine;
+    char msg[480] = "";
+    double u, l;
+    int first;
+    QKV_TRY(agree(d, mine, mine_msg, 0, 0, &u, &l, &first, msg, sizeof msg));
+    if (first < 0) return QKV_OK;
+    return qkv_fail(mine ? mine : QKV_ERR_STATE, "%s: rank %d of %d failed: %s", what, first, d->size, msg);
+}
+
+qkv_status qkv_dist_buffers_sync(qkv_dist *d, qkv_params *params)
+{
+    QKV_NEED(d, "dist_buffers_sync", "dist");
+    QKV_NEED(params, "dist_buffers_sync", "params");
+    if (d->size == 1) return QKV_OK;
+    int np = qkv_params_count(params);
+    int64_t n = 0;
+    for (int i = 0; i < np; i++) {
+        qkv_tensor *t = qkv_params_at(params, i);
+        if (!t->requires_grad) n += qkv_tensor_numel(t);
+    }
+    if (n == 0) return QKV_OK; /* the same store on every rank: all skip together */
+    float *flat;
+    QKV_TRY(qkv_dist_scratch(d, n, &flat));
+    int64_t at = 0;
+    for (int i = 0; i < np; i++) { /* rank 0 packs, everyone unpacks */
+        qkv_tensor *t = qkv_params_at(params, i);
+        int64_t k = qkv_tensor_numel(t);
+        if (t->requires_grad) continue;
+        if (d->rank == 0) memcpy(flat + at, t->data, (size_t)k * sizeof *flat);
+        at += k;
+    }
+    QKV_TRY(qkv_dist_broadcast(d, flat, n * (int64_t)sizeof *flat, 0));
+    at = 0;
+    for (int i = 0; i < np; i++) {
+        qkv_tensor *t = qkv_params_at(params, i);
+        int64_t k = qkv_tensor_numel(t);
+        if (t->requires_grad) continue;
+        memcpy(t->data, flat + at, (size_t)k * sizeof *flat);
+        at += k;
+    }
     return QKV_OK;
 }
 

@@ -8,7 +8,13 @@
  *
  * One kernel (per channel, double accumulation, channels in parallel): the
  * op is two passes over memory with a few flops each, nothing a GEMM or a
- * second "fast" version would speed up. */
+ * second "fast" version would speed up.
+ *
+ * Synchronised (SyncBatchNorm: qkv_ctx_set_batch_sum, data-parallel
+ * training): in training mode the per-channel sums of every process's rows
+ * are added up (sum x and the count, then sum (x - mean)^2; in the
+ * backward, sum dy and sum dy xhat), so that each process normalises and
+ * differentiates with the statistics of the whole batch. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +26,66 @@ typedef struct {
     double *mean, *rstd; // (C) each: the statistics the forward used
     int64_t N, C, S;     /* x is (N,C,S), S the spatial size */
     int training;
+    qkv_batch_sum_fn sum; /* synchronised: the sum across processes, else NULL */
+    void *sum_user;
+    double Mt;            /* synchronised: the values per channel over every process */
 } bn_saved;
+
+/* Channel ch's sum dy and sum dy (x - mu) (times rstd: sum dy xhat). */
+static void bn_channel_sums(const float *x, const float *dy, int64_t N, int64_t C, int64_t S, int64_t ch,
+                            double mu, double *sdy, double *sdyx)
+{
+    double a = 0, b = 0;
+    for (int64_t n = 0; n < N; n++) { // x, dy are (N,C,S)
+        const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
+        a += qkv_sum_f64(gr, S);
+        b += qkv_sum_dot_dev(gr, xr, mu, S);
+    }
+    *sdy = a, *sdyx = b;
+}
+
+/* dx of channel ch: dx += rs (wc dy - mg - xhat mgx), mg = mean(g) and
+ * mgx = mean(g xhat) over the channel's values (0 in eval mode). */
+static void bn_dx_channel(const float *x, const float *dy, float *dx, int64_t N, int64_t C, int64_t S,
+                          int64_t ch, double mu, double rs, double wc, double mg, double mgx)
+{
+    for (int64_t n = 0; n < N; n++) { // x, dy, dx are (N,C,S)
+        const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
+        float *dr = dx + (n * C + ch) * S;
+        for (int64_t i = 0; i < S; i++)
+            dr[i] += (float)(rs * (wc * gr[i] - mg - (xr[i] - mu) * rs * mgx));
+    }
+}
+
+/* The synchronised backward: sum dy and sum dy xhat of every process's
+ * rows, weighted (qkv_batch_sum_fn) so that each process's dx, once its
+ * gradients are weighted and averaged, is the whole batch's. dw and db
+ * take this process's sums: the averaging adds them up. */
+static qkv_status bn_backward_sync(qkv_ctx *c, const bn_saved *s, float *dx, float *dw, float *db)
+{
+    const float *dy = s->y->grad, *x = s->x->data, *w = s->w ? s->w->data : NULL; // (N,C,S)
+    int64_t N = s->N, C = s->C, S = s->S;
+    double *sums = qkv_ctx_alloc(c, (size_t)(2 * C) * sizeof *sums); // (2,C): sum dy, sum dy xhat
+    if (!sums) return QKV_ERR_NOMEM;
+#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
+    for (int64_t ch = 0; ch < C; ch++) {
+        double sdy, sdyx;
+        bn_channel_sums(x, dy, N, C, S, ch, s->mean[ch], &sdy, &sdyx);
+        sdyx *= s->rstd[ch];
+        sums[ch] = sdy, sums[C + ch] = sdyx;
+        if (db) db[ch] += (float)sdy;
+        if (dw) dw[ch] += (float)sdyx;
+    }
+    /* every process runs the same graph: all take part, with or without dx */
+    QKV_TRY(s->sum(s->sum_user, sums, 2 * C, 1));
+    if (!dx) return QKV_OK;
+#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
+    for (int64_t ch = 0; ch < C; ch++) {
+        double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
+        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, wc * sums[ch] / s->Mt, wc * sums[C + ch] / s->Mt);
+    }
+    return QKV_OK;
+}
 
 /* Differentiates y = xhat * w + b, xhat = (x - mean) * rstd, per channel
  * over its M values, with g = dy * w: db += sum dy, dw += sum dy * xhat, and
@@ -37,30 +102,22 @@ static qkv_status bn_backward(qkv_ctx *c, void *p)
     float *dw = gw ? qkv_tensor_grad(a, s->w) : NULL; // (C)
     float *db = gb ? qkv_tensor_grad(a, s->b) : NULL; // (C)
     if ((gx && !dx) || (gw && !dw) || (gb && !db)) return QKV_ERR_NOMEM;
+    if (s->sum) return bn_backward_sync(c, s, dx, dw, db);
     const float *x = s->x->data, *w = s->w ? s->w->data : NULL;
     int64_t N = s->N, C = s->C, S = s->S;
     double M = (double)(N * S);
 #pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
     for (int64_t ch = 0; ch < C; ch++) {
         double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
-        double sdy = 0, sdyx = 0; /* sum dy, sum dy * xhat */
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            sdy += qkv_sum_f64(gr, S);
-            sdyx += qkv_sum_dot_dev(gr, xr, mu, S);
-        }
+        double sdy, sdyx; /* sum dy, sum dy * xhat */
+        bn_channel_sums(x, dy, N, C, S, ch, mu, &sdy, &sdyx);
         sdyx *= rs;
         if (db) db[ch] += (float)sdy;
         if (dw) dw[ch] += (float)sdyx;
         if (!dx) continue;
         /* mean(g) = wc sdy / M, mean(g xhat) = wc sdyx / M */
         double mg = s->training ? wc * sdy / M : 0, mgx = s->training ? wc * sdyx / M : 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + (n * C + ch) * S, *gr = dy + (n * C + ch) * S;
-            float *dr = dx + (n * C + ch) * S;
-            for (int64_t i = 0; i < S; i++)
-                dr[i] += (float)(rs * (wc * gr[i] - mg - (xr[i] - mu) * rs * mgx));
-        }
+        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, mg, mgx);
     }
     return QKV_OK;
 }
@@ -110,6 +167,30 @@ static qkv_status bn_check(const qkv_tensor *x, const qkv_tensor *rm, const qkv_
     return QKV_OK;
 }
 
+/* The synchronised statistics: mean (C) and sq (C), sum (x - mean)^2, over
+ * every process's rows; *Mt the values per channel there. */
+static qkv_status bn_stats_sync(const float *xd, int64_t N, int64_t C, int64_t S, qkv_batch_sum_fn fn,
+                                void *user, double *mean, double *sq, double *Mt, double *buf)
+{
+    // xd is (N,C,S); buf (C+1): the sums of x, then the count
+#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
+    for (int64_t ch = 0; ch < C; ch++) {
+        double sum = 0;
+        for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
+        buf[ch] = sum;
+    }
+    buf[C] = (double)(N * S);
+    QKV_TRY(fn(user, buf, C + 1, 0));
+    *Mt = buf[C];
+#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
+    for (int64_t ch = 0; ch < C; ch++) {
+        double mu = buf[ch] / *Mt, q = 0;
+        for (int64_t n = 0; n < N; n++) q += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+        mean[ch] = mu, sq[ch] = q;
+    }
+    return fn(user, sq, C, 0);
+}
+
 qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
                           qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
                           int training, float momentum, float eps, qkv_tensor **y)
@@ -128,14 +209,25 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
     const float *xd = x->data; // (N,C,S)
     float *yd = (*y)->data;    // (N,C,S)
     double M = (double)(N * S);
+    void *sum_user = NULL;
+    qkv_batch_sum_fn sum_fn = training ? qkv_ctx_batch_sum(c, &sum_user) : NULL;
+    if (sum_fn) { /* mean and rstd hold the whole batch's mean and sum of squares */
+        double *buf = qkv_ctx_alloc(c, (size_t)(C + 1) * sizeof *buf);
+        if (!buf) return QKV_ERR_NOMEM;
+        QKV_TRY(bn_stats_sync(xd, N, C, S, sum_fn, sum_user, mean, rstd, &M, buf));
+    }
 #pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
     for (int64_t ch = 0; ch < C; ch++) {
         double mu, var;
         if (training) {
             double sum = 0, sq = 0;
-            for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
-            mu = sum / M;
-            for (int64_t n = 0; n < N; n++) sq += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+            if (sum_fn) {
+                mu = mean[ch], sq = rstd[ch];
+            } else {
+                for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
+                mu = sum / M;
+                for (int64_t n = 0; n < N; n++) sq += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+            }
             var = sq / M;
             if (running_mean) { /* in place, as F.batch_norm does; no gradient */
                 float *rm = running_mean->data, *rv = running_var->data;
@@ -159,7 +251,7 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
     if (!rec) return QKV_OK;
     bn_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (bn_saved){x, weight, bias, *y, mean, rstd, N, C, S, training != 0};
+    *s = (bn_saved){x, weight, bias, *y, mean, rstd, N, C, S, training != 0, sum_fn, sum_user, M};
     return qkv_ctx_record(c, bn_backward, s);
 }
 

@@ -79,17 +79,31 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
     int64_t saved = -1;
     char buf[600];
     qkv_status s = QKV_OK;
+    /* SyncBatchNorm: BatchNorm's sums over every rank, for this loop only */
+    int sync = d && t->sync_batchnorm;
+    if (sync) qkv_ctx_set_batch_sum(c, qkv_dist_batch_sum, d);
     while (pos->step < t->steps) {
         int64_t step = pos->step;
         qkv_ctx_reset(c);
         qkv_ctx_set_training(c, 1);
-        if (t->schedule) QKV_TRY(qkv_optim_set_lr(t->optim, qkv_schedule_lr_at(t->schedule, step)));
+        if (t->schedule && (s = qkv_optim_set_lr(t->optim, qkv_schedule_lr_at(t->schedule, step))))
+            break;
         qkv_tensor *loss = NULL;
         int64_t units = 0;
         s = t->batch(c, t->user, step, &loss, &units);
         if (!s && (!loss || loss->dtype != QKV_F32 || qkv_tensor_numel(loss) != 1))
             s = qkv_fail(QKV_ERR_ARG, "train: the batch function's loss at step %lld is not one "
                          "F32 number", (long long)step);
+        if (s && sync) {
+            /* the others wait in a BatchNorm's sum this rank will not join */
+            char why[512];
+            snprintf(why, sizeof why, "%s", qkv_last_error());
+            qkv_dist_set_broken(d);
+            s = qkv_fail(s, "train: rank %d of %d stopped at step %lld: %s (with synchronised BatchNorm "
+                         "the other ranks cannot be told: this rank exits, and mpirun stops them)",
+                         qkv_dist_rank(d), qkv_dist_size(d), (long long)step, why);
+            break;
+        }
         float l = s ? NAN : loss->data[0];
         double total_units = (double)units, mean_loss = l;
         /* every rank learns whether one failed, and the global batch's loss */
@@ -121,6 +135,9 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
             break;
         }
         if ((s = qkv_dist_optim_step(d, t->optim)) != QKV_OK) break;
+        /* BatchNorm's running statistics moved with each rank's shard:
+         * rank 0's to everyone (docs/distributed.md, "BatchNorm") */
+        if (d && (s = qkv_dist_buffers_sync(d, t->params)) != QKV_OK) break;
         qkv_params_zero_grad(t->params);
         /* A finite loss and norm can still give a non-finite update (an
          * overflowing lr or step counter): such parameters are never saved
@@ -156,6 +173,7 @@ qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos)
             if ((s = t->after_step(c, t->user, pos, l)) != QKV_OK) break;
         }
     }
+    if (sync) qkv_ctx_set_batch_sum(c, NULL, NULL);
     qkv_progress_finish(&pr);
     return s;
 }
