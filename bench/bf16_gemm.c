@@ -1,0 +1,284 @@
+/* bf16_gemm.c: bf16 GEMM candidates (bf16 inputs, FP32 accumulation and
+ * output) on the products of a TransformerEncoderLayer(512, 8, 2048)
+ * training step at (B, L) = (8, 128), i.e. M = 1024 tokens, against the
+ * machine's bf16 peak measured in this process (vdpbf16ps chains, like
+ * bench/peak.h does for FP32 FMAs) and against qkv's FP32 path (qkv_gemm:
+ * OpenBLAS sgemm split over qkv's OpenMP threads).
+ *   build/bench/bf16_gemm [-r REPS]
+ * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
+ * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
+ * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
+ * built in when its header is there. Timings exclude the FP32 -> bf16
+ * conversion of the inputs (one extra column gives qkv_gemm_bf16, which
+ * converts as it goes). Repetitions interleave candidates and peak probes;
+ * each figure is the best of REPS. */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench_util.h"
+#include "peak.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#if __has_include(<dnnl.h>) && defined(QKV_BENCH_DNNL)
+#include <dnnl.h>
+#define HAVE_DNNL 1
+#endif
+#if __has_include(<libxsmm.h>) && defined(QKV_BENCH_XSMM)
+#include <libxsmm.h>
+#define HAVE_XSMM 1
+#endif
+
+/* One thread's chains of 512-bit bf16 dot products: 16 chains cover the
+ * instruction's latency; each does 16 lanes x 2 products = 64 FLOP. */
+__attribute__((target("avx512f,avx512bf16"))) static float bf16_chains(long iters)
+{
+    __m512 a[16];
+    __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3400);
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
+    for (long n = 0; n < iters; n++)
+        for (int i = 0; i < 16; i++) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+    __m512 s = a[0];
+    for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+static double bf16_peak(int threads)
+{
+    if (!__builtin_cpu_supports("avx512bf16")) return 0;
+    const long iters = 5000000;
+    double t0 = omp_get_wtime();
+    float sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += bf16_chains(iters);
+    double t = omp_get_wtime() - t0;
+    if (sink == 12345.0f) t += 1e-9;
+    return (double)threads * iters * 16 * 64 / t * 1e-9;
+}
+
+typedef struct {
+    const char *name;
+    int ta, tb;
+    int64_t M, N, K;
+} shape;
+
+/* The step's products (Linear: y = x W^T; dx = dy W; dW = dy^T x). */
+static const shape shapes[] = {
+    {"qkv fwd  x W^T", 0, 1, 1024, 1536, 512},   {"qkv dx   dy W", 0, 0, 1024, 512, 1536},
+    {"qkv dW   dy^T x", 1, 0, 1536, 512, 1024},  {"out fwd", 0, 1, 1024, 512, 512},
+    {"out dx", 0, 0, 1024, 512, 512},            {"out dW", 1, 0, 512, 512, 1024},
+    {"ff1 fwd", 0, 1, 1024, 2048, 512},          {"ff1 dx", 0, 0, 1024, 512, 2048},
+    {"ff1 dW", 1, 0, 2048, 512, 1024},           {"ff2 fwd", 0, 1, 1024, 512, 2048},
+    {"ff2 dx", 0, 0, 1024, 2048, 512},           {"ff2 dW", 1, 0, 512, 2048, 1024},
+};
+#define NSHAPE (int)(sizeof shapes / sizeof shapes[0])
+
+#ifdef HAVE_DNNL
+static dnnl_engine_t eng;
+static dnnl_stream_t stream;
+/* A matmul primitive for one shape: C (M,N) f32 = op(A) op(B), bf16 inputs. */
+static dnnl_primitive_t dnnl_make(const shape *s)
+{
+    int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t ad = {s->M, s->K}, as = {s->ta ? 1 : lda, s->ta ? lda : 1};
+    dnnl_dims_t bd = {s->K, s->N}, bs = {s->tb ? 1 : ldb, s->tb ? ldb : 1};
+    dnnl_dims_t cd = {s->M, s->N}, cs = {s->N, 1};
+    dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as);
+    dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs);
+    dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t p = NULL;
+    if (dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success) return NULL;
+    if (dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) != dnnl_success) return NULL;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    static int said;
+    if (!said++) printf("oneDNN matmul implementation: %s\n", impl ? impl : "?");
+    if (dnnl_primitive_create(&p, pd) != dnnl_success) p = NULL;
+    dnnl_primitive_desc_destroy(pd);
+    return p;
+}
+
+static void dnnl_run(dnnl_primitive_t p, const shape *s, uint16_t *A, uint16_t *B, float *C)
+{
+    int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t ad = {s->M, s->K}, as = {s->ta ? 1 : lda, s->ta ? lda : 1};
+    dnnl_dims_t bd = {s->K, s->N}, bs = {s->tb ? 1 : ldb, s->tb ? ldb : 1};
+    dnnl_dims_t cd = {s->M, s->N}, cs = {s->N, 1};
+    dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as);
+    dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs);
+    dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs);
+    dnnl_memory_t am, bm, cm;
+    dnnl_memory_create(&am, &a, eng, A);
+    dnnl_memory_create(&bm, &b, eng, B);
+    dnnl_memory_create(&cm, &c, eng, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+    dnnl_primitive_execute(p, stream, 3, args);
+    dnnl_stream_wait(stream);
+    dnnl_memory_destroy(am);
+    dnnl_memory_destroy(bm);
+    dnnl_memory_destroy(cm);
+}
+#endif
+
+#ifdef HAVE_XSMM
+/* libxsmm is column-major: C^T (N,M) = B^T (N,K) A^T (K,M). libxsmm's "A"
+ * is our B, packed in VNNI pairs Bv[k/2][n][k%2]; its "B" is our A row-major
+ * (M,K), i.e. A^T column-major with ld K. Tiles of 64 x 64 of C, full K. */
+enum { XT = 64 };
+static libxsmm_bsmmfunction xsmm_make(const shape *s)
+{
+    libxsmm_blasint m = XT, n = XT, k = (libxsmm_blasint)s->K;
+    libxsmm_blasint lda = (libxsmm_blasint)s->N, ldb = (libxsmm_blasint)s->K, ldc = (libxsmm_blasint)s->N;
+    float alpha = 1, beta = 0;
+    int flags = LIBXSMM_GEMM_FLAG_VNNI_A | LIBXSMM_GEMM_FLAG_BETA_0;
+    return libxsmm_bsmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, NULL);
+}
+
+static void xsmm_run(libxsmm_bsmmfunction f, const shape *s, const uint16_t *A, const uint16_t *Bv, float *C)
+{
+    int64_t tm = s->M / XT, tn = s->N / XT;
+#pragma omp parallel for
+    for (int64_t t = 0; t < tm * tn; t++) {
+        int64_t i = t / tn * XT, j = t % tn * XT;
+        f((const libxsmm_bfloat16 *)(Bv + 2 * j), (const libxsmm_bfloat16 *)(A + i * s->K), C + i * s->N + j);
+    }
+}
+#endif
+
+static float rnd(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*st >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
+}
+
+static double rel_err(const float *C, const float *R, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)C[i] - R[i]));
+        m = fmax(m, fabs((double)R[i]));
+    }
+    return e / m;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 5;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+    if (reps < 1 || reps > 100) {
+        fprintf(stderr, "usage: bf16_gemm [-r REPS]\n");
+        return 2;
+    }
+    int nt = omp_get_max_threads();
+#ifdef HAVE_DNNL
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&stream, eng, dnnl_stream_default_flags)) {
+        fprintf(stderr, "oneDNN: no CPU engine\n");
+        return 1;
+    }
+    dnnl_primitive_t dp[NSHAPE];
+    for (int i = 0; i < NSHAPE; i++) dp[i] = dnnl_make(&shapes[i]);
+#endif
+#ifdef HAVE_XSMM
+    libxsmm_init();
+    printf("libxsmm target: %s\n", libxsmm_get_target_arch());
+    libxsmm_bsmmfunction xf[NSHAPE];
+    for (int i = 0; i < NSHAPE; i++) xf[i] = xsmm_make(&shapes[i]);
+#endif
+    int64_t big = 2048 * 1536;
+    float *A = malloc(big * 4), *B = malloc(big * 4), *C = malloc(big * 4), *R = malloc(big * 4);
+    float *Ar = malloc(big * 4), *Br = malloc(big * 4);
+    uint16_t *Ah = malloc(big * 2), *Bh = malloc(big * 2), *Bv = malloc(big * 2);
+    if (!A || !B || !C || !R || !Ar || !Br || !Ah || !Bh || !Bv) return 1;
+    uint64_t st = 1;
+    for (int64_t i = 0; i < big; i++) A[i] = rnd(&st), B[i] = rnd(&st);
+    double best[NSHAPE][4], pk32 = 0, pk16 = 0;
+    for (int i = 0; i < NSHAPE; i++)
+        for (int j = 0; j < 4; j++) best[i][j] = 1e30;
+    double err[NSHAPE][3] = {{0}};
+    for (int r = 0; r < reps; r++) {
+        pk32 = fmax(pk32, bench_fma_peak(nt));
+        pk16 = fmax(pk16, bf16_peak(nt));
+        for (int i = 0; i < NSHAPE; i++) {
+            const shape *s = &shapes[i];
+            int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+            int64_t na = s->M * s->K, nb = s->K * s->N;
+            double t;
+            /* FP32: qkv_gemm */
+            t = bench_now();
+            qkv_gemm(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
+            best[i][0] = fmin(best[i][0], bench_now() - t);
+            /* qkv_gemm_bf16: conversion included */
+            t = bench_now();
+            qkv_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
+            best[i][1] = fmin(best[i][1], bench_now() - t);
+            if (r == 0) { /* reference on bf16-rounded inputs (FP32 sgemm) */
+                qkv_bf16_round_floats(A, Ar, na);
+                qkv_bf16_round_floats(B, Br, nb);
+                qkv_gemm(s->ta, s->tb, s->M, s->N, s->K, 1, Ar, lda, Br, ldb, 0, R, s->N);
+                err[i][0] = rel_err(C, R, s->M * s->N);
+            }
+            qkv_bf16_from_floats(A, Ah, na);
+            qkv_bf16_from_floats(B, Bh, nb);
+#ifdef HAVE_DNNL
+            if (dp[i]) {
+                t = bench_now();
+                dnnl_run(dp[i], s, Ah, Bh, C);
+                best[i][2] = fmin(best[i][2], bench_now() - t);
+                if (r == 0) err[i][1] = rel_err(C, R, s->M * s->N);
+            }
+#endif
+#ifdef HAVE_XSMM
+            if (xf[i]) {
+                /* our A row-major (M,K) and B row-major (K,N), packed (not timed) */
+                for (int64_t m = 0; m < s->M; m++)
+                    for (int64_t k = 0; k < s->K; k++) Ah[m * s->K + k] = qkv_bf16_from_float(s->ta ? A[k * lda + m] : A[m * lda + k]);
+                for (int64_t k = 0; k < s->K; k++)
+                    for (int64_t n = 0; n < s->N; n++)
+                        Bv[((k >> 1) * s->N + n) * 2 + (k & 1)] = qkv_bf16_from_float(s->tb ? B[n * ldb + k] : B[k * ldb + n]);
+                t = bench_now();
+                xsmm_run(xf[i], s, Ah, Bv, C);
+                best[i][3] = fmin(best[i][3], bench_now() - t);
+                if (r == 0) err[i][2] = rel_err(C, R, s->M * s->N);
+            }
+#endif
+        }
+    }
+    printf("threads %d; peaks in this process: FP32 FMA %.0f GFLOP/s, bf16 vdpbf16ps %.0f GFLOP/s (best of %d)\n",
+           nt, pk32, pk16, reps);
+    printf("%-16s %6s %5s %5s | %-16s | %-16s | %-16s | %-16s | max rel err vs FP32 on rounded inputs\n",
+           "product", "M", "N", "K", "FP32 qkv_gemm", "qkv_gemm_bf16", "oneDNN bf16", "libxsmm bf16");
+    double tot[4] = {0};
+    double fl_tot = 0;
+    for (int i = 0; i < NSHAPE; i++) {
+        const shape *s = &shapes[i];
+        double fl = 2.0 * s->M * s->N * s->K;
+        fl_tot += fl;
+        printf("%-16s %6lld %5lld %5lld", s->name, (long long)s->M, (long long)s->N, (long long)s->K);
+        for (int j = 0; j < 4; j++) {
+            if (best[i][j] > 1e29) {
+                printf(" | %-16s", "n/a");
+                continue;
+            }
+            tot[j] += best[i][j];
+            double g = fl / best[i][j] * 1e-9;
+            printf(" | %5.0f GF %4.0f%%  ", g, pk16 > 0 ? 100 * g / pk16 : 0);
+        }
+        printf(" | %.1e %.1e %.1e\n", err[i][0], err[i][1], err[i][2]);
+    }
+    printf("%-30s", "all 12 products");
+    for (int j = 0; j < 4; j++) {
+        double g = tot[j] > 0 ? fl_tot / tot[j] * 1e-9 : 0;
+        printf(" | %5.0f GF %4.0f%%  ", g, pk16 > 0 ? 100 * g / pk16 : 0);
+    }
+    printf("\n(%% = of the bf16 peak; the FP32 FMA peak is %.0f%% of it)\n", pk16 > 0 ? 100 * pk32 / pk16 : 0);
+    return 0;
+}
