@@ -5,6 +5,11 @@
  * bench/peak.h does for FP32 FMAs) and against qkv's FP32 path (qkv_gemm:
  * OpenBLAS sgemm split over qkv's OpenMP threads).
  *   build/bench/bf16_gemm [-r REPS]
+ *   build/bench/bf16_gemm --step B L [-r REPS]
+ * The second form times the TransformerEncoderLayer(512, 8, 2048) training
+ * step (dropout 0; forward, backward, AdamW) at (B, L) in FP32 and in BF16
+ * mode (qkv_ctx_set_precision), interleaved in one process: best of REPS
+ * rounds of 3 steps each, and their ratio.
  * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
  * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
  * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
@@ -24,6 +29,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "qkv/transformer.h"
 #if __has_include(<dnnl.h>) && defined(QKV_BENCH_DNNL)
 #include <dnnl.h>
 #define HAVE_DNNL 1
@@ -169,15 +175,75 @@ static double rel_err(const float *C, const float *R, int64_t n)
     return e / m;
 }
 
+/* The encoder layer's training step, FP32 against BF16, interleaved. */
+static int run_step(long long B, long long L, int reps)
+{
+    const int64_t E = 512, H = 8, F = 2048;
+    qkv_params *p;
+    qkv_ctx *c[2];
+    qkv_optim *o;
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    qkv_transformer_encoder_layer layer;
+    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
+    lo.dim_feedforward = F;
+    lo.dropout = 0;
+    qkv_optim_opts oo = qkv_optim_adamw_default();
+    TRY(qkv_params_new(&p));
+    TRY(qkv_transformer_encoder_layer_init(&layer, &lo, p, "", &r));
+    TRY(qkv_optim_new(&o, p, &oo));
+    for (int k = 0; k < 2; k++) {
+        TRY(qkv_ctx_new(&c[k]));
+        qkv_ctx_set_training(c[k], 1);
+        TRY(qkv_ctx_set_precision(c[k], k ? QKV_BF16 : QKV_FP32));
+    }
+    size_t n = (size_t)(L * B * E);
+    float *x = malloc(n * 4), *dout = malloc(n * 4);
+    if (!x || !dout) return 1;
+    qkv_rng_fill_normal(&r, x, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, dout, (int64_t)n, 0, 1);
+    double best[2] = {1e30, 1e30};
+    for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
+        for (int k = 0; k < 2; k++) {
+            double t0 = bench_now();
+            for (int it = 0; it < 3; it++) {
+                qkv_ctx_reset(c[k]);
+                qkv_tensor *xt, *out;
+                TRY(qkv_tensor_wrap(qkv_ctx_arena(c[k]), x, 3, (int64_t[]){L, B, E}, &xt));
+                TRY(qkv_transformer_encoder_layer_forward(c[k], &layer, xt, NULL, &out));
+                TRY(qkv_backward(c[k], out, dout));
+                TRY(qkv_optim_step(o));
+                qkv_params_zero_grad(p);
+            }
+            double ms = (bench_now() - t0) * 1e3 / 3;
+            if (rep >= 0 && ms < best[k]) best[k] = ms;
+        }
+    printf("TransformerEncoderLayer(512, 8, 2048) training step at (B, L) = (%lld, %lld), %d threads, best of %d:\n"
+           "  FP32 %.2f ms, BF16 %.2f ms: BF16 is %.2fx FP32's speed (oneDNN %s)\n",
+           B, L, omp_get_max_threads(), reps, best[0], best[1], best[0] / best[1],
+           qkv_gemm_bf16_accelerated() ? "used" : "not used: the fallback");
+    free(x), free(dout);
+    qkv_optim_free(o);
+    qkv_ctx_free(c[0]);
+    qkv_ctx_free(c[1]);
+    qkv_params_free(p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int reps = 5;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
-    if (reps < 1 || reps > 100) {
-        fprintf(stderr, "usage: bf16_gemm [-r REPS]\n");
+    long long sB = 0, sL = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--step") && i + 2 < argc) sB = atoll(argv[i + 1]), sL = atoll(argv[i + 2]), i += 2;
+        else reps = 0;
+    }
+    if (reps < 1 || reps > 100 || sB < 0 || sL < 0 || (sB > 0) != (sL > 0) || sB * sL > (1 << 20)) {
+        fprintf(stderr, "usage: bf16_gemm [-r REPS] | --step B L [-r REPS]\n");
         return 2;
     }
+    if (sB) return run_step(sB, sL, reps);
     int nt = omp_get_max_threads();
 #ifdef HAVE_DNNL
     if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&stream, eng, dnnl_stream_default_flags)) {
