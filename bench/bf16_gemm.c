@@ -16,7 +16,12 @@
  * built in when its header is there. Timings exclude the FP32 -> bf16
  * conversion of the inputs (one extra column gives qkv_gemm_bf16, which
  * converts as it goes). Repetitions interleave candidates and peak probes;
- * each figure is the best of REPS. */
+ * each figure is the best of REPS. One more FP32 column: one cblas_sgemm
+ * threaded by OpenBLAS itself (openblas_set_num_threads), against qkv's
+ * arrangement (OpenBLAS at one thread, the product split over qkv's OpenMP
+ * threads); run it with LD_LIBRARY_PATH at Debian's OpenMP build
+ * (libopenblas0-openmp) to compare that build (docs/bf16.md). */
+#include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
@@ -266,9 +271,9 @@ int main(int argc, char **argv)
     if (!A || !B || !C || !R || !Ar || !Br || !Ah || !Bh || !Bv) return 1;
     uint64_t st = 1;
     for (int64_t i = 0; i < big; i++) A[i] = rnd(&st), B[i] = rnd(&st);
-    double best[NSHAPE][4], pk32 = 0, pk16 = 0;
+    double best[NSHAPE][5], pk32 = 0, pk16 = 0;
     for (int i = 0; i < NSHAPE; i++)
-        for (int j = 0; j < 4; j++) best[i][j] = 1e30;
+        for (int j = 0; j < 5; j++) best[i][j] = 1e30;
     double err[NSHAPE][3] = {{0}};
     for (int r = 0; r < reps; r++) {
         pk32 = fmax(pk32, bench_fma_peak(nt));
@@ -282,6 +287,14 @@ int main(int argc, char **argv)
             t = bench_now();
             qkv_gemm(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
             best[i][0] = fmin(best[i][0], bench_now() - t);
+            /* FP32: OpenBLAS's own threads, one call */
+            openblas_set_num_threads(nt);
+            t = bench_now();
+            cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans,
+                        (blasint)s->M, (blasint)s->N, (blasint)s->K, 1, A, (blasint)lda, B, (blasint)ldb, 0, C,
+                        (blasint)s->N);
+            best[i][4] = fmin(best[i][4], bench_now() - t);
+            openblas_set_num_threads(1);
             /* qkv_gemm_bf16: conversion included */
             t = bench_now();
             qkv_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
@@ -320,16 +333,19 @@ int main(int argc, char **argv)
     }
     printf("threads %d; peaks in this process: FP32 FMA %.0f GFLOP/s, bf16 vdpbf16ps %.0f GFLOP/s (best of %d)\n",
            nt, pk32, pk16, reps);
-    printf("%-16s %6s %5s %5s | %-16s | %-16s | %-16s | %-16s | max rel err vs FP32 on rounded inputs\n",
-           "product", "M", "N", "K", "FP32 qkv_gemm", "qkv_gemm_bf16", "oneDNN bf16", "libxsmm bf16");
-    double tot[4] = {0};
+    printf("OpenBLAS: %s, %s threading\n", openblas_get_config(),
+           openblas_get_parallel() == 2 ? "OpenMP" : openblas_get_parallel() == 1 ? "pthread" : "no");
+    printf("%-16s %6s %5s %5s | %-16s | %-16s | %-16s | %-16s | %-16s | max rel err vs FP32 on rounded inputs\n",
+           "product", "M", "N", "K", "FP32 qkv_gemm", "qkv_gemm_bf16", "oneDNN bf16", "libxsmm bf16",
+           "FP32 BLAS thr.");
+    double tot[5] = {0};
     double fl_tot = 0;
     for (int i = 0; i < NSHAPE; i++) {
         const shape *s = &shapes[i];
         double fl = 2.0 * s->M * s->N * s->K;
         fl_tot += fl;
         printf("%-16s %6lld %5lld %5lld", s->name, (long long)s->M, (long long)s->N, (long long)s->K);
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 5; j++) {
             if (best[i][j] > 1e29) {
                 printf(" | %-16s", "n/a");
                 continue;
@@ -341,7 +357,7 @@ int main(int argc, char **argv)
         printf(" | %.1e %.1e %.1e\n", err[i][0], err[i][1], err[i][2]);
     }
     printf("%-30s", "all 12 products");
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 5; j++) {
         double g = tot[j] > 0 ? fl_tot / tot[j] * 1e-9 : 0;
         printf(" | %5.0f GF %4.0f%%  ", g, pk16 > 0 ? 100 * g / pk16 : 0);
     }
