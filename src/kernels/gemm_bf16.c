@@ -30,14 +30,6 @@ void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_
         qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* X (rows,cols) with leading dimension ld into Y (rows,cols) compact. */
-static void pack_bf16(const float *X, int64_t rows, int64_t cols, int64_t ld, uint16_t *Y)
-{
-#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]);
-}
-
 static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, float *Y)
 {
 #pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
@@ -48,6 +40,14 @@ static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, f
 
 #ifdef QKV_DNNL
 /* ---- oneDNN ------------------------------------------------------------ */
+
+/* X (rows,cols) with leading dimension ld into Y (rows,cols) compact. */
+static void pack_bf16(const float *X, int64_t rows, int64_t cols, int64_t ld, uint16_t *Y)
+{
+#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]);
+}
 
 static dnnl_engine_t dnnl_eng;
 static int dnnl_state; /* 0 not tried, 1 usable, -1 not */
