@@ -30,6 +30,8 @@ void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_
         qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* X (rows,cols) with leading dimension ld into Y (rows,cols) compact,
+ * each value rounded to bf16 and kept as a float. */
 static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, float *Y)
 {
 #pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
