@@ -198,8 +198,9 @@ int qkv_ctx_captured_count(const qkv_ctx *c);
 qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i);
 /* Matmul precision, like PyTorch's torch.autocast("cpu", dtype=torch.bfloat16)
  * for its matmuls: under QKV_BF16 the products of Linear (forward and both
- * backward products) and of qkv_bmm (and the score functions' batched
- * products) run on c round their inputs to bf16
+ * backward products), of qkv_bmm (and the score functions' batched
+ * products) and of Conv1d/Conv2d (their im2col products) run on c round
+ * their inputs to bf16
  * (to nearest even) and accumulate in FP32; outputs stay F32 (PyTorch's
  * autocast also rounds them to bf16: qkv does not). Parameters stay F32
  * (master weights, rounded where used) and their gradients arrive in F32;

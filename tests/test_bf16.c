@@ -324,6 +324,26 @@ static void test_modes(void)
                           want + i * 35, 7);
         CHECK(!memcmp(want, ty->data, sizeof want), "bmm in BF16 is not qkv_gemm_bf16's product");
     }
+    /* Conv1d (and so Conv2d: the same im2col + gemm) in BF16: the FP32
+     * convolution of the bf16-rounded input and weight, up to the order of
+     * the FP32 sums; and not the FP32 convolution of the raw ones. */
+    int64_t cxs[3] = {2, 5, 19}, cws[3] = {7, 5, 3};
+    qkv_tensor *cx = h_input(a, &r, 3, cxs, 1.0f), *cw = h_input(a, &r, 3, cws, 0.5f), *cb = NULL;
+    qkv_tensor *rx = h_input(a, &r, 3, cxs, 1.0f), *rw = h_input(a, &r, 3, cws, 0.5f);
+    qkv_bf16_round_floats(cx->data, rx->data, 2 * 5 * 19);
+    qkv_bf16_round_floats(cw->data, rw->data, 7 * 5 * 3);
+    qkv_tensor *yb = NULL, *yr = NULL, *yf = NULL;
+    qkv_ctx_reset(c);
+    CHECK_OK(qkv_conv1d(c, cx, cw, cb, 1, 1, 1, &yb)); /* still BF16 */
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_FP32));
+    CHECK_OK(qkv_conv1d(c, rx, rw, cb, 1, 1, 1, &yr));
+    CHECK_OK(qkv_conv1d(c, cx, cw, cb, 1, 1, 1, &yf));
+    if (yb && yr && yf) {
+        int64_t n = qkv_tensor_numel(yb);
+        double e = h_rel_err(yb->data, yr->data, n), e32 = h_rel_err(yf->data, yr->data, n);
+        CHECK(e <= 1e-6, "conv1d in BF16: %.3g from FP32 on rounded inputs", e);
+        CHECK(e32 > 1e-4, "conv1d: FP32 on raw inputs only %.3g from rounded ones: the check cannot tell", e32);
+    }
     free(dy);
     free(ref);
     qkv_ctx_free(c);

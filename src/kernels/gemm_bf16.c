@@ -115,7 +115,8 @@ static int dnnl_ready(void)
         if (dnnl_state == 0)
             /* oneDNN's bf16 kernels on CPUs without bf16 dot products emulate
              * them; the FP32 fallback is faster there. */
-            dnnl_state = qkv_bf16_dot_supported() && dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success ? 1 : -1;
+            dnnl_state =
+                qkv_bf16_dot_supported() && dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success ? 1 : -1;
         s = dnnl_state;
     }
     return s > 0;
