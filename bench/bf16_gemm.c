@@ -6,10 +6,13 @@
  * OpenBLAS sgemm split over qkv's OpenMP threads).
  *   build/bench/bf16_gemm [-r REPS]
  *   build/bench/bf16_gemm --step B L [-r REPS]
+ *   build/bench/bf16_gemm --sweep [-r REPS]
  * The second form times the TransformerEncoderLayer(512, 8, 2048) training
  * step (dropout 0; forward, backward, AdamW) at (B, L) in FP32 and in BF16
  * mode (qkv_ctx_set_precision), interleaved in one process: best of REPS
- * rounds of 3 steps each, and their ratio.
+ * rounds of 3 steps each, and their ratio. The third times qkv_gemm
+ * against qkv_gemm_bf16 (conversion included) on small and thin products
+ * (x W^T with M rows), interleaved, to show where bf16 stops paying.
  * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
  * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
  * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
@@ -235,20 +238,57 @@ static int run_step(long long B, long long L, int reps)
     return 0;
 }
 
+/* qkv_gemm against qkv_gemm_bf16 on small and thin products. */
+static int run_sweep(int reps)
+{
+    static const int64_t sz[][3] = {{16, 16, 16},   {32, 32, 32},    {64, 64, 64},    {128, 128, 128},
+                                    {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {1, 2048, 512},
+                                    {4, 2048, 512},  {16, 2048, 512}, {64, 2048, 512},  {256, 2048, 512}};
+    int n = (int)(sizeof sz / sizeof sz[0]);
+    float *A = malloc(1024 * 1024 * 4), *B = malloc(2048 * 1024 * 4), *C = malloc(1024 * 2048 * 4);
+    if (!A || !B || !C) return 1;
+    uint64_t st = 3;
+    for (int64_t i = 0; i < 1024 * 1024; i++) A[i] = rnd(&st);
+    for (int64_t i = 0; i < 2048 * 1024; i++) B[i] = rnd(&st);
+    printf("x W^T (M,K)x(N,K)^T, %d threads, best of %d rounds (each: calls for ~20 ms):\n", omp_get_max_threads(),
+           reps);
+    printf("%6s %5s %5s | %12s | %12s | bf16 speed-up\n", "M", "N", "K", "FP32 us", "bf16 us");
+    for (int i = 0; i < n; i++) {
+        int64_t M = sz[i][0], N = sz[i][1], K = sz[i][2];
+        double fl = 2.0 * M * N * K, best[2] = {1e30, 1e30};
+        int calls = (int)(2e-2 * 50e9 / fl) + 1;
+        if (calls > 20000) calls = 20000;
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < 2; k++) {
+                double t0 = bench_now();
+                for (int c = 0; c < calls; c++)
+                    (k ? qkv_gemm_bf16 : qkv_gemm)(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+                best[k] = fmin(best[k], (bench_now() - t0) / calls);
+            }
+        printf("%6lld %5lld %5lld | %12.1f | %12.1f | %.2fx\n", (long long)M, (long long)N, (long long)K,
+               best[0] * 1e6, best[1] * 1e6, best[0] / best[1]);
+    }
+    free(A), free(B), free(C);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int reps = 5;
     long long sB = 0, sL = 0;
+    int sweep = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--step") && i + 2 < argc) sB = atoll(argv[i + 1]), sL = atoll(argv[i + 2]), i += 2;
         else reps = 0;
     }
     if (reps < 1 || reps > 100 || sB < 0 || sL < 0 || (sB > 0) != (sL > 0) || sB * sL > (1 << 20)) {
-        fprintf(stderr, "usage: bf16_gemm [-r REPS] | --step B L [-r REPS]\n");
+        fprintf(stderr, "usage: bf16_gemm [-r REPS] | --step B L [-r REPS] | --sweep [-r REPS]\n");
         return 2;
     }
     if (sB) return run_step(sB, sL, reps);
+    if (sweep) return run_sweep(reps);
     int nt = omp_get_max_threads();
 #ifdef HAVE_DNNL
     if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&stream, eng, dnnl_stream_default_flags)) {

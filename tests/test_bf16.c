@@ -149,10 +149,12 @@ static void gemm_suite(const char *what)
 static void test_gemm(void)
 {
     printf("bf16 GEMM: oneDNN %s\n", qkv_gemm_bf16_accelerated() ? "used" : "not built or not usable here");
+    qkv_gemm_bf16_set_path(QKV_BF16_DNNL); /* every size through oneDNN, where it is there */
     gemm_suite(qkv_gemm_bf16_accelerated() ? "oneDNN" : "fallback");
-    qkv_gemm_bf16_force_fallback(1);
+    qkv_gemm_bf16_set_path(QKV_BF16_FALLBACK);
     gemm_suite("fallback");
-    qkv_gemm_bf16_force_fallback(0);
+    qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
+    gemm_suite("auto");
     qkv_set_reference(1);
     gemm_suite("reference");
     qkv_set_reference(0);
@@ -165,8 +167,10 @@ static void test_gemm(void)
     /* concurrent products from OpenMP threads (qkv's ops call gemm inside
      * parallel loops): each must come out as on one thread */
     int ok = 1;
+    qkv_gemm_bf16_set_path(QKV_BF16_DNNL);
 #pragma omp parallel for reduction(&& : ok)
     for (int t = 0; t < 4; t++) ok = gemm_case(t & 1, t >> 1, 48, 40, 96, 1.0f, 1.0f, 0, 100 + (uint64_t)t, "threads");
+    qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
     CHECK(ok, "gemm_bf16 from several threads at once");
 }
 

@@ -16,9 +16,16 @@
 #include <dnnl.h>
 #endif
 
-static int force_fallback;
+static int bf16_path = QKV_BF16_AUTO;
 
-void qkv_gemm_bf16_force_fallback(int on) { force_fallback = on != 0; }
+void qkv_gemm_bf16_set_path(int path) { bf16_path = path; }
+
+/* Below this many FLOP (2 M N K) a product takes the fallback: a oneDNN call
+ * costs some 20-40 us of its own, and bf16 ran 3-8x slower than FP32 on
+ * products of 16^3 to 64^3 and on a 1-row x W^T of 2048x512 (2.1 MFLOP);
+ * from 128^3 (4.2 MFLOP) on it ran faster (bench/bf16_gemm --sweep,
+ * docs/bf16.md). */
+#define QKV_BF16_DNNL_MIN_FLOPS 4e6
 
 void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -163,7 +170,7 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     return ok;
 }
 
-int qkv_gemm_bf16_accelerated(void) { return !force_fallback && dnnl_ready(); }
+int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
 #else
 int qkv_gemm_bf16_accelerated(void) { return 0; }
 #endif
@@ -220,7 +227,8 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
     /* Stored shapes: A is (M,K), or (K,M) when ta; B is (K,N), or (N,K) when tb. */
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef QKV_DNNL
-    if (!qkv_reference() && !force_fallback && dnnl_ready()) {
+    int big = 2.0 * (double)M * (double)N * (double)K >= QKV_BF16_DNNL_MIN_FLOPS;
+    if (!qkv_reference() && (bf16_path == QKV_BF16_DNNL || (bf16_path == QKV_BF16_AUTO && big)) && dnnl_ready()) {
         size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(uint16_t);
         uint16_t *Ah = scratch_get(bytes);
         if (Ah) {

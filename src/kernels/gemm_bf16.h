@@ -18,8 +18,11 @@ void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc);
 
-/* For tests and benchmarks: 1 when the oneDNN path is built and usable;
- * qkv_gemm_bf16_force_fallback(1) sends every product to the fallback. */
+/* For tests and benchmarks: 1 when the oneDNN path is built and usable.
+ * The path of every product: QKV_BF16_AUTO (default: oneDNN from
+ * QKV_BF16_DNNL_MIN_FLOPS on, the fallback below), QKV_BF16_FALLBACK,
+ * or QKV_BF16_DNNL (oneDNN whatever the size, where usable). */
+enum { QKV_BF16_AUTO, QKV_BF16_FALLBACK, QKV_BF16_DNNL };
 int qkv_gemm_bf16_accelerated(void);
-void qkv_gemm_bf16_force_fallback(int on);
+void qkv_gemm_bf16_set_path(int path);
 #endif
