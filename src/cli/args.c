@@ -164,6 +164,17 @@ int qkv_cli_precision_parse(const char *s, qkv_precision *p)
     return 0;
 }
 
+qkv_status qkv_cli_checkpoint_precision(const char *ckpt, const char *key, qkv_precision *p)
+{
+    char *v = NULL;
+    qkv_status s = qkv_checkpoint_read_meta(ckpt, key, &v);
+    if (s == QKV_ERR_NOTFOUND) *p = QKV_FP32, s = QKV_OK;
+    else if (!s && !qkv_cli_precision_parse(v, p))
+        s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata %s is malformed", ckpt, key);
+    free(v);
+    return s;
+}
+
 /* Under LeakSanitizer (make sanitize): fontconfig, which Cairo asks for
  * the figures' font, keeps its configuration and font patterns until the
  * process ends, and leaks a pattern while parsing its own configuration

@@ -84,6 +84,9 @@ qkv_precision qkv_cli_precision(qkv_cli_args *a);
  * neither). */
 const char *qkv_cli_precision_name(qkv_precision p);
 int qkv_cli_precision_parse(const char *s, qkv_precision *p);
+/* The precision a run's checkpoint keeps under metadata key (absent: an
+ * FP32 run); a malformed value is QKV_ERR_FORMAT naming the file. */
+qkv_status qkv_cli_checkpoint_precision(const char *ckpt, const char *key, qkv_precision *p);
 /* The whole of path ("-" or NULL: stdin), NUL-terminated, malloc'd, its
  * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
  * stderr. */

@@ -448,13 +448,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
         free(train);
         if (s) return s;
         if (steps > 0) o->r.steps = steps;
-        char *prec = NULL; /* absent: an FP32 run */
-        s = qkv_checkpoint_read_meta(st->ckpt, "lm.precision", &prec);
-        if (s == QKV_ERR_NOTFOUND) o->precision = QKV_FP32, s = QKV_OK;
-        else if (!s && !qkv_cli_precision_parse(prec, &o->precision))
-            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata lm.precision is malformed", st->ckpt);
-        free(prec);
-        if (s) return s;
+        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "lm.precision", &o->precision));
         char *text;
         size_t len;
         QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));

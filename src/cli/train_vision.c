@@ -361,13 +361,7 @@ static qkv_status setup(vt_opts *o, vt_state *st, vision_kind kind)
             s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata vision.train is malformed", st->ckpt);
         free(train);
         if (s) return s;
-        char *prec = NULL; /* absent: an FP32 run */
-        s = qkv_checkpoint_read_meta(st->ckpt, "vision.precision", &prec);
-        if (s == QKV_ERR_NOTFOUND) o->precision = QKV_FP32, s = QKV_OK;
-        else if (!s && !qkv_cli_precision_parse(prec, &o->precision))
-            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata vision.precision is malformed", st->ckpt);
-        free(prec);
-        if (s) return s;
+        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "vision.precision", &o->precision));
         o->g = st->model.cfg;
         QKV_CLI_TRY(vision_load_set(o->r.data, 1, o->r.train_limit, &st->train));
         return vision_load_set(o->r.data, 0, o->test_limit, &st->test);
