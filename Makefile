@@ -55,6 +55,26 @@ MPI_CFLAGS := $(shell $(BLAS_PC) --cflags ompi-c) -DQKV_MPI
 MPI_LIBS   := $(shell $(BLAS_PC) --libs ompi-c)
 endif
 endif
+# oneDNN (Debian's libdnnl-dev), optional: the BF16 precision mode's
+# matmuls (src/kernels/gemm_bf16.c, docs/bf16.md). Debian ships no
+# pkg-config file for it, so it is found by its header. DNNL=auto (the
+# default) builds with it when /usr/include/dnnl.h is there, DNNL=1
+# requires it, DNNL=0 builds without (BF16 mode then rounds the inputs and
+# multiplies in FP32: the same numbers, not faster).
+DNNL ?= auto
+DNNL_INC ?= /usr/include
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(DNNL),auto)
+override DNNL := $(if $(wildcard $(DNNL_INC)/dnnl.h),1,0)
+endif
+ifeq ($(DNNL),1)
+ifeq ($(wildcard $(DNNL_INC)/dnnl.h),)
+$(error DNNL=1 but $(DNNL_INC)/dnnl.h is missing: run tools/setup.sh (Debian: apt-get install libdnnl-dev))
+endif
+DNNL_CFLAGS := -DQKV_DNNL
+DNNL_LIBS   := -ldnnl
+endif
+endif
 # x86-64: the library is built for x86-64-v3 (AVX2, FMA) when the build
 # machine runs it, for baseline x86-64 otherwise; the attention kernels come
 # in AVX-512, AVX2 and portable builds and the widest the CPU runs is picked
@@ -68,7 +88,7 @@ OPT     ?= -O3
 endif
 CFLAGS  ?= -g
 QKV_CFLAGS := $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -Iinclude -Isrc $(BLAS_CFLAGS)
-QKV_LIBS   := $(BLAS_LIBS) $(MPI_LIBS) -fopenmp -lm
+QKV_LIBS   := $(BLAS_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -fopenmp -lm
 ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
 # The library: every folder of src/ but the command (src/cli/), floor by floor.
@@ -101,6 +121,21 @@ $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 endif
 
+# Only the bf16 GEMM sees dnnl.h; it is rebuilt when DNNL= changes.
+$(B)/src/kernels/gemm_bf16.o: ALL_CFLAGS += $(DNNL_CFLAGS)
+$(B)/src/kernels/gemm_bf16.o: $(B)/dnnl-$(DNNL).stamp
+$(B)/dnnl-$(DNNL).stamp:
+	@mkdir -p $(B)
+	@rm -f $(B)/dnnl-*.stamp
+	@touch $@
+
+# bench/bf16_gemm compares the bf16 GEMM libraries: oneDNN (above) and
+# libxsmm (Debian's libxsmm-dev, pkg-config libxsmm), each where present.
+XSMM_OK := $(if $(filter clean,$(MAKECMDGOALS)),,$(shell PKG_CONFIG_PATH=/usr/lib/pkgconfig $(BLAS_PC) --exists libxsmm && echo yes))
+$(B)/bench/bf16_gemm: ALL_CFLAGS += $(if $(filter 1,$(DNNL)),-DQKV_BENCH_DNNL) \
+	$(if $(XSMM_OK),-DQKV_BENCH_XSMM $(shell PKG_CONFIG_PATH=/usr/lib/pkgconfig $(BLAS_PC) --cflags libxsmm))
+$(B)/bench/bf16_gemm: EXTRA_LIBS = $(if $(XSMM_OK),$(shell PKG_CONFIG_PATH=/usr/lib/pkgconfig $(BLAS_PC) --libs libxsmm))
+
 # Only the MPI engine sees mpi.h; it is rebuilt when MPI= changes.
 $(B)/src/dist/dist_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
 $(B)/src/dist/dist_mpi.o: $(B)/mpi-$(MPI).stamp
@@ -126,7 +161,7 @@ $(B)/libqkv-plot.so: $(PLOT_OBJ) $(B)/libqkv.so
 	$(CC) $(CFLAGS) -shared -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
 
 # Programs link the figures before the core: libqkv-plot uses libqkv.
-PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS) $(WRAP_LDFLAGS)
+PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(EXTRA_LIBS) $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS) $(WRAP_LDFLAGS)
 
 $(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	$(CC) $(ALL_CFLAGS) $(wildcard src/cli/*.c) -o $@ $(PROG_LIBS)
@@ -161,7 +196,7 @@ VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 # build without installing:
 #   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
 #   cc fig.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv-plot)
-PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS) $(MPI_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
+PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS) $(MPI_LIBS) $(DNNL_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
 
 qkv.pc: qkv.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \

@@ -17,6 +17,10 @@
  *                                fp32, fp16 and bf16 (bf16 on AVX-512 and on AVX2);
  *                                qkv only (not in --list: torch_peer.py has no peer)
  *
+ * QKV_BENCH_PRECISION=bf16 in the environment runs the MHA and encoder
+ * configurations in the BF16 mode (qkv_ctx_set_precision: bf16 matmuls,
+ * docs/bf16.md), to compare with suite.sh's TORCH_VARIANTS=bf16.
+ *
  * Each run warms up once (except forward-only attention over 20 GFLOP),
  * then times iterations (omp_get_wtime) until 0.5 s have passed (at least
  * 1, at most 10) and prints, per row,
@@ -50,6 +54,13 @@
             exit(1);                                                                  \
         }                                                                             \
     } while (0)
+
+/* The precision QKV_BENCH_PRECISION asks for (fp32 when unset). */
+static void set_precision(qkv_ctx *c)
+{
+    const char *e = getenv("QKV_BENCH_PRECISION");
+    CHECK(qkv_ctx_set_precision(c, e && !strcmp(e, "bf16") ? QKV_BF16 : QKV_FP32));
+}
 
 static double status_mib(const char *key)
 {
@@ -169,6 +180,7 @@ static void run_mha(int64_t B, int64_t L, int causal, const char *name)
     qkv_mha_opts mo = qkv_mha_opts_default(E, H);
     CHECK(qkv_params_new(&p));
     CHECK(qkv_ctx_new(&c));
+    set_precision(c);
     CHECK(qkv_mha_init(&m, &mo, p, "", &r));
     qkv_ctx_set_grad(c, 0); /* torch.no_grad() */
     size_t n = (size_t)(L * B * E);
@@ -218,6 +230,7 @@ static void run_encoder(int64_t B, int64_t L, const char *name)
     qkv_optim_opts oo = qkv_optim_adamw_default();
     CHECK(qkv_params_new(&p));
     CHECK(qkv_ctx_new(&c));
+    set_precision(c);
     CHECK(qkv_transformer_encoder_layer_init(&layer, &lo, p, "", &r));
     CHECK(qkv_optim_new(&o, p, &oo));
     qkv_ctx_set_training(c, 1);

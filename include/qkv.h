@@ -207,6 +207,19 @@ void qkv_ctx_set_capture(qkv_ctx *c, int on);
 int qkv_ctx_capturing(const qkv_ctx *c);
 int qkv_ctx_captured_count(const qkv_ctx *c);
 qkv_tensor *qkv_ctx_captured(const qkv_ctx *c, int i);
+/* Matmul precision, like PyTorch's torch.autocast("cpu", dtype=torch.bfloat16)
+ * for its matmuls: under QKV_BF16 the products of Linear (forward and both
+ * backward products), of qkv_bmm (and the score functions' batched
+ * products) and of Conv1d/Conv2d (their im2col products) run on c round
+ * their inputs to bf16
+ * (to nearest even) and accumulate in FP32; outputs stay F32 (PyTorch's
+ * autocast also rounds them to bf16: qkv does not). Parameters stay F32
+ * (master weights, rounded where used) and their gradients arrive in F32;
+ * everything else (softmax, LayerNorm, attention kernels, losses, the
+ * optimizer) runs in FP32. QKV_FP32 (default) is unchanged. See docs/bf16.md. */
+typedef enum { QKV_FP32 = 0, QKV_BF16 = 1 } qkv_precision;
+qkv_status qkv_ctx_set_precision(qkv_ctx *c, qkv_precision p);
+qkv_precision qkv_ctx_precision(const qkv_ctx *c); /* QKV_FP32 for NULL */
 
 /* Backpropagates from out: seeds out's gradient with dout (a tensor of the
  * same numel), or with 1 when out has one element and dout is NULL. A

@@ -1,5 +1,5 @@
 /* test_bf16_decode: decoding in bf16 (docs/bf16_decode.md).
- *  - the conversions against torch 1.13 (tools/bf16_oracle.py): float ->
+ *  - the conversions against torch 1.13 (tools/bf16_convert_oracle.py): float ->
  *    bf16 bit for bit on special values (NaN, inf, halfway ties, the
  *    largest floats, subnormals) and 24000 random ones; bf16 -> float for
  *    all 65536 patterns;
@@ -52,7 +52,7 @@ static uint32_t bits_of(float x)
 static void test_conversions(void)
 {
     char dir[] = "/tmp/qkv_bf16_XXXXXX", path[600];
-    if (!h_oracle_run("bf16_oracle.py", dir, NULL)) return;
+    if (!h_oracle_run("bf16_convert_oracle.py", dir, NULL)) return;
     snprintf(path, sizeof path, "%s/bf16.safetensors", dir);
     qkv_safetensors *st = NULL;
     CHECK_OK(qkv_safetensors_open(path, &st));
@@ -67,7 +67,10 @@ static void test_conversions(void)
         qkv_bf16_from_floats(x->data, y, n);
         for (int64_t i = 0; i < n; i++) {
             uint16_t one = qkv_bf16_from_float(x->data[i]);
-            if (one != (uint16_t)bits->idx[i]) {
+            /* a NaN need only stay a NaN: torch's vector path gives 0xffff,
+             * c10's scalar one (and qkv) 0x7fc0 */
+            int both_nan = isnan(x->data[i]) && isnan(qkv_bf16_to_float(one));
+            if (one != (uint16_t)bits->idx[i] && !both_nan) {
                 if (bad++ < 5)
                     printf("  x bits %08x: qkv %04x, torch %04x\n", bits_of(x->data[i]), one,
                            (unsigned)bits->idx[i]);
@@ -76,7 +79,7 @@ static void test_conversions(void)
             nan += isnan(x->data[i]);
         }
         CHECK(bad == 0 && bad_bulk == 0 && nan > 50,
-              "float -> bf16: %lld values (%lld NaNs) bit for bit as torch (%lld differ, bulk %lld)",
+              "float -> bf16: %lld values bit for bit as torch, NaNs NaN (%lld NaNs; %lld differ, bulk %lld)",
               (long long)n, (long long)nan, (long long)bad, (long long)bad_bulk);
         float *w = floats(65536);
         uint16_t *pat = halves(65536);

@@ -128,6 +128,17 @@ static void test_unknown(void)
                       "qkv train toy: --epochs: 'x' is not a whole number");
     check_usage_error(RUN("train", "lm", "--steps", "x"), "qkv train lm --steps x",
                       "qkv train lm: --steps: 'x' is not a whole number");
+    /* --precision, every trainer's (the same helper, src/cli/args.c) */
+    static const char *const kinds[] = {"toy", "lm", "translation", "vit", "cnn", "mlp"};
+    for (int i = 0; i < 6; i++) {
+        char what[64], want[96];
+        snprintf(what, sizeof what, "qkv train %s --precision fp16", kinds[i]);
+        snprintf(want, sizeof want, "qkv train %s: --precision: 'fp16' is not one of fp32, bf16", kinds[i]);
+        check_usage_error(RUN("train", kinds[i], "--precision", "fp16"), what, want);
+        result h = RUN("train", kinds[i], "--help");
+        CHECK(h.status == 0 && strstr(h.out, "--precision"), "qkv train %s --help does not list --precision", kinds[i]);
+        done(h);
+    }
 }
 
 /* Values toy must refuse, each before any training starts. */

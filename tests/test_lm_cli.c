@@ -67,6 +67,15 @@ static void check_refusals(const char *cmd, const refusal *t, size_t n)
     }
 }
 
+/* Whether buf (n bytes, NULs included) holds needle. */
+static int holds(const char *buf, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; buf && i + k <= n; i++)
+        if (!memcmp(buf + i, needle, k)) return 1;
+    return 0;
+}
+
 #define TINY "--corpus corpus.txt --layers 2 --d-model 16 --heads 2 --context 16 --batch 4 --warmup 2 --dropout 0.1 " \
              "--eval-every 3 --eval-batches 2 --sample 0"
 
@@ -94,8 +103,30 @@ static void test_train(void)
     CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
           "uninterrupted run's (%zu bytes)", n2, n1);
     free(a), free(b);
+    /* The same in the BF16 mode (--precision bf16): --resume takes the
+     * precision from the checkpoint and still ends bit for bit where the
+     * uninterrupted run ends, which differs from the FP32 run's end. */
+    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --precision bf16 --out fullb");
+    CHECK(rc == 0, "train lm --precision bf16: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --stop-at 3 --precision bf16 --out partsb");
+    CHECK(rc == 0, "train lm --precision bf16 --stop-at 3: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train lm --resume --out partsb");
+    CHECK(rc == 0 && strstr(o, "resuming at step 3"), "--resume (bf16): exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    size_t n3, n4;
+    a = slurp(path_in("fullb/lm.ckpt"), &n3), b = slurp(path_in("partsb/lm.ckpt"), &n4);
+    CHECK(n3 > 1000 && n3 == n4 && !memcmp(a, b, n3), "the resumed bf16 run's checkpoint (%zu bytes) differs from "
+          "the uninterrupted one's (%zu bytes)", n4, n3);
+    CHECK(holds(a, n3, "\"lm.precision\":\"bf16\""), "the bf16 checkpoint does not name its precision");
+    char *f = slurp(path_in("full/lm.ckpt"), &n1);
+    CHECK(f && !holds(f, n1, "lm.precision"), "an FP32 checkpoint names a precision");
+    free(a), free(b), free(f);
     /* What --resume and a new run refuse. */
     static const refusal bad[] = {
+        {"--resume --out partsb --precision fp32", "--precision cannot be given", 2},
+        {"--precision fp16", "--precision: 'fp16' is not one of fp32, bf16", 2},
         {"--resume --out parts --layers 3", "--layers cannot be given", 2},
         {"--resume --out parts --steps 6", "at step 6 already", 1},
         {TINY " --steps 6 --out full", "exists: continue it with --resume", 1},

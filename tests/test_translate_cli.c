@@ -105,6 +105,35 @@ static void test_resume(const char *o1)
     free(x), free(y);
 }
 
+/* The same in the BF16 mode: config.txt keeps the precision, --resume takes
+ * it from there and ends bit for bit where 6 straight steps end. */
+static void test_resume_bf16(void)
+{
+    char o3[128], o4[128], a[256], b[256];
+    snprintf(o3, sizeof o3, "%s/bf16", tmp);
+    snprintf(o4, sizeof o4, "%s/bf16_resume", tmp);
+    result r = RUN("train", "translation", TINY, "--out", o3, "--steps", "6", "--eval-every", "3", "--precision", "bf16");
+    CHECK(r.status == 0, "train --precision bf16: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("train", "translation", TINY, "--out", o4, "--steps", "3", "--eval-every", "3", "--precision", "bf16");
+    CHECK(r.status == 0, "train 3 steps --precision bf16: exit %d, %s", r.status, r.err);
+    done(r);
+    r = RUN("train", "translation", "--out", o4, "--resume", "--steps", "6", "--eval-every", "3", "--threads", "1");
+    CHECK(r.status == 0 && strstr(r.out, "resuming at step 3"), "resume (bf16): exit %d, %s%s", r.status, r.out, r.err);
+    done(r);
+    snprintf(a, sizeof a, "%s/config.txt", o4);
+    char *cfg = slurp(a, NULL);
+    CHECK(cfg && strstr(cfg, "\nprecision bf16\n"), "config.txt does not keep the precision: %s", cfg ? cfg : "");
+    free(cfg);
+    snprintf(a, sizeof a, "%s/checkpoint.safetensors", o3);
+    snprintf(b, sizeof b, "%s/checkpoint.safetensors", o4);
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    CHECK(la > 1000 && la == lb && !memcmp(x, y, la),
+          "bf16: 3 + 3 resumed steps differ from 6 steps (%zu and %zu bytes)", la, lb);
+    free(x), free(y);
+}
+
 /* Each row of the alignment table after the header sums to 1 (two decimals). */
 static int check_table(const char *out, int *rows)
 {
@@ -308,6 +337,7 @@ int main(int argc, char **argv)
     snprintf(o1, sizeof o1, "%s/six", tmp);
     test_train_files(o1);
     test_resume(o1);
+    test_resume_bf16();
     test_translate(o1);
     test_bad_lines(o1);
     test_eval(o1);

@@ -146,6 +146,22 @@ static void test_train(void)
     CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
           "uninterrupted run's (%zu bytes)", n2, n1);
     free(a), free(b);
+    /* the same two ways in the BF16 mode: --resume takes the precision from
+     * the checkpoint and ends bit for bit where the uninterrupted run ends */
+    rc = qkv(&o, &e, VIT " --epochs 2 --precision bf16 --out fullb");
+    CHECK(rc == 0, "train vit --precision bf16: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, VIT " --epochs 2 --stop-after 1 --precision bf16 --out partsb");
+    CHECK(rc == 0, "train vit --precision bf16 --stop-after 1: exit %d: %s", rc, e);
+    free(o), free(e);
+    rc = qkv(&o, &e, "train vit --resume --out partsb");
+    CHECK(rc == 0 && strstr(o, "resuming at epoch 1"), "--resume (bf16): exit %d: %s %s", rc, o, e);
+    free(o), free(e);
+    size_t n3, n4;
+    a = slurp(path_in("fullb/model.ckpt"), &n3), b = slurp(path_in("partsb/model.ckpt"), &n4);
+    CHECK(n3 > 1000 && n3 == n4 && !memcmp(a, b, n3), "the resumed bf16 run's checkpoint (%zu bytes) differs from "
+          "the uninterrupted one's (%zu bytes)", n4, n3);
+    free(a), free(b);
     /* the baselines learn the bands */
     rc = qkv(&o, &e, "train mlp --data fm --batch 32 --epochs 3 --augment off --out mlp");
     double acc = accuracy_after(strstr(o, "epoch 3: ") ? strstr(o, "epoch 3: ") : "", "test accuracy ");
@@ -218,6 +234,8 @@ static void test_eval_classify(void)
         {"train vit --patch 5", "does not divide 28", 2},
         {"train cnn --patch 4", "is a ViT option", 2},
         {"train vit --resume --out full --lr 1", "--lr cannot be given", 2},
+        {"train vit --resume --out fullb --precision fp32", "--precision cannot be given", 2},
+        {"train mlp --precision half", "--precision: 'half' is not one of fp32, bf16", 2},
         {VIT " --epochs 2 --out full", "exists: continue it with --resume", 1},
     };
     check_refusals(bad, sizeof bad / sizeof *bad);

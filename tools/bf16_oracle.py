@@ -1,31 +1,84 @@
 #!/usr/bin/python3
-"""PyTorch oracle for qkv's bf16 conversions (src/kernels/half.c), run
-with /usr/bin/python3 by tests/test_bf16_decode.c.
+"""PyTorch oracle for qkv's BF16 precision mode (run with /usr/bin/python3).
 
-Writes --out DIR/bf16.safetensors:
-  "x"     F32 (n): special values (signed zeros, infinities, NaNs with
-          several payloads and signs, the largest floats, values exactly
-          halfway between two bf16 numbers with even and odd lower
-          neighbours, subnormals and halfway subnormals), then random bit
-          patterns (every exponent, NaNs among them) and random normals.
-  "bits"  I32 (n): x.to(torch.bfloat16) viewed as int16, as unsigned.
-  "all"   I32 (65536): every bf16 bit pattern; "wide" F32 (65536) what
-          torch's bf16 -> float32 gives for each.
+Writes safetensors files (tools/safetensors_io.py) into --out DIR for
+tests/test_bf16.c:
+
+  convert.safetensors  "x" (F32): float32 values chosen to test rounding to
+      bf16 (ties to even at every exponent, one ulp either side of a tie,
+      subnormals and their ties, the largest finite floats (which round to
+      inf), +-inf, NaNs with several payloads, +-0, random bit patterns);
+      "y" (F32): x.to(torch.bfloat16).to(torch.float32) (exact: every bf16
+      is a float32); "y_scalar": the same one element at a time (c10's
+      scalar conversion rather than the vectorised one).
+  linear_K.safetensors (K < linear.count)  F.linear under
+      torch.autocast("cpu", dtype=torch.bfloat16) on float32 leaves "x"
+      (N,T,in), "w" (out,in), "b" (out) (absent when bias is off):
+      "y" = the bf16 output as float32, "dout" (N,T,out) float32, and the
+      backward of sum(y.float() * dout): "grad.x", "grad.w", "grad.b"
+      (float32, as autocast hands them to the float32 leaves). Products
+      of at least 16*16*16 multiply-adds only: smaller ones take torch
+      1.13's bf16 fallback gemm, which sums in bf16.
 
 Usage: bf16_oracle.py --out DIR [--seed 1]
 """
 import argparse
 import os
+import random
 import sys
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
 
-def from_bits(words):
-    return torch.tensor(words, dtype=torch.int64).to(torch.int32).view(torch.float32)
+def bits_to_f32(bits):
+    return torch.tensor([b - (1 << 32) if b >= (1 << 31) else b for b in bits],
+                        dtype=torch.int32).view(torch.float32)
+
+
+def conversion_bits(rng):
+    bits = []
+    for e in [0, 1, 2, 0x3f, 0x7f, 0x80, 0xfd, 0xfe]:  # biased exponents: subnormal .. largest
+        for m_hi in [0x00, 0x01, 0x3e, 0x7f]:  # the 7 kept mantissa bits (even and odd)
+            for low in [0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff]:  # the dropped 16 bits
+                for sign in [0, 1]:
+                    bits.append((sign << 31) | (e << 23) | (m_hi << 16) | low)
+    bits += [0x7f800000, 0xff800000,  # +-inf
+             0x7fc00000, 0xffc00000, 0x7f800001, 0x7fbfffff, 0xff812345, 0x7fffffff,  # NaNs
+             0x00000000, 0x80000000, 0x7f7fffff, 0xff7fffff, 0x7f7f7fff, 0x7f7f8000]
+    bits += [rng.getrandbits(32) for _ in range(4000)]
+    return bits
+
+
+def linear_case(rng, gen, i):
+    # Every product of the step (M x in x out for y, dx and dW) above
+    # 16*16*16 elements: below that, torch 1.13 skips oneDNN for bf16 and its
+    # own fallback gemm sums in bf16 (errors of 10-100% were seen on such
+    # shapes); above, it runs oneDNN's bf16 matmul with FP32 sums, the
+    # arithmetic qkv's BF16 mode promises.
+    while True:
+        N, T = rng.randint(1, 3), rng.randint(1, 9)
+        fin, fout = rng.randint(1, 70), rng.randint(1, 40)
+        if N * T * fin * fout > 16 * 16 * 16:
+            break
+    bias = i % 3 != 2
+    x = torch.randn(N, T, fin, generator=gen).requires_grad_(True)
+    w = (torch.randn(fout, fin, generator=gen) / fin ** 0.5).requires_grad_(True)
+    b = torch.randn(fout, generator=gen).requires_grad_(True) if bias else None
+    dout = torch.randn(N, T, fout, generator=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = F.linear(x, w, b)
+    assert y.dtype == torch.bfloat16
+    (y.float() * dout).sum().backward()
+    t = {"x": x.detach(), "w": w.detach(), "y": y.detach().float(), "dout": dout,
+         "grad.x": x.grad, "grad.w": w.grad}
+    if bias:
+        t["b"] = b.detach()
+        t["grad.b"] = b.grad
+    return t
 
 
 def main():
@@ -33,30 +86,20 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    torch.manual_seed(a.seed)
-    special = [
-        0x00000000, 0x80000000, 0x7F800000, 0xFF800000,              # zeros, infinities
-        0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF,  # NaNs
-        0x7FA00000, 0x7F8F0000, 0xFFC12345,
-        0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F7FFF, 0x7F7F8000, 0x7F7F8001,  # largest, to inf or not
-        0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000,              # halfway: to even
-        0x3F807FFF, 0x3F808001, 0x3F80FFFF,                          # just below / above
-        0x00000001, 0x80000001, 0x00008000, 0x00018000, 0x00007FFF,  # subnormals, halfway
-        0x007FFFFF, 0x007F8000, 0x00800000, 0x3F800000, 0x40490FDB,
-    ]
-    x = torch.cat([
-        from_bits(special),
-        torch.randint(-2**31, 2**31, (20000,), dtype=torch.int64).to(torch.int32).view(torch.float32),
-        torch.randn(4000) * 10.0 ** torch.randint(-30, 30, (4000,)).float(),
-    ])
-    bits = x.to(torch.bfloat16).view(torch.int16).to(torch.int32) & 0xFFFF
-    allb = torch.arange(65536, dtype=torch.int32)
-    wide = allb.to(torch.int16).view(torch.bfloat16).to(torch.float32)
-    os.makedirs(a.out, exist_ok=True)
-    safetensors_io.save(os.path.join(a.out, "bf16.safetensors"),
-                        {"x": x.contiguous(), "bits": bits.contiguous(), "all": allb,
-                         "wide": wide.contiguous()}, {"format": "pt"})
+    rng = random.Random(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+    torch.set_num_threads(1)
+    x = bits_to_f32(conversion_bits(rng))
+    y = x.to(torch.bfloat16).to(torch.float32)
+    ys = torch.stack([v.to(torch.bfloat16).to(torch.float32) for v in x])
+    safetensors_io.save(os.path.join(a.out, "convert.safetensors"), {"x": x, "y": y, "y_scalar": ys})
+    count = 12
+    for i in range(count):
+        safetensors_io.save(os.path.join(a.out, "linear_%d.safetensors" % i), linear_case(rng, gen, i))
+    with open(os.path.join(a.out, "linear.count"), "w") as f:
+        f.write("%d\n" % count)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs what qkv needs from Debian's archive (as root, or through sudo).
 #   tools/setup.sh          build dependencies: compiler, make, pkg-config, OpenBLAS,
+#                           oneDNN (the BF16 mode's matmuls, docs/bf16.md),
 #                           zlib and libpng (image data), Cairo and the DejaVu
 #                           fonts (figures)
 #   tools/setup.sh --test   also the test oracle, Debian's PyTorch (python3-torch),
@@ -13,7 +14,7 @@
 #   tools/setup.sh --mpi    build dependencies and Open MPI (optional: data-parallel
 #                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
-pkgs="build-essential pkg-config libopenblas-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
+pkgs="build-essential pkg-config libopenblas-dev libdnnl-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
 [ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext"
 # Optional build dependency: MPI for data-parallel training (src/dist/)
 { [ "$1" = "--test" ] || [ "$1" = "--mpi" ]; } && pkgs="$pkgs libopenmpi-dev openmpi-bin"

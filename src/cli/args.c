@@ -145,6 +145,36 @@ int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n)
     return 0;
 }
 
+static const char *const precision_names[] = {"fp32", "bf16"};
+
+qkv_precision qkv_cli_precision(qkv_cli_args *a)
+{
+    return qkv_cli_choice(a, precision_names, 2) == 1 ? QKV_BF16 : QKV_FP32;
+}
+
+const char *qkv_cli_precision_name(qkv_precision p) { return p == QKV_BF16 ? "bf16" : "fp32"; }
+
+int qkv_cli_precision_parse(const char *s, qkv_precision *p)
+{
+    for (int i = 0; i < 2; i++)
+        if (s && !strcmp(s, precision_names[i])) {
+            *p = i ? QKV_BF16 : QKV_FP32;
+            return 1;
+        }
+    return 0;
+}
+
+qkv_status qkv_cli_checkpoint_precision(const char *ckpt, const char *key, qkv_precision *p)
+{
+    char *v = NULL;
+    qkv_status s = qkv_checkpoint_read_meta(ckpt, key, &v);
+    if (s == QKV_ERR_NOTFOUND) *p = QKV_FP32, s = QKV_OK;
+    else if (!s && !qkv_cli_precision_parse(v, p))
+        s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata %s is malformed", ckpt, key);
+    free(v);
+    return s;
+}
+
 /* Under LeakSanitizer (make sanitize): fontconfig, which Cairo asks for
  * the figures' font, keeps its configuration and font patterns until the
  * process ends, and leaks a pattern while parsing its own configuration

@@ -76,6 +76,17 @@ double qkv_cli_double(qkv_cli_args *a, double lo, double hi, int lo_open);
 /* The index of the current option's value in names[0..n); else a usage
  * error naming the option and the choices, and 0. */
 int qkv_cli_choice(qkv_cli_args *a, const char *const *names, int n);
+/* --precision fp32|bf16 (every training command; docs/bf16.md): the
+ * current option's value as a qkv_precision; else a usage error naming the
+ * choices, and QKV_FP32. */
+qkv_precision qkv_cli_precision(qkv_cli_args *a);
+/* "fp32" or "bf16", as a run's metadata keeps it; and back (0 when s is
+ * neither). */
+const char *qkv_cli_precision_name(qkv_precision p);
+int qkv_cli_precision_parse(const char *s, qkv_precision *p);
+/* The precision a run's checkpoint keeps under metadata key (absent: an
+ * FP32 run); a malformed value is QKV_ERR_FORMAT naming the file. */
+qkv_status qkv_cli_checkpoint_precision(const char *ckpt, const char *key, qkv_precision *p);
 /* The whole of path ("-" or NULL: stdin), NUL-terminated, malloc'd, its
  * length in *len; NULL after a message "qkv CMD: cannot open/read ..." on
  * stderr. */

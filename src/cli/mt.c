@@ -45,6 +45,7 @@ int mt_config_save(const char *cmd, const char *dir, const mt_config *c)
             c->dropout, mt_direction(c), (long long)c->src_vocab, (long long)c->tgt_vocab,
             MT_SRC_WORDS, MT_TGT_WORDS, c->data, (long long)c->max_words, (long long)c->batch,
             (long long)c->steps, c->lr, c->clip, c->teacher_forcing, (unsigned long long)c->seed);
+    if (c->precision != QKV_FP32) fprintf(f, "precision %s\n", qkv_cli_precision_name(c->precision));
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
@@ -210,6 +211,11 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
         goto done;
     c->bidirectional = (int)bi;
     c->seed = (uint64_t)seed;
+    const char *prec = conf_get(cf.keys, cf.vals, cf.n, "precision");
+    if (prec && !qkv_cli_precision_parse(prec, &c->precision)) {
+        fprintf(stderr, "qkv %s: %s/%s: precision '%s' is neither fp32 nor bf16\n", cmd, dir, MT_CONFIG, prec);
+        goto done;
+    }
     rc = 0;
 done:
     free(cf.text);

@@ -37,6 +37,7 @@ typedef struct {
     int64_t max_words, batch, steps;
     double lr, clip, teacher_forcing;
     uint64_t seed;
+    qkv_precision precision;     /* of the matmuls (--precision; absent from config.txt: fp32) */
 } mt_config;
 
 typedef struct {

@@ -32,6 +32,7 @@ typedef struct {
     FILE *log;
     int task, model, pe; /* run only these (-1: all) */
     int threads, zero1;  /* OpenMP threads per process (0: as set); ZeRO-1 */
+    qkv_precision precision; /* of the matmuls (--precision) */
     qkv_dist *dist;      /* mpirun: data-parallel; else one process */
 } toy_opts;
 
@@ -205,6 +206,8 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     qkv_status s = qkv_params_new(&p);
     if (!s) s = qkv_ctx_new(&c);
     if (!s) s = qkv_ctx_new(&run.eval);
+    if (!s) s = qkv_ctx_set_precision(c, o->precision);
+    if (!s) s = qkv_ctx_set_precision(run.eval, o->precision);
     if (!s) s = qkv_toy_net_init(&net, r->model, 1 + P, 64, 5, o->scaled, p, &rng);
     qkv_optim_opts oo = qkv_optim_adam_default(); /* lr 1e-3 */
     if (!s) s = qkv_optim_new(&opt, p, &oo);
@@ -346,6 +349,8 @@ const char qkv_cli_toy_usage[] =
     "      --threads N    OpenMP threads of this process (under mpirun: per rank;\n"
     "                     ranks x threads = cores; default: OMP_NUM_THREADS or all)\n"
     "      --zero1        under mpirun: each rank keeps 1/N of Adam's moments (ZeRO-1)\n"
+    "      --precision fp32|bf16  the matmuls' precision (default fp32; bf16: bf16\n"
+    "                     inputs, FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
     "  -h, --help         show this usage\n"
     "  Under mpirun -np N the batch of 100 is split between the N ranks\n"
     "  (data-parallel, docs/distributed.md); rank 0 prints and draws.\n"
@@ -359,7 +364,7 @@ static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
 /* Fills o from the arguments; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, toy_opts *o)
 {
-    enum { PE = 256, TEST, SCALED, FORMAT, PNG, THREADS, ZERO1 }; /* the long-only options */
+    enum { PE = 256, TEST, SCALED, FORMAT, PNG, THREADS, ZERO1, PRECISION }; /* the long-only options */
     static const struct option options[] = {
         {"task", required_argument, NULL, 't'},
         {"model", required_argument, NULL, 'm'},
@@ -376,6 +381,7 @@ static int parse(int argc, char **argv, toy_opts *o)
         {"format", required_argument, NULL, FORMAT},
         {"threads", required_argument, NULL, THREADS},
         {"zero1", no_argument, NULL, ZERO1},
+        {"precision", required_argument, NULL, PRECISION},
         QKV_CLI_HELP_OPTION};
     const char *plots = NULL;
     int format = -1;
@@ -398,6 +404,7 @@ static int parse(int argc, char **argv, toy_opts *o)
         case FORMAT: format = qkv_cli_choice(&a, format_names, 3); break;
         case THREADS: o->threads = (int)qkv_cli_int(&a, 1, 4096); break;
         case ZERO1: o->zero1 = 1; break;
+        case PRECISION: o->precision = qkv_cli_precision(&a); break;
         }
     }
     if (c < 0) return a.status;

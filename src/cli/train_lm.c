@@ -41,6 +41,7 @@ typedef struct {
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
     int untied, resume, rotary, zero1;
+    qkv_precision precision; /* of the matmuls: --precision, or lm.precision on --resume */
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */
@@ -355,6 +356,8 @@ const char qkv_cli_train_lm_usage[] =
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
+    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
+    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
     "  -s, --seed S           (default 1)\n"
     "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
     "                         under mpirun, per rank)\n"
@@ -368,7 +371,7 @@ static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
            STEPS, LR, MINLR, WARMUP, WD, CLIP, EVAL, EVALB, SAVE, RESUME, PLOTS, SAMPLE, STOP, TLIMIT,
-           POS, ZERO1 };
+           POS, ZERO1, PRECISION };
     static const char *const pos_names[] = {"learned", "rotary"};
     static const struct option options[] = {
         {"corpus", required_argument, NULL, CORPUS}, {"tokenizer", required_argument, NULL, TOKENIZER},
@@ -386,7 +389,8 @@ static int parse(int argc, char **argv, lm_opts *o)
         {"plots", required_argument, NULL, PLOTS}, {"stop-at", required_argument, NULL, STOP},
         {"time-limit", required_argument, NULL, TLIMIT}, {"sample", required_argument, NULL, SAMPLE},
         {"seed", required_argument, NULL, 's'}, {"threads", required_argument, NULL, 'j'},
-        {"zero1", no_argument, NULL, ZERO1}, QKV_CLI_HELP_OPTION};
+        {"zero1", no_argument, NULL, ZERO1}, {"precision", required_argument, NULL, PRECISION},
+        QKV_CLI_HELP_OPTION};
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_train_lm_usage, options, 0, 0);
     int c, run_opt = 0; /* an option --resume takes from the checkpoint */
@@ -425,6 +429,7 @@ static int parse(int argc, char **argv, lm_opts *o)
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
         case ZERO1: o->zero1 = 1; break;
+        case PRECISION: o->precision = qkv_cli_precision(&a); break;
         }
         if (dv) *dv = qkv_cli_double(&a, lo, hi, 0);
         if (c != STEPS && c != EVAL && c != EVALB && c != SAVE && c != 'o' && c != RESUME && c != PLOTS &&
@@ -488,6 +493,7 @@ static qkv_status setup(lm_opts *o, lm_state *st)
         free(train);
         if (s) return s;
         if (steps > 0) o->r.steps = steps;
+        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "lm.precision", &o->precision));
         char *text;
         size_t len;
         QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));
@@ -610,8 +616,14 @@ static int train_lm(lm_opts o, qkv_dist *dist)
                           .total_steps = o.r.steps > o.r.warmup ? o.r.steps : o.r.warmup + 1, .min_lr = o.r.min_lr};
     run_format(&o.r, st.train_meta, sizeof st.train_meta);
     if (qkv_optim_new(&st.opt, st.model.p, &oo) || qkv_ctx_new(&st.c) || qkv_ctx_new(&r->eval) ||
-        lm_meta_make(&st.meta, &st.model, st.train_meta) || qkv_schedule_check(&sched))
+        lm_meta_make(&st.meta, &st.model, st.train_meta) || qkv_schedule_check(&sched) ||
+        qkv_ctx_set_precision(st.c, o.precision) || qkv_ctx_set_precision(r->eval, o.precision))
         return fail(&st, NULL);
+    if (o.precision != QKV_FP32) { /* kept for --resume; an FP32 run's checkpoint is as before */
+        st.meta.keys[st.meta.meta.n] = "lm.precision";
+        st.meta.vals[st.meta.meta.n] = qkv_cli_precision_name(o.precision);
+        st.meta.meta.n++;
+    }
     if (o.resume) {
         if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, "resume");
         if (st.pos.step >= o.r.steps)

@@ -53,6 +53,8 @@ const char qkv_cli_train_translation_usage[] =
     "      --lr LR                   Adam's learning rate (default 0.002)\n"
     "      --clip NORM               clip the gradient norm (default 1; 0: off)\n"
     "      --teacher-forcing R       feed the target with probability R (RNN; default 1)\n"
+    "      --precision fp32|bf16     the matmuls' precision (default fp32; bf16: bf16 inputs,\n"
+    "                                FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
     "  -s, --seed S                  (default 1)\n"
     "  -j, --threads N               OpenMP threads (default: all)\n"
     "  -o, --out DIR                 the model's directory (default runs/translation)\n"
@@ -68,7 +70,7 @@ const char qkv_cli_train_translation_usage[] =
 
 enum {
     O_RNN = 256, O_BIDI, O_LAYERS, O_HIDDEN, O_EMBED, O_HEADS, O_DROPOUT, O_DATA, O_MAXW, O_MAXLEN,
-    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1
+    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1, O_PRECISION
 };
 
 static const struct option options[] = {
@@ -85,7 +87,8 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, 's'},      {"threads", required_argument, NULL, 'j'},
     {"out", required_argument, NULL, 'o'},       {"resume", no_argument, NULL, O_RESUME},
     {"eval-every", required_argument, NULL, O_EVAL}, {"plots", required_argument, NULL, 'p'},
-    {"zero1", no_argument, NULL, O_ZERO1}, QKV_CLI_HELP_OPTION};
+    {"zero1", no_argument, NULL, O_ZERO1}, {"precision", required_argument, NULL, O_PRECISION},
+    QKV_CLI_HELP_OPTION};
 
 typedef struct {
     mt_config c;
@@ -134,6 +137,7 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_EVAL: o->eval_every = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 'p': snprintf(o->plots, sizeof o->plots, "%s", a.value); break;
         case O_ZERO1: o->zero1 = 1; break;
+        case O_PRECISION: o->c.precision = qkv_cli_precision(&a); break;
         }
     if (ch < 0) return a.status;
     if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
@@ -482,6 +486,7 @@ static int run(tr_opts *o, qkv_dist *d)
     oo.lr = m.cfg.lr;
     perm = malloc((size_t)ts.n * sizeof *perm);
     if (!perm || qkv_ctx_new(&c) != QKV_OK || qkv_ctx_new(&ce) != QKV_OK ||
+        qkv_ctx_set_precision(c, m.cfg.precision) != QKV_OK || qkv_ctx_set_precision(ce, m.cfg.precision) != QKV_OK ||
         qkv_optim_new(&opt, m.p, &oo) != QKV_OK) {
         fail("setting up");
         goto done;

@@ -41,6 +41,7 @@ typedef struct {
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
     int resume, zero1, sync_bn;
+    qkv_precision precision; /* of the matmuls: --precision, or vision.precision on --resume */
 } vt_opts;
 
 static void run_format(const run_opts *r, char *buf, size_t n)
@@ -209,6 +210,8 @@ static const char usage_head[] =
     "                         its options come from there: only --stop-after, --test-limit,\n"
     "                         --plots, --threads, --zero1, --sync-bn may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
+    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
+    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
     "  -s, --seed S           (default 1)\n"
     "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
     "                         under mpirun, per rank)\n"
@@ -250,7 +253,7 @@ static int print_usage(vision_kind kind, FILE *f)
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
 {
     enum { DATA = 256, EPOCHS, BATCH, LR, MINLR, WARMUP, WD, CLIP, AUGMENT, TRAINL, TESTL, STOP, RESUME,
-           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1, SYNCBN };
+           PLOTS, PATCH, DMODEL, LAYERS, HEADS, MLPDIM, POOL, POS, ZERO1, SYNCBN, PRECISION };
     static const struct option options[] = {
         {"data", required_argument, NULL, DATA}, {"epochs", required_argument, NULL, EPOCHS},
         {"batch", required_argument, NULL, BATCH}, {"lr", required_argument, NULL, LR},
@@ -265,7 +268,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         {"heads", required_argument, NULL, HEADS}, {"mlp-dim", required_argument, NULL, MLPDIM},
         {"pool", required_argument, NULL, POOL}, {"pos", required_argument, NULL, POS},
         {"zero1", no_argument, NULL, ZERO1}, {"sync-bn", no_argument, NULL, SYNCBN},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"precision", required_argument, NULL, PRECISION}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     static const char *const onoff[] = {"off", "on"}, *const pools[] = {"cls", "mean"},
                              *const poss[] = {"learned", "sincos"};
     for (int i = 1; i < argc; i++)
@@ -299,6 +302,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
         case PLOTS: o->plots = a.value; break;
         case 's': o->r.seed = qkv_cli_int(&a, 0, INT64_MAX); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case PRECISION: o->precision = qkv_cli_precision(&a); break;
         case PATCH: o->g.patch = qkv_cli_int(&a, 1, 28); break;
         case DMODEL: o->g.d_model = qkv_cli_int(&a, 1, 16384); break;
         case LAYERS: o->g.layers = qkv_cli_int(&a, 1, 256); break;
@@ -342,7 +346,7 @@ typedef struct {
     qkv_rng rng;
     qkv_train_pos pos;
     char ckpt[1100], config[512], train_meta[1400];
-    const char *keys[3], *vals[3];
+    const char *keys[4], *vals[4];
     qkv_checkpoint_meta meta;
     qkv_dist *dist;
     int agreed; /* the ranks have agreed that every setup went well */
@@ -393,6 +397,7 @@ static qkv_status setup(vt_opts *o, vt_state *st, vision_kind kind)
             s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata vision.train is malformed", st->ckpt);
         free(train);
         if (s) return s;
+        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "vision.precision", &o->precision));
         o->g = st->model.cfg;
         QKV_CLI_TRY(vision_load_set(o->r.data, 1, o->r.train_limit, &st->train));
         return vision_load_set(o->r.data, 0, o->test_limit, &st->test);
@@ -487,9 +492,12 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
     st.keys[0] = "kind", st.vals[0] = vision_kind_names[kind];
     st.keys[1] = "vision.config", st.vals[1] = st.config;
     st.keys[2] = "vision.train", st.vals[2] = st.train_meta;
-    st.meta = (qkv_checkpoint_meta){3, st.keys, st.vals};
+    /* the precision is kept for --resume; an FP32 run's checkpoint is as before */
+    st.keys[3] = "vision.precision", st.vals[3] = qkv_cli_precision_name(o.precision);
+    st.meta = (qkv_checkpoint_meta){o.precision != QKV_FP32 ? 4 : 3, st.keys, st.vals};
     if (qkv_optim_new(&st.opt, st.model.p, &oo) || qkv_ctx_new(&st.c) || qkv_ctx_new(&r->eval) ||
-        qkv_schedule_check(&sched))
+        qkv_schedule_check(&sched) || qkv_ctx_set_precision(st.c, o.precision) ||
+        qkv_ctx_set_precision(r->eval, o.precision))
         return fail(&st, cmd, NULL);
     if (o.resume) {
         if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, cmd, "resume");

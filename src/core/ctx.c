@@ -36,6 +36,7 @@ struct qkv_ctx {
     /* Sums across the processes sharing a batch (SyncBatchNorm); NULL: none. */
     qkv_batch_sum_fn batch_sum;
     void *batch_sum_user;
+    qkv_precision precision;
 };
 
 qkv_status qkv_ctx_new(qkv_ctx **out)
@@ -105,6 +106,18 @@ qkv_status qkv_ctx_capture_add(qkv_ctx *c, qkv_tensor *weights)
     c->captured[c->n_captured++] = weights;
     return QKV_OK;
 }
+
+qkv_status qkv_ctx_set_precision(qkv_ctx *c, qkv_precision p)
+{
+    QKV_NEED(c, "ctx_set_precision", "ctx");
+    if (p != QKV_FP32 && p != QKV_BF16)
+        return qkv_fail(QKV_ERR_ARG, "ctx_set_precision: precision %d is neither QKV_FP32 (0) nor QKV_BF16 (1)",
+                        (int)p);
+    c->precision = p;
+    return QKV_OK;
+}
+
+qkv_precision qkv_ctx_precision(const qkv_ctx *c) { return c ? c->precision : QKV_FP32; }
 
 qkv_arena *qkv_ctx_arena(qkv_ctx *c) { return c ? c->arena : NULL; }
 void qkv_ctx_set_training(qkv_ctx *c, int training) { if (c) c->training = training != 0; }

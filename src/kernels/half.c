@@ -1,4 +1,4 @@
-/* half.c: fp16 <-> fp32 and bf16 <-> fp32 (half.h). */
+/* half.c: fp16 <-> fp32 (half.h); bf16 is in bf16.c. */
 #include <math.h>
 #include <string.h>
 #include "kernels/half.h"
@@ -59,29 +59,4 @@ void qkv_half_to_floats(const uint16_t *x, float *y, int64_t n)
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
 #endif
     for (; i < n; i++) y[i] = qkv_half_to_float(x[i]);
-}
-
-uint16_t qkv_bf16_from_float(float x)
-{
-    uint32_t f = bits_of(x);
-    /* Adding 0x7fff plus the kept part's lowest bit rounds to nearest even
-     * (a carry into the exponent is the right answer, up to inf). */
-    uint16_t r = (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
-    return (f & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0xffff : r;
-}
-
-float qkv_bf16_to_float(uint16_t b)
-{
-    return float_of((uint32_t)b << 16);
-}
-
-/* Plain loops without branches: the compiler vectorises them. */
-void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_from_float(x[i]);
-}
-
-void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(x[i]);
 }

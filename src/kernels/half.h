@@ -14,12 +14,7 @@ float qkv_half_to_float(uint16_t h);
 void qkv_half_from_floats(const float *x, uint16_t *y, int64_t n);
 void qkv_half_to_floats(const uint16_t *x, float *y, int64_t n);
 
-/* bf16: the top 16 bits of the float rounded to nearest even, overflow to
- * inf, subnormals kept (no flush to zero) and every NaN as 0xffff: bit for
- * bit what torch 1.13's x.to(torch.bfloat16) gives on this CPU (checked
- * by tests/test_bf16_decode.c against it). bf16 -> float is exact (a shift). */
-uint16_t qkv_bf16_from_float(float x);
-float qkv_bf16_to_float(uint16_t b);
-void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n);
-void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n);
+/* bf16 <-> float: kernels/bf16.h (the precision mode's and the cache's one
+ * set of conversions). */
+#include "kernels/bf16.h"
 #endif

@@ -2,7 +2,7 @@
  * values" form: a (B,K) with b (B,K,P) gives (B,P)). */
 #include <stdio.h>
 #include "core/internal.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "nn/bmm.h"
 
 typedef struct {
@@ -31,8 +31,8 @@ static qkv_status bmm_backward(qkv_ctx *c, void *p)
         for (int64_t i = 0; i < s->B; i++) {
             const float *dyi = dy + i * M * P, *bi = b + i * K * P;
             float *dai = da + i * M * K;
-            if (s->trans_b) qkv_gemm(0, 0, M, K, P, s->alpha, dyi, P, bi, K, 1.0f, dai, K);
-            else qkv_gemm(0, 1, M, K, P, s->alpha, dyi, P, bi, P, 1.0f, dai, K);
+            if (s->trans_b) qkv_gemm_ctx(c, 0, 0, M, K, P, s->alpha, dyi, P, bi, K, 1.0f, dai, K);
+            else qkv_gemm_ctx(c, 0, 1, M, K, P, s->alpha, dyi, P, bi, P, 1.0f, dai, K);
         }
     }
     if (s->b->requires_grad) {
@@ -41,8 +41,8 @@ static qkv_status bmm_backward(qkv_ctx *c, void *p)
         for (int64_t i = 0; i < s->B; i++) {
             const float *dyi = dy + i * M * P, *ai = a + i * M * K;
             float *dbi = db + i * K * P;
-            if (s->trans_b) qkv_gemm(1, 0, P, K, M, s->alpha, dyi, P, ai, K, 1.0f, dbi, K);
-            else qkv_gemm(1, 0, K, P, M, s->alpha, ai, K, dyi, P, 1.0f, dbi, P);
+            if (s->trans_b) qkv_gemm_ctx(c, 1, 0, P, K, M, s->alpha, dyi, P, ai, K, 1.0f, dbi, K);
+            else qkv_gemm_ctx(c, 1, 0, K, P, M, s->alpha, ai, K, dyi, P, 1.0f, dbi, P);
         }
     }
     return QKV_OK;
@@ -61,7 +61,7 @@ qkv_status qkv_bmm_ex(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int trans_b, flo
     QKV_TRY(qkv_ctx_tensor(c, a->ndim, a->ndim == 3 ? shape3 : shape2, rec, y));
     float *yd = (*y)->data; // (B,M,P)
     for (int64_t i = 0; i < B; i++)
-        qkv_gemm(0, trans_b, M, P, K, alpha, a->data + i * M * K, K, b->data + i * K * P,
+        qkv_gemm_ctx(c, 0, trans_b, M, P, K, alpha, a->data + i * M * K, K, b->data + i * K * P,
                  trans_b ? K : P, 0.0f, yd + i * M * P, P);
     if (!rec) return QKV_OK;
     bmm_saved *s = qkv_ctx_alloc(c, sizeof *s);

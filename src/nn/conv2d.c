@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "nn/conv_internal.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/rows.h"
 
 typedef struct {
@@ -220,7 +220,7 @@ static qkv_status conv_forward_fast(qkv_ctx *c, const qkv_conv_geom *g, const fl
         else im2col(g, xn, cn, HWo);
         for (int64_t o = 0; b && o < g->Cout; o++)
             for (int64_t i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
-        qkv_gemm(0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
+        qkv_gemm_ctx(c, 0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
     }
     qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
@@ -256,12 +256,13 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
             float *dxn = dx ? dx + n * g->Cin * HW : NULL;
             if (dw) {
                 if (!pw) im2col(g, xn, cn, HWo);
-                qkv_gemm(0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, pw ? xn : cn, HWo, 1.0f, dwp + grp * WK, CK);
+                qkv_gemm_ctx(c, 0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, pw ? xn : cn, HWo, 1.0f, dwp + grp * WK,
+                             CK);
             }
             if (dx && pw) { /* dcols_n is dx[n]'s own increment */
-                qkv_gemm(1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 1.0f, dxn, HWo);
+                qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 1.0f, dxn, HWo);
             } else if (dx) {
-                qkv_gemm(1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
+                qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
                 col2im_add(g, cn, HWo, dxn);
             }
         }

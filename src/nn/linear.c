@@ -1,7 +1,7 @@
 /* linear.c: y = x W^T + b, torch.nn.functional.linear. */
 #include <stdio.h>
 #include "core/internal.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/rows.h"
 #include "nn/linear_bf16.h"
 
@@ -21,12 +21,12 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (s->x->requires_grad) {
         float *dx = qkv_tensor_grad(a, s->x); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_gemm(0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, 1.0f, dx, s->in);
+        qkv_gemm_ctx(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, 1.0f, dx, s->in);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        qkv_gemm(1, 0, s->out, s->in, s->M, 1.0f, dy, s->out, s->x->data, s->in, 1.0f, dw, s->in);
+        qkv_gemm_ctx(c, 1, 0, s->out, s->in, s->M, 1.0f, dy, s->out, s->x->data, s->in, 1.0f, dw, s->in);
     }
     if (s->b && s->b->requires_grad) {
         float *db = qkv_tensor_grad(a, s->b); // (out)
@@ -69,7 +69,7 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
     if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
     if (b) qkv_rows_broadcast(yd, b->data, M, out);
-    qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
+    qkv_gemm_ctx(c, 0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

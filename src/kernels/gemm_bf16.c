@@ -1,0 +1,258 @@
+/* gemm_bf16.c: the BF16 mode's matmul (gemm_bf16.h).
+ *
+ * The inputs are packed into compact bf16 copies (rounded to nearest even,
+ * kernels/bf16.h) and multiplied by oneDNN's matmul primitive (bf16 inputs,
+ * FP32 accumulation and output, vdpbf16ps on CPUs with AVX512-BF16),
+ * run on qkv's OpenMP pool (Debian's oneDNN uses OpenMP too). oneDNN was
+ * measured against libxsmm on this machine's shapes: docs/bf16.md,
+ * bench/bf16_gemm.c. Without oneDNN, or when it declines a shape, the
+ * inputs are rounded to bf16 in FP32 copies and qkv_gemm multiplies them. */
+#include <stdlib.h>
+#include "core/internal.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#ifdef QKV_DNNL
+#include <dnnl.h>
+#endif
+
+static int bf16_path = QKV_BF16_AUTO;
+
+void qkv_gemm_bf16_set_path(int path) { bf16_path = path; }
+
+/* Below this many FLOP (2 M N K) a product takes the fallback: a oneDNN call
+ * costs some 20-40 us of its own, and bf16 ran 3-8x slower than FP32 on
+ * products of 16^3 to 64^3 and on a 1-row x W^T of 2048x512 (2.1 MFLOP);
+ * from 128^3 (4.2 MFLOP) on it ran faster (bench/bf16_gemm --sweep,
+ * docs/bf16.md). */
+#define QKV_BF16_DNNL_MIN_FLOPS 4e6
+
+void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc)
+{
+    if (qkv_ctx_precision(c) == QKV_BF16)
+        qkv_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* X (rows,cols) with leading dimension ld into Y (rows,cols) compact,
+ * each value rounded to bf16 and kept as a float. */
+static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, float *Y)
+{
+#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j]));
+}
+
+#ifdef QKV_DNNL
+/* ---- oneDNN ------------------------------------------------------------ */
+
+/* X (rows,cols) with leading dimension ld into Y (rows,cols) compact. */
+static void pack_bf16(const float *X, int64_t rows, int64_t cols, int64_t ld, uint16_t *Y)
+{
+#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]);
+}
+
+static dnnl_engine_t dnnl_eng;
+static int dnnl_state; /* 0 not tried, 1 usable, -1 not */
+
+/* Primitives for the shapes seen, kept for the process (a training step
+ * repeats a few dozen shapes); past the table's size a primitive is made
+ * and dropped per call. */
+typedef struct {
+    int ta, tb;
+    int64_t M, N, K, ldc;
+    float alpha, beta;
+    dnnl_primitive_t p;
+} prim_entry;
+enum { PRIM_CAP = 128 };
+static prim_entry prims[PRIM_CAP];
+static int n_prims;
+
+/* op(A) (M,K) from a compact bf16 A: (M,K), or (K,M) when ta. */
+static void desc_2d(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, int trans, dnnl_data_type_t t, int64_t ld)
+{
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    dnnl_memory_desc_init_by_strides(d, 2, dims, t, strides);
+}
+
+static void descs(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, dnnl_memory_desc_t *a,
+                  dnnl_memory_desc_t *b, dnnl_memory_desc_t *c)
+{
+    desc_2d(a, M, K, ta, dnnl_bf16, ta ? M : K);
+    desc_2d(b, K, N, tb, dnnl_bf16, tb ? K : N);
+    desc_2d(c, M, N, 0, dnnl_f32, ldc);
+}
+
+static dnnl_primitive_t prim_make(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, float alpha,
+                                  float beta)
+{
+    dnnl_memory_desc_t a, b, c;
+    descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t p = NULL;
+    int ok = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && alpha != 1.0f) ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+    if (ok && beta != 0.0f)
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    if (ok) ok = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL) == dnnl_success;
+    if (ok && dnnl_primitive_create(&p, pd) != dnnl_success) p = NULL;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return p;
+}
+
+static int dnnl_ready(void)
+{
+    int s;
+#pragma omp critical(qkv_dnnl)
+    {
+        if (dnnl_state == 0)
+            /* oneDNN's bf16 kernels on CPUs without bf16 dot products emulate
+             * them; the FP32 fallback is faster there. */
+            dnnl_state =
+                qkv_bf16_dot_supported() && dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success ? 1 : -1;
+        s = dnnl_state;
+    }
+    return s > 0;
+}
+
+/* Runs the product on compact bf16 Ah, Bh; 0 when oneDNN declined. */
+static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
+                     const uint16_t *Bh, float beta, float *C, int64_t ldc)
+{
+    dnnl_primitive_t p = NULL;
+    int owned = 0;
+#pragma omp critical(qkv_dnnl)
+    {
+        for (int i = 0; i < n_prims && !p; i++) {
+            prim_entry *e = &prims[i];
+            if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->ldc == ldc &&
+                e->alpha == alpha && e->beta == beta)
+                p = e->p;
+        }
+        if (!p) {
+            p = prim_make(ta, tb, M, N, K, ldc, alpha, beta);
+            if (p && n_prims < PRIM_CAP) prims[n_prims++] = (prim_entry){ta, tb, M, N, K, ldc, alpha, beta, p};
+            else owned = p != NULL;
+        }
+    }
+    if (!p) return 0;
+    dnnl_memory_desc_t a, b, c;
+    descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    dnnl_memory_t am = NULL, bm = NULL, cm = NULL;
+    dnnl_stream_t st = NULL;
+    int ok = dnnl_memory_create(&am, &a, dnnl_eng, (void *)Ah) == dnnl_success &&
+             dnnl_memory_create(&bm, &b, dnnl_eng, (void *)Bh) == dnnl_success &&
+             dnnl_memory_create(&cm, &c, dnnl_eng, C) == dnnl_success &&
+             dnnl_stream_create(&st, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+        ok = dnnl_primitive_execute(p, st, 3, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+    }
+    if (st) dnnl_stream_destroy(st);
+    if (cm) dnnl_memory_destroy(cm);
+    if (bm) dnnl_memory_destroy(bm);
+    if (am) dnnl_memory_destroy(am);
+    if (owned) dnnl_primitive_destroy(p);
+    return ok;
+}
+
+int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
+#else
+int qkv_gemm_bf16_accelerated(void) { return 0; }
+#endif
+
+/* The copies of the inputs go to a buffer of the calling thread, kept and
+ * grown for the thread's life (up to SCRATCH_KEEP bytes; larger ones are
+ * freed after the product): a fresh malloc per product cost the page
+ * faults of its first touch on every call (about 1% of an encoder layer's
+ * training step in perf). NULL when out of memory. */
+enum { SCRATCH_KEEP = 32 << 20 };
+static _Thread_local void *scratch_buf;
+static _Thread_local size_t scratch_cap;
+
+static void *scratch_get(size_t bytes)
+{
+    if (bytes > SCRATCH_KEEP) return malloc(bytes);
+    if (bytes > scratch_cap) {
+        free(scratch_buf);
+        scratch_buf = malloc(bytes);
+        scratch_cap = scratch_buf ? bytes : 0;
+    }
+    return scratch_buf;
+}
+
+static void scratch_put(void *p, size_t bytes)
+{
+    if (bytes > SCRATCH_KEEP) free(p);
+}
+
+/* The fallback without memory to spare: each input rounded as it is read. */
+static void gemm_round_loop(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                float a = qkv_bf16_to_float(qkv_bf16_from_float(ta ? A[k * lda + i] : A[i * lda + k]));
+                float b = qkv_bf16_to_float(qkv_bf16_from_float(tb ? B[j * ldb + k] : B[k * ldb + j]));
+                acc += a * b;
+            }
+            float *c = &C[i * ldc + j];
+            *c = alpha * acc + (beta == 0.0f ? 0.0f : beta * *c);
+        }
+}
+
+void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    if (M <= 0 || N <= 0 || K <= 0) { /* nothing to round: qkv_gemm's C = beta * C */
+        qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* Stored shapes: A is (M,K), or (K,M) when ta; B is (K,N), or (N,K) when tb. */
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+#ifdef QKV_DNNL
+    int big = 2.0 * (double)M * (double)N * (double)K >= QKV_BF16_DNNL_MIN_FLOPS;
+    if (!qkv_reference() && (bf16_path == QKV_BF16_DNNL || (bf16_path == QKV_BF16_AUTO && big)) && dnnl_ready()) {
+        size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(uint16_t);
+        uint16_t *Ah = scratch_get(bytes);
+        if (Ah) {
+            uint16_t *Bh = Ah + ar * ac;
+            pack_bf16(A, ar, ac, lda, Ah);
+            pack_bf16(B, br, bc, ldb, Bh);
+            int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, beta, C, ldc);
+            scratch_put(Ah, bytes);
+            if (done) return;
+        }
+    }
+#endif
+    size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(float);
+    float *Ar = scratch_get(bytes);
+    if (!Ar) {
+        gemm_round_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    float *Br = Ar + ar * ac;
+    pack_round(A, ar, ac, lda, Ar);
+    pack_round(B, br, bc, ldb, Br);
+    if (qkv_reference())
+        qkv_gemm_ref(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
+    else
+        qkv_gemm(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
+    scratch_put(Ar, bytes);
+}

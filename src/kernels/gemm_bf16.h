@@ -1,0 +1,28 @@
+/* gemm_bf16.h: C = alpha * op(A) op(B) + beta * C with the inputs rounded
+ * to bf16 and the products accumulated in FP32 (the BF16 precision mode's
+ * matmuls, like PyTorch's CPU autocast). Same arguments as qkv_gemm. */
+#ifndef QKV_GEMM_BF16_H
+#define QKV_GEMM_BF16_H
+#include <stdint.h>
+#include "qkv.h"
+
+/* Through oneDNN's bf16 matmul where qkv was built with it (QKV_DNNL) and
+ * the CPU runs it; otherwise (and under qkv_reference()) the inputs are
+ * rounded to bf16 and multiplied by FP32 arithmetic (qkv_gemm, or
+ * qkv_gemm_ref): the same numbers up to the order of the FP32 sums. */
+void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* The matmul of ctx c's precision: qkv_gemm (QKV_FP32) or qkv_gemm_bf16. */
+void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc);
+
+/* For tests and benchmarks: 1 when the oneDNN path is built and usable.
+ * The path of every product: QKV_BF16_AUTO (default: oneDNN from
+ * QKV_BF16_DNNL_MIN_FLOPS on, the fallback below), QKV_BF16_FALLBACK,
+ * or QKV_BF16_DNNL (oneDNN whatever the size, where usable). */
+enum { QKV_BF16_AUTO, QKV_BF16_FALLBACK, QKV_BF16_DNNL };
+int qkv_gemm_bf16_accelerated(void);
+void qkv_gemm_bf16_set_path(int path);
+#endif

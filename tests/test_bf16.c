@@ -1,0 +1,447 @@
+/* test_bf16.c: the BF16 precision mode (docs/bf16.md).
+ *  - fp32 -> bf16 rounding against PyTorch's (tools/bf16_oracle.py): bit
+ *    for bit on ties, subnormals, overflow, +-inf and +-0; NaN stays NaN;
+ *  - qkv_gemm_bf16 (oneDNN where built and the CPU runs it, the fallback,
+ *    the reference loop) against a double-precision product of the
+ *    bf16-rounded inputs, per element within the FP32 summation bound;
+ *  - Linear forward and backward in BF16 mode against PyTorch's
+ *    torch.autocast("cpu", dtype=torch.bfloat16), and bmm in BF16 mode;
+ *  - FP32 mode is bit-for-bit what qkv_gemm gives, and the arguments of
+ *    qkv_ctx_set_precision are checked;
+ *  - a small TransformerEncoderLayer trained in BF16 tracks the same
+ *    training in FP32 (final losses within 5%). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <unistd.h>
+#include "gradcheck.h"
+#include "oracle.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "qkv/transformer.h"
+
+static uint32_t bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* ---- conversion --------------------------------------------------------- */
+
+static void test_convert(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/convert.safetensors", dir);
+    qkv_safetensors *st = NULL;
+    qkv_arena *a = NULL;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    CHECK_OK(qkv_safetensors_open(path, &st));
+    if (!st) {
+        qkv_arena_free(a);
+        return;
+    }
+    qkv_tensor *x = h_load(st, a, "x", 0), *y = h_load(st, a, "y", 0), *ys = h_load(st, a, "y_scalar", 0);
+    CHECK(x && y && ys, "convert: tensors missing");
+    if (x && y && ys) {
+        int64_t n = qkv_tensor_numel(x), bad = 0, nans = 0, subn = 0, ties = 0;
+        float *got = malloc((size_t)n * sizeof *got);
+        uint16_t *h = malloc((size_t)n * sizeof *h);
+        qkv_bf16_round_floats(x->data, got, n);
+        qkv_bf16_from_floats(x->data, h, n);
+        for (int64_t i = 0; i < n; i++) {
+            float want = y->data[i];
+            uint16_t one = qkv_bf16_from_float(x->data[i]);
+            int ok;
+            if (isnan(want)) {
+                nans++;
+                ok = isnan(got[i]) && isnan(ys->data[i]) && isnan(qkv_bf16_to_float(one)) && one == h[i];
+            } else {
+                ok = bits(got[i]) == bits(want) && bits(ys->data[i]) == bits(want) && one == h[i] &&
+                     bits(qkv_bf16_to_float(one)) == bits(want);
+            }
+            uint32_t u = bits(x->data[i]);
+            subn += (u & 0x7f800000u) == 0 && (u & 0x7fffffu) != 0;
+            ties += (u & 0xffffu) == 0x8000u;
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "convert: x bits %08x -> %08x, torch %08x\n", (unsigned)u, (unsigned)bits(got[i]),
+                        (unsigned)bits(want));
+        }
+        CHECK(bad == 0, "convert: %lld of %lld values differ from torch's bf16 rounding", (long long)bad,
+              (long long)n);
+        CHECK(nans >= 6 && subn >= 40 && ties >= 60, "convert: the oracle's set lacks NaNs, subnormals or ties");
+        /* the in-place form */
+        memcpy(got, x->data, (size_t)n * sizeof *got);
+        qkv_bf16_round_floats(got, got, n);
+        int same = 1;
+        for (int64_t i = 0; i < n; i++) same &= isnan(y->data[i]) ? isnan(got[i]) : bits(got[i]) == bits(y->data[i]);
+        CHECK(same, "convert: in place differs");
+        free(got);
+        free(h);
+    }
+    qkv_safetensors_close(st);
+    qkv_arena_free(a);
+}
+
+/* ---- GEMM ----------------------------------------------------------------- */
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
+}
+
+/* Checks C (M,N; ldc) = alpha op(A) op(B) + beta C0 against the product of
+ * the bf16-rounded inputs in double. Both sides multiply the same bf16
+ * values exactly (a product of two bf16 is exact in FP32), so they differ
+ * only by FP32 summation: |err| <= gamma_K sum_k |a_ik b_kj| with gamma_K
+ * ~ K 2^-24 in any order; checked at 2 K 2^-24 (+ the rounding of alpha,
+ * beta C0 and the result). Unrounded inputs would miss by ~2^-9. */
+static int gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t pad,
+                     uint64_t seed, const char *what)
+{
+    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+    float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C = B + nb, *C0 = C + nc;
+    for (int64_t i = 0; i < na; i++) A[i] = frand(&seed) * 3;
+    for (int64_t i = 0; i < nb; i++) B[i] = frand(&seed);
+    for (int64_t i = 0; i < nc; i++) C0[i] = C[i] = frand(&seed);
+    qkv_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int ok = 1;
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double a = qkv_bf16_to_float(qkv_bf16_from_float(ta ? A[k * lda + i] : A[i * lda + k]));
+                double b = qkv_bf16_to_float(qkv_bf16_from_float(tb ? B[j * ldb + k] : B[k * ldb + j]));
+                acc += a * b;
+                mag += fabs(a * b);
+            }
+            double want = alpha * acc + (beta == 0 ? 0 : beta * (double)C0[i * ldc + j]);
+            double bound = fabs(alpha) * mag * 2 * (double)(K + 2) * 0x1p-24 +
+                           (fabs(want) + fabs(beta * (double)C0[i * ldc + j])) * 0x1p-23 + 1e-30;
+            double e = fabs(C[i * ldc + j] - want);
+            if (!(e <= bound)) ok = 0;
+            worst = fmax(worst, e / bound);
+        }
+    for (int64_t i = 0; i < M; i++) /* the padding is not written */
+        for (int64_t j = N; j < ldc; j++) ok &= bits(C[i * ldc + j]) == bits(C0[i * ldc + j]);
+    CHECK(ok, "gemm_bf16 %s ta %d tb %d M %lld N %lld K %lld alpha %g beta %g: error %.2f x the bound", what, ta,
+          tb, (long long)M, (long long)N, (long long)K, alpha, beta, worst);
+    free(A);
+    return ok;
+}
+
+static void gemm_suite(const char *what)
+{
+    uint64_t seed = 11;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_case(ta, tb, 37, 29, 70, 1.0f, 0.0f, 0, seed++, what);
+            gemm_case(ta, tb, 64, 96, 128, 1.0f, 1.0f, 3, seed++, what);
+            gemm_case(ta, tb, 5, 1, 33, 0.5f, 1.0f, 1, seed++, what);
+            gemm_case(ta, tb, 1, 130, 17, -2.0f, 0.25f, 0, seed++, what);
+        }
+    gemm_case(0, 1, 256, 384, 256, 1.0f, 1.0f, 0, seed++, what); /* split over threads */
+    gemm_case(1, 0, 300, 200, 1000, 1.0f, 1.0f, 0, seed++, what);
+}
+
+static void test_gemm(void)
+{
+    printf("bf16 GEMM: oneDNN %s\n", qkv_gemm_bf16_accelerated() ? "used" : "not built or not usable here");
+    qkv_gemm_bf16_set_path(QKV_BF16_DNNL); /* every size through oneDNN, where it is there */
+    gemm_suite(qkv_gemm_bf16_accelerated() ? "oneDNN" : "fallback");
+    qkv_gemm_bf16_set_path(QKV_BF16_FALLBACK);
+    gemm_suite("fallback");
+    qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
+    gemm_suite("auto");
+    qkv_set_reference(1);
+    gemm_suite("reference");
+    qkv_set_reference(0);
+    /* K = 0: C = beta C; M = 0 or N = 0: nothing */
+    float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {9}, B[1] = {9};
+    qkv_gemm_bf16(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 0.5f, C, 3);
+    CHECK(C[0] == 0.5f && C[5] == 3.0f, "gemm_bf16 K=0: C = beta C");
+    qkv_gemm_bf16(0, 0, 0, 3, 4, 1.0f, A, 4, B, 3, 0.0f, C, 3);
+    CHECK(C[0] == 0.5f, "gemm_bf16 M=0 wrote C");
+    /* concurrent products from OpenMP threads (qkv's ops call gemm inside
+     * parallel loops): each must come out as on one thread */
+    int ok = 1;
+    qkv_gemm_bf16_set_path(QKV_BF16_DNNL);
+#pragma omp parallel for reduction(&& : ok)
+    for (int t = 0; t < 4; t++) ok = gemm_case(t & 1, t >> 1, 48, 40, 96, 1.0f, 1.0f, 0, 100 + (uint64_t)t, "threads");
+    qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
+    CHECK(ok, "gemm_bf16 from several threads at once");
+}
+
+/* ---- Linear against torch.autocast ---------------------------------------- */
+
+/* One oracle case: y and the gradients of x, w, b. torch's autocast rounds
+ * x, w, b and dy to bf16 (as qkv does for x, w and dy), multiplies with
+ * FP32 sums, then rounds y, dx, dW and db to bf16; qkv keeps them FP32 and
+ * its bias and db in FP32. Per element:
+ *   |qkv - torch| <= 2^-8 |torch| + 2^-8 |b| (y) + 2^-8 sum|dy| (db)
+ *                    + 2 K 2^-24 sum_k |a_k b_k|
+ * where 2^-8 is twice bf16's half-ulp (2^-9 relative: torch's rounding of
+ * its result, of the bias and of dy in db's sum), and the last term the
+ * FP32 summation bound. Without the bf16 rounding of the inputs qkv would
+ * miss by up to ~2^-8 |x||w| per term: the check can fail. */
+static int close_to(const float *got, qkv_tensor *want, const float *slack, int64_t n, const char *what,
+                    const char *file)
+{
+    if (!want) {
+        CHECK(0, "%s: %s missing", file, what);
+        return 0;
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double t = want->data[i], bound = 0x1p-8 * fabs(t) + slack[i] + 1e-30;
+        if (!(fabs(got[i] - t) <= bound) && bad++ < 3)
+            fprintf(stderr, "%s %s[%lld]: qkv %.9g torch %.9g bound %.3g\n", file, what, (long long)i, got[i], t, bound);
+    }
+    CHECK(bad == 0, "%s: %s: %lld elements outside the bf16 bound", file, what, (long long)bad);
+    return bad == 0;
+}
+
+static void linear_case(const char *dir, int k)
+{
+    char path[600], file[32];
+    snprintf(file, sizeof file, "linear_%d", k);
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
+    qkv_safetensors *st = NULL;
+    qkv_arena *a = NULL;
+    qkv_ctx *c = NULL;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_safetensors_open(path, &st));
+    if (!st || !c) goto done;
+    qkv_tensor *x = h_load(st, a, "x", 1), *w = h_load(st, a, "w", 1), *b = h_load(st, a, "b", 1);
+    qkv_tensor *ty = h_load(st, a, "y", 0), *dout = h_load(st, a, "dout", 0);
+    if (!x || !w || !ty || !dout) {
+        CHECK(0, "%s: tensors missing", file);
+        goto done;
+    }
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_BF16));
+    qkv_tensor *y = NULL;
+    CHECK_OK(qkv_linear(c, x, w, b, &y));
+    if (!y) goto done;
+    CHECK_OK(qkv_backward(c, y, dout->data));
+    int64_t in = w->shape[1], out = w->shape[0], M = qkv_tensor_numel(x) / in;
+    const float *X = x->data, *W = w->data, *D = dout->data;
+    float *sy = calloc((size_t)(M * out), sizeof *sy), *sx = calloc((size_t)(M * in), sizeof *sx);
+    float *sw = calloc((size_t)(out * in), sizeof *sw), *sb = calloc((size_t)out, sizeof *sb);
+#define R(v) fabs((double)qkv_bf16_to_float(qkv_bf16_from_float(v)))
+    double gam = 0x1p-24 * 2;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t o = 0; o < out; o++) {
+            double m = 0;
+            for (int64_t j = 0; j < in; j++) m += R(X[i * in + j]) * R(W[o * in + j]);
+            sy[i * out + o] = (float)(gam * (in + 2) * m + (b ? 0x1p-8 * fabs(b->data[o]) : 0));
+        }
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < in; j++) {
+            double m = 0;
+            for (int64_t o = 0; o < out; o++) m += R(D[i * out + o]) * R(W[o * in + j]);
+            sx[i * in + j] = (float)(gam * (out + 2) * m);
+        }
+    for (int64_t o = 0; o < out; o++) {
+        double s = 0;
+        for (int64_t j = 0; j < in; j++) {
+            double m = 0;
+            for (int64_t i = 0; i < M; i++) m += R(D[i * out + o]) * R(X[i * in + j]);
+            sw[o * in + j] = (float)(gam * (M + 2) * m);
+        }
+        for (int64_t i = 0; i < M; i++) s += fabs(D[i * out + o]);
+        sb[o] = (float)(0x1p-8 * s);
+    }
+#undef R
+    close_to(y->data, ty, sy, M * out, "y", file);
+    close_to(x->grad, h_load(st, a, "grad.x", 0), sx, M * in, "grad.x", file);
+    close_to(w->grad, h_load(st, a, "grad.w", 0), sw, out * in, "grad.w", file);
+    if (b) close_to(b->grad, h_load(st, a, "grad.b", 0), sb, out, "grad.b", file);
+    free(sy);
+    free(sx);
+    free(sw);
+    free(sb);
+done:
+    qkv_safetensors_close(st);
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
+}
+
+/* ---- FP32 unchanged, bmm in BF16, arguments ------------------------------- */
+
+static void test_modes(void)
+{
+    qkv_ctx *c = NULL;
+    qkv_arena *a = NULL;
+    qkv_rng r;
+    qkv_rng_seed(&r, 3);
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!c || !a) return;
+    CHECK(qkv_ctx_precision(c) == QKV_FP32, "default precision is not FP32");
+    CHECK(qkv_ctx_precision(NULL) == QKV_FP32, "precision of NULL is not FP32");
+    CHECK_ERR(qkv_ctx_set_precision(NULL, QKV_BF16), QKV_ERR_ARG, "ctx_set_precision: ctx is NULL");
+    CHECK_ERR(qkv_ctx_set_precision(c, (qkv_precision)7), QKV_ERR_ARG, "ctx_set_precision: precision 7");
+    CHECK(qkv_ctx_precision(c) == QKV_FP32, "a refused precision changed the ctx");
+
+    /* FP32: Linear's forward and backward are qkv_gemm's bits, before and
+     * after a round trip through BF16. */
+    int64_t M = 12, in = 40, out = 24, xs[2] = {M, in}, ws[2] = {out, in};
+    qkv_tensor *x = h_input(a, &r, 2, xs, 1.0f), *w = h_input(a, &r, 2, ws, 0.3f);
+    float *dy = malloc(sizeof(float) * (size_t)(M * out)), *ref = malloc(sizeof(float) * (size_t)(M * in + out * in + M * out));
+    for (int64_t i = 0; i < M * out; i++) dy[i] = (float)((i * 37 % 11) - 5) * 0.1f;
+    float *ry = ref, *rdx = ry + M * out, *rdw = rdx + M * in;
+    qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, 0.0f, ry, out);
+    memset(rdx, 0, sizeof(float) * (size_t)(M * in + out * in));
+    qkv_gemm(0, 0, M, in, out, 1.0f, dy, out, w->data, in, 1.0f, rdx, in);
+    qkv_gemm(1, 0, out, in, M, 1.0f, dy, out, x->data, in, 1.0f, rdw, in);
+    for (int round = 0; round < 3; round++) {
+        qkv_precision p = round == 1 ? QKV_BF16 : QKV_FP32;
+        CHECK_OK(qkv_ctx_set_precision(c, p));
+        CHECK(qkv_ctx_precision(c) == p, "precision not kept");
+        qkv_ctx_reset(c);
+        memset(x->grad, 0, sizeof(float) * (size_t)(M * in));
+        memset(w->grad, 0, sizeof(float) * (size_t)(out * in));
+        qkv_tensor *y = NULL;
+        CHECK_OK(qkv_linear(c, x, w, NULL, &y));
+        if (!y) continue;
+        CHECK_OK(qkv_backward(c, y, dy));
+        int same = !memcmp(y->data, ry, sizeof(float) * (size_t)(M * out)) &&
+                   !memcmp(x->grad, rdx, sizeof(float) * (size_t)(M * in)) &&
+                   !memcmp(w->grad, rdw, sizeof(float) * (size_t)(out * in));
+        if (p == QKV_FP32) CHECK(same, "FP32 Linear (round %d) is not qkv_gemm's bits", round);
+        else CHECK(!same, "BF16 Linear gave FP32's bits: the inputs were not rounded");
+    }
+
+    /* bmm in BF16: qkv_gemm_bf16's numbers, batch by batch */
+    int64_t as[3] = {3, 5, 33}, bs[3] = {3, 33, 7};
+    qkv_tensor *ta = h_input(a, &r, 3, as, 1.0f), *tb = h_input(a, &r, 3, bs, 1.0f), *ty = NULL;
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_BF16));
+    qkv_ctx_reset(c);
+    CHECK_OK(qkv_bmm(c, ta, tb, &ty));
+    if (ty) {
+        float want[3 * 5 * 7];
+        for (int i = 0; i < 3; i++)
+            qkv_gemm_bf16(0, 0, 5, 7, 33, 1.0f, ta->data + i * 5 * 33, 33, tb->data + i * 33 * 7, 7, 0.0f,
+                          want + i * 35, 7);
+        CHECK(!memcmp(want, ty->data, sizeof want), "bmm in BF16 is not qkv_gemm_bf16's product");
+    }
+    /* Conv1d (and so Conv2d: the same im2col + gemm) in BF16: the FP32
+     * convolution of the bf16-rounded input and weight, up to the order of
+     * the FP32 sums; and not the FP32 convolution of the raw ones. */
+    int64_t cxs[3] = {2, 5, 19}, cws[3] = {7, 5, 3};
+    qkv_tensor *cx = h_input(a, &r, 3, cxs, 1.0f), *cw = h_input(a, &r, 3, cws, 0.5f), *cb = NULL;
+    qkv_tensor *rx = h_input(a, &r, 3, cxs, 1.0f), *rw = h_input(a, &r, 3, cws, 0.5f);
+    qkv_bf16_round_floats(cx->data, rx->data, 2 * 5 * 19);
+    qkv_bf16_round_floats(cw->data, rw->data, 7 * 5 * 3);
+    qkv_tensor *yb = NULL, *yr = NULL, *yf = NULL;
+    qkv_ctx_reset(c);
+    CHECK_OK(qkv_conv1d(c, cx, cw, cb, 1, 1, 1, &yb)); /* still BF16 */
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_FP32));
+    CHECK_OK(qkv_conv1d(c, rx, rw, cb, 1, 1, 1, &yr));
+    CHECK_OK(qkv_conv1d(c, cx, cw, cb, 1, 1, 1, &yf));
+    if (yb && yr && yf) {
+        int64_t n = qkv_tensor_numel(yb);
+        double e = h_rel_err(yb->data, yr->data, n), e32 = h_rel_err(yf->data, yr->data, n);
+        CHECK(e <= 1e-6, "conv1d in BF16: %.3g from FP32 on rounded inputs", e);
+        CHECK(e32 > 1e-4, "conv1d: FP32 on raw inputs only %.3g from rounded ones: the check cannot tell", e32);
+    }
+    free(dy);
+    free(ref);
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
+}
+
+/* ---- training in BF16 tracks FP32 ----------------------------------------- */
+
+/* A TransformerEncoderLayer(32, 4, 64) learns a fixed random one (the
+ * teacher) on random inputs (L 16, N 8): MSE, AdamW lr 3e-3, 80 steps, the
+ * same initialisation and data in both precisions. Returns the last loss
+ * and the first in *first (NaN on failure). */
+static double train_run(qkv_precision prec, double *first)
+{
+    enum { E = 32, H = 4, F = 64, L = 16, N = 8, STEPS = 80 };
+    double last = NAN;
+    *first = NAN;
+    qkv_params *pt = NULL, *ps = NULL;
+    qkv_ctx *c = NULL;
+    qkv_arena *a = NULL;
+    qkv_optim *o = NULL;
+    qkv_rng r;
+    qkv_transformer_encoder_layer teacher, student;
+    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
+    lo.dim_feedforward = F;
+    lo.dropout = 0;
+    qkv_optim_opts oo = qkv_optim_adamw_default();
+    oo.lr = 3e-3;
+    if (qkv_params_new(&pt) || qkv_params_new(&ps) || qkv_ctx_new(&c) || qkv_arena_new(&a, 0)) goto done;
+    qkv_rng_seed(&r, 21);
+    if (qkv_transformer_encoder_layer_init(&teacher, &lo, pt, "", &r)) goto done;
+    qkv_rng_seed(&r, 22);
+    if (qkv_transformer_encoder_layer_init(&student, &lo, ps, "", &r) || qkv_optim_new(&o, ps, &oo)) goto done;
+    qkv_tensor *x = NULL, *y = NULL;
+    int64_t xs[3] = {L, N, E};
+    if (qkv_tensor_new(a, QKV_F32, 3, xs, &x) || qkv_tensor_new(a, QKV_F32, 3, xs, &y)) goto done;
+    qkv_ctx_set_training(c, 1);
+    for (int step = 0; step < STEPS; step++) {
+        qkv_rng_seed(&r, 1000 + (uint64_t)step);
+        qkv_rng_fill_normal(&r, x->data, L * N * E, 0, 1);
+        qkv_tensor *out, *loss;
+        qkv_ctx_reset(c);
+        if (qkv_ctx_set_precision(c, QKV_FP32)) goto done; /* the targets: FP32 */
+        qkv_ctx_set_grad(c, 0);
+        if (qkv_transformer_encoder_layer_forward(c, &teacher, x, NULL, &out)) goto done;
+        memcpy(y->data, out->data, sizeof(float) * L * N * E);
+        qkv_ctx_set_grad(c, 1);
+        qkv_ctx_reset(c);
+        if (qkv_ctx_set_precision(c, prec)) goto done;
+        if (qkv_transformer_encoder_layer_forward(c, &student, x, NULL, &out) ||
+            qkv_mse_loss(c, out, y, QKV_REDUCTION_MEAN, &loss) || qkv_backward(c, loss, NULL) || qkv_optim_step(o))
+            goto done;
+        qkv_params_zero_grad(ps);
+        if (step == 0) *first = loss->data[0];
+        last = loss->data[0];
+    }
+done:
+    qkv_optim_free(o);
+    qkv_arena_free(a);
+    qkv_ctx_free(c);
+    qkv_params_free(ps);
+    qkv_params_free(pt);
+    return last;
+}
+
+static void test_training(void)
+{
+    double f32_first, b16_first;
+    double f32 = train_run(QKV_FP32, &f32_first), b16 = train_run(QKV_BF16, &b16_first);
+    printf("training: loss %.6f -> %.6f in FP32, %.6f -> %.6f in BF16\n", f32_first, f32, b16_first, b16);
+    CHECK(f32 < 0.8 * f32_first && b16 < 0.8 * b16_first, "training: the loss did not fall (%g -> %g, %g -> %g)",
+          f32_first, f32, b16_first, b16);
+    CHECK(fabs(b16 - f32) <= 0.05 * f32, "training: BF16's final loss %g is not within 5%% of FP32's %g", b16, f32);
+    CHECK(b16 != f32, "training: BF16 gave FP32's loss exactly: not in BF16");
+}
+
+int main(void)
+{
+    test_training();
+    test_modes();
+    test_gemm();
+    char dir[] = "/tmp/qkv_bf16_XXXXXX";
+    if (h_oracle_run("bf16_oracle.py", dir, NULL)) {
+        test_convert(dir);
+        char path[600];
+        snprintf(path, sizeof path, "%s/linear.count", dir);
+        FILE *f = fopen(path, "r");
+        int n = 0;
+        CHECK(f && fscanf(f, "%d", &n) == 1 && n > 0, "linear.count unreadable");
+        if (f) fclose(f);
+        for (int k = 0; k < n; k++) linear_case(dir, k);
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0, "rm %s", dir);
+    }
+    return h_finish("test_bf16");
+}
