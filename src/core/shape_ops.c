@@ -58,7 +58,7 @@ qkv_status qkv_permute(qkv_ctx *c, qkv_tensor *x, const int *perm, qkv_tensor **
     for (int i = 0; i < nd; i++) shape[i] = x->shape[perm[i]];
     qkv_tensor *in[1] = {x};
     int rec = qkv_ctx_recording(c, in, 1);
-    QKV_TRY(qkv_ctx_tensor(c, nd, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, nd, shape, rec, y)); /* the walk writes every element */
     permute_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
     s->x = x;

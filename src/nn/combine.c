@@ -63,7 +63,7 @@ qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
     }
     qkv_tensor *in[2] = {a, b};
     int rec = qkv_ctx_recording(c, in, 2);
-    QKV_TRY(qkv_ctx_tensor(c, a->ndim, a->shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, a->ndim, a->shape, rec, y)); /* written in full below */
     int64_t nb = qkv_tensor_numel(b), rows = nb ? qkv_tensor_numel(a) / nb : 0;
     const float *ad = a->data, *bd = b->data; // (rows,nb), (nb)
     float *yd = (*y)->data;                   // (rows,nb)

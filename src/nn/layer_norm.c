@@ -90,7 +90,7 @@ qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_ten
         return qkv_fail(QKV_ERR_ARG, "layer_norm: eps %g must be positive and finite", (double)eps);
     qkv_tensor *in[3] = {x, weight, bias};
     int rec = qkv_ctx_recording(c, in, 3);
-    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, x->ndim, x->shape, rec, y)); /* every row written below */
     double *mean = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *mean) : NULL; // (rows)
     double *rstd = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *rstd) : NULL; // (rows)
     if (rec && (!mean || !rstd)) return QKV_ERR_NOMEM;

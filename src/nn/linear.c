@@ -18,9 +18,11 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (!dy) return QKV_OK;
     qkv_arena *a = qkv_ctx_arena(c);
     if (s->x->requires_grad) {
-        float *dx = qkv_tensor_grad(a, s->x); // (M,in)
+        int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
+        float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_gemm(0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, 1.0f, dx, s->in);
+        qkv_gemm(0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, fresh ? 0.0f : 1.0f,
+                 dx, s->in);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
@@ -56,13 +58,14 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
         return qkv_fail(QKV_ERR_SHAPE, "linear: bias %s, expected (%lld,)",
                         qkv_shape_str(b, bb, sizeof bb), (long long)w->shape[0]);
     int64_t in = w->shape[1], out = w->shape[0];
-    int64_t M = in ? qkv_tensor_numel(x) / in : 0;
+    int64_t M = 1; /* rows: x's leading dims (also when in = 0: y is then the bias, or 0) */
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
     int64_t shape[QKV_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = out;
     qkv_tensor *in3[3] = {x, w, b};
     int rec = qkv_ctx_recording(c, in3, 3);
-    QKV_TRY(qkv_ctx_tensor(c, x->ndim, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, x->ndim, shape, rec, y)); /* every element written below */
     float *yd = (*y)->data; // (M,out)
     if (b) qkv_rows_broadcast(yd, b->data, M, out);
     qkv_gemm(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
