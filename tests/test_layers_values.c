@@ -298,6 +298,64 @@ static void test_fast_gelu(void)
     printf("fast GELU against erff over [-12, 12]: values %.2g, slopes %.2g apart (absolute)\n", ey, ed);
 }
 
+/* ---- the fast layer_norm against the reference -------------------------------
+ * The fast path (vectorised row sums, affine gradients by chunks of rows on
+ * the threads, the input's gradient written when its buffer is new) against
+ * the reference loops, on row counts past one chunk (128 rows), widths of a
+ * ViT (64), an LM (192) and an odd one, rows far from zero mean, with and
+ * without the affine parameters, and with x's gradient absent (written) or
+ * already holding values (added into). */
+static void test_fast_layer_norm(void)
+{
+    int64_t cases[][3] = {{300, 64, 1}, {257, 192, 0}, {130, 7, 1}, {5, 33, 0}}; /* rows, C, affine */
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int64_t rows = cases[t][0], C = cases[t][1], n = rows * C;
+        int affine = (int)cases[t][2];
+        qkv_arena *a;
+        CHECK_OK(qkv_arena_new(&a, 0));
+        qkv_tensor *x0 = h_input(a, &R, 2, (int64_t[]){rows, C}, 3.0f);
+        qkv_tensor *w = h_input(a, &R, 1, (int64_t[]){C}, 1.0f), *b = h_input(a, &R, 1, (int64_t[]){C}, 1.0f);
+        float *dy = malloc((size_t)n * sizeof *dy), *res[2][5];
+        qkv_rng_fill_uniform(&R, dy, n, -1, 1);
+        for (int64_t r = 0; r < rows; r++) /* rows far from zero mean */
+            for (int64_t j = 0; j < C; j++) x0->data[r * C + j] += (float)(r % 7) * 4.0f;
+        for (int pre = 0; pre < 2; pre++) {
+            for (int ref = 0; ref < 2; ref++) {
+                qkv_set_reference(ref);
+                qkv_ctx *c;
+                CHECK_OK(qkv_ctx_new(&c));
+                qkv_tensor *x, *y = NULL;
+                CHECK_OK(qkv_tensor_wrap(qkv_ctx_arena(c), x0->data, 2, (int64_t[]){rows, C}, &x));
+                CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+                if (pre) { /* a gradient already there: the backward adds into it */
+                    x->grad = qkv_arena_alloc(qkv_ctx_arena(c), (size_t)n * sizeof(float));
+                    for (int64_t i = 0; i < n; i++) x->grad[i] = 0.5f;
+                }
+                memset(w->grad, 0, (size_t)C * sizeof(float));
+                memset(b->grad, 0, (size_t)C * sizeof(float));
+                CHECK_OK(qkv_layer_norm(c, x, affine ? w : NULL, affine ? b : NULL, 1e-5f, &y));
+                if (y) CHECK_OK(qkv_backward(c, y, dy));
+                for (int k = 0; k < 5; k++) res[ref][k] = malloc((size_t)n * sizeof(float));
+                memcpy(res[ref][0], y ? y->data : dy, (size_t)n * sizeof(float));
+                memcpy(res[ref][1], x->grad ? x->grad : dy, (size_t)n * sizeof(float));
+                memcpy(res[ref][2], w->grad, (size_t)C * sizeof(float));
+                memcpy(res[ref][3], b->grad, (size_t)C * sizeof(float));
+                qkv_ctx_free(c);
+            }
+            qkv_set_reference(0);
+            double e[4] = {h_rel_err(res[0][0], res[1][0], n), h_rel_err(res[0][1], res[1][1], n),
+                           h_rel_err(res[0][2], res[1][2], C), h_rel_err(res[0][3], res[1][3], C)};
+            CHECK(e[0] <= 1e-6 && e[1] <= 1e-6 && e[2] <= 1e-6 && e[3] <= 1e-6,
+                  "layer_norm fast vs reference (%lld,%lld) affine %d, x.grad %s: y %.3g dx %.3g dw %.3g db %.3g",
+                  (long long)rows, (long long)C, affine, pre ? "added into" : "new", e[0], e[1], e[2], e[3]);
+            for (int ref = 0; ref < 2; ref++)
+                for (int k = 0; k < 5; k++) free(res[ref][k]);
+        }
+        free(dy);
+        qkv_arena_free(a);
+    }
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
@@ -305,5 +363,6 @@ int main(void)
     test_values(A, &R);
     test_module_init(&R);
     test_fast_gelu();
+    test_fast_layer_norm();
     return layers_finish("test_layers_values");
 }
