@@ -8,9 +8,29 @@
  * columns in row order. */
 enum { COLS = 64 };
 
+/* Narrow matrices (one column block: a ViT's 64-wide bias gradients over
+ * 6,400 rows ran on one thread) are summed by chunks of rows instead: at
+ * most SUM_CHUNKS chunks, each summed in row order on some thread, then the
+ * chunks added in order, so the result depends on the shape only. */
+enum { SUM_CHUNKS = 32, SUM_CHUNK_MIN = 128 };
+
 void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n)
 {
     int64_t nblk = (n + COLS - 1) / COLS;
+    int64_t nch = rows / SUM_CHUNK_MIN < SUM_CHUNKS ? rows / SUM_CHUNK_MIN : SUM_CHUNKS;
+    if (nblk == 1 && nch > 1 && rows * n >= QKV_PAR_MIN && !qkv_reference()) {
+        float part[SUM_CHUNKS][COLS]; /* n <= COLS */
+        int64_t len = (rows + nch - 1) / nch;
+#pragma omp parallel for
+        for (int64_t k = 0; k < nch; k++) {
+            for (int64_t j = 0; j < n; j++) part[k][j] = 0.0f;
+            for (int64_t r = k * len; r < rows && r < (k + 1) * len; r++)
+                for (int64_t j = 0; j < n; j++) part[k][j] += x[r * n + j];
+        }
+        for (int64_t k = 0; k < nch; k++)
+            for (int64_t j = 0; j < n; j++) acc[j] += part[k][j];
+        return;
+    }
 #pragma omp parallel for if (rows * n >= QKV_PAR_MIN && nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;

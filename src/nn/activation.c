@@ -164,14 +164,17 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
     act_saved *s = p;
     const float *dy = s->y->grad; // (n)
     if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
+    int fresh; /* a new buffer is zeroed block by block by its thread, in cache */
+    float *dx = qkv_tensor_grad_fresh(qkv_ctx_arena(c), s->x, &fresh); // (n)
     if (!dx) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *y = s->y->data; // (n) each
     int64_t n = s->n, nblk = (n + ACT_BLOCK - 1) / ACT_BLOCK;
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t b = 0; b < nblk; b++)
-        act_backward_range(s->kind, x, y, s->cdf, dy, dx, b * ACT_BLOCK,
-                           b * ACT_BLOCK + ACT_BLOCK < n ? b * ACT_BLOCK + ACT_BLOCK : n);
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        if (fresh) memset(dx + i0, 0, (size_t)(i1 - i0) * sizeof(float));
+        act_backward_range(s->kind, x, y, s->cdf, dy, dx, i0, i1);
+    }
     return QKV_OK;
 }
 
