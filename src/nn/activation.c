@@ -69,11 +69,13 @@ static __attribute__((noinline)) void gelu_fast_forward(const float *restrict x,
     float e[GELU_BLOCK];
     for (int64_t b = i0; b < i1; b += GELU_BLOCK) {
         int64_t n = i1 - b < GELU_BLOCK ? i1 - b : GELU_BLOCK;
-        for (int64_t k = 0; k < n; k++) e[k] = -x[b + k] * INV_SQRT2;
-        qkv_vec_erfc(e, e, n);
-        for (int64_t k = 0; k < n; k++) e[k] *= 0.5f;
-        for (int64_t k = 0; k < n; k++) y[b + k] = x[b + k] * e[k];
-        if (cdf) memcpy(cdf + b, e, (size_t)n * sizeof(float));
+        float *ph = cdf ? cdf + b : e; /* Phi straight into cdf when it is kept */
+        for (int64_t k = 0; k < n; k++) ph[k] = -x[b + k] * INV_SQRT2;
+        qkv_vec_erfc(ph, ph, n);
+        for (int64_t k = 0; k < n; k++) {
+            ph[k] *= 0.5f;
+            y[b + k] = x[b + k] * ph[k];
+        }
     }
 }
 
@@ -87,16 +89,15 @@ static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x
     for (int64_t b = i0; b < i1; b += GELU_BLOCK) {
         int64_t n = i1 - b < GELU_BLOCK ? i1 - b : GELU_BLOCK;
         for (int64_t k = 0; k < n; k++) g[k] = -0.5f * x[b + k] * x[b + k];
-        if (cdf) {
-            memcpy(e, cdf + b, (size_t)n * sizeof(float));
-        } else {
+        const float *ph = cdf ? cdf + b : e;
+        if (!cdf) {
             for (int64_t k = 0; k < n; k++) e[k] = -x[b + k] * INV_SQRT2;
             qkv_vec_erfc(e, e, n);
             for (int64_t k = 0; k < n; k++) e[k] *= 0.5f;
         }
         qkv_vec_exp(g, g, n);
         for (int64_t k = 0; k < n; k++)
-            dx[b + k] += dy[b + k] * (e[k] + x[b + k] * INV_SQRT2PI * g[k]);
+            dx[b + k] += dy[b + k] * (ph[k] + x[b + k] * INV_SQRT2PI * g[k]);
     }
 }
 
