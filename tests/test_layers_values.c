@@ -3,6 +3,7 @@
  * drawn from the seed), the activations, layer_norm and cat against plain
  * formulas, and the modules' parameter names, shapes and initialisation
  * (the lecture's Conv1d net, Linear, LayerNorm, Embedding). */
+#include <omp.h>
 #include "gradcheck.h"
 #include "layers_helpers.h"
 
@@ -356,6 +357,48 @@ static void test_fast_layer_norm(void)
     }
 }
 
+/* ---- linear's weight gradient by chunks of rows ------------------------------
+ * A tall product (rows >= 4 max(in, out), >= 1024) is summed by fixed
+ * chunks of rows on the threads: against the reference (one plain loop in
+ * double), and bit for bit the same on one thread and on two. */
+static void test_linear_chunked_grad(void)
+{
+    int64_t M = 2051, in = 48, out = 40;
+    qkv_arena *a;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *x = h_input(a, &R, 2, (int64_t[]){M, in}, 1.0f);
+    qkv_tensor *w = h_input(a, &R, 2, (int64_t[]){out, in}, 1.0f), *b = h_input(a, &R, 1, (int64_t[]){out}, 1.0f);
+    float *dy = malloc((size_t)(M * out) * sizeof *dy), *dw[3], *dx[3];
+    qkv_rng_fill_uniform(&R, dy, M * out, -1, 1);
+    int max_threads = omp_get_max_threads();
+    for (int run = 0; run < 3; run++) { /* reference; fast on all threads; fast on one */
+        qkv_set_reference(run == 0);
+        omp_set_num_threads(run == 2 ? 1 : max_threads);
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        memset(w->grad, 0, (size_t)(out * in) * sizeof(float));
+        memset(x->grad, 0, (size_t)(M * in) * sizeof(float));
+        for (int64_t i = 0; i < out * in; i++) w->grad[i] = 0.25f; /* added into */
+        qkv_tensor *y = NULL;
+        CHECK_OK(qkv_linear(c, x, w, b, &y));
+        if (y) CHECK_OK(qkv_backward(c, y, dy));
+        dw[run] = malloc((size_t)(out * in) * sizeof(float));
+        dx[run] = malloc((size_t)(M * in) * sizeof(float));
+        memcpy(dw[run], w->grad, (size_t)(out * in) * sizeof(float));
+        memcpy(dx[run], x->grad, (size_t)(M * in) * sizeof(float));
+        qkv_ctx_free(c);
+    }
+    qkv_set_reference(0);
+    omp_set_num_threads(max_threads);
+    double ew = h_rel_err(dw[1], dw[0], out * in), ex = h_rel_err(dx[1], dx[0], M * in);
+    CHECK(ew <= 1e-6 && ex <= 1e-6, "linear (%lld rows) fast vs reference: dW %.3g, dx %.3g", (long long)M, ew, ex);
+    CHECK(!memcmp(dw[1], dw[2], (size_t)(out * in) * sizeof(float)),
+          "linear's chunked dW is the same on %d threads and on one", max_threads);
+    for (int run = 0; run < 3; run++) free(dw[run]), free(dx[run]);
+    free(dy);
+    qkv_arena_free(a);
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
@@ -364,5 +407,6 @@ int main(void)
     test_module_init(&R);
     test_fast_gelu();
     test_fast_layer_norm();
+    test_linear_chunked_grad();
     return layers_finish("test_layers_values");
 }

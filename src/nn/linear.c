@@ -9,6 +9,40 @@ typedef struct {
     int64_t M, in, out;
 } linear_saved;
 
+/* dW += dy^T x, dy (M,out), x (M,in). A tall product (M at least
+ * 4 max(out,in): a ViT's 6,400 rows into 64x64) goes by LIN_CHUNKS fixed
+ * chunks of rows, one product per chunk on the threads, the chunks' results
+ * then added in chunk order: qkv_gemm splits a product by its output's
+ * rows or columns, and a 64x64 output (or 192 rows, in blocks of 128 and
+ * 64) left the second core idle or half idle. The chunks depend on the
+ * shape only, so the result does not depend on the thread count. */
+enum { LIN_CHUNKS = 4 };
+
+static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, float *dw)
+{
+    int64_t M = s->M, in = s->in, out = s->out, big = in > out ? in : out;
+    if (qkv_reference() || M < 4 * big || M < 1024) {
+        qkv_gemm(1, 0, out, in, M, 1.0f, dy, out, s->x->data, in, 1.0f, dw, in);
+        return QKV_OK;
+    }
+    float *part = qkv_ctx_alloc_uninit(c, (size_t)(LIN_CHUNKS * out * in) * sizeof(float)); // (chunks,out,in)
+    if (!part) return QKV_ERR_NOMEM;
+    int64_t len = (M + LIN_CHUNKS - 1) / LIN_CHUNKS, n = out * in;
+#pragma omp parallel for
+    for (int k = 0; k < LIN_CHUNKS; k++) {
+        int64_t r0 = k * len, rows = M - r0 < len ? M - r0 : len;
+        qkv_gemm(1, 0, out, in, rows, 1.0f, dy + r0 * out, out, s->x->data + r0 * in, in, 0.0f,
+                 part + k * n, in);
+    }
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float acc = part[i];
+        for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
+        dw[i] += acc;
+    }
+    return QKV_OK;
+}
+
 /* Differentiates y = x W^T + b:
  * dx += dy W, dW += dy^T x, db += sum_rows dy. */
 static qkv_status linear_backward(qkv_ctx *c, void *p)
@@ -27,7 +61,7 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        qkv_gemm(1, 0, s->out, s->in, s->M, 1.0f, dy, s->out, s->x->data, s->in, 1.0f, dw, s->in);
+        QKV_TRY(linear_weight_grad(c, s, dy, dw));
     }
     if (s->b && s->b->requires_grad) {
         float *db = qkv_tensor_grad(a, s->b); // (out)
