@@ -452,8 +452,8 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
  *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
-                          const float *Di, const float *dout, float *dq, float *dk, float *dv,
-                          float *scratch)
+                          const float *Di, const float *dout, float *dq, float dq_scale, float *dk,
+                          float *dv, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
     int64_t njp = round_up(nj, R); /* rows worked on: a short tile is not padded to BK */
@@ -521,7 +521,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             else
                 tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
             for (int64_t i = 0; i < i1 - i0; i++)
-                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dqb[i * Dp + x];
+                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dq_scale * dqb[i * Dp + x];
         }
     }
     for (int64_t j = 0; j < nj; j++) {
@@ -533,7 +533,11 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
 }
 
 /* Di (N*H*L) and the dq buffers (threads of them, N*H*L*D each) are the
- * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch. */
+ * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch.
+ * With one key tile per head (S <= BK), a head's dq rows get additions from
+ * that tile alone: dqs is then dq itself, added into scaled, by whichever
+ * thread has the head (the same sums as through the buffers: one addition
+ * to 0, times scale). */
 static void backward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                      const float *out, const float *lse, const float *dout, float *Di,
                      float *dqs, float *dk, float *dv, float *tiles, int threads)
@@ -547,7 +551,8 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
     {
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
-        float *mydq = dqs ? dqs + (size_t)th * nq : NULL;
+        int direct = ntiles == 1;
+        float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
         /* Tiles dealt round-robin, the same way on every run: which tiles
          * add into which dq buffer, and so dq's rounding, repeat exactly
          * for a given thread count (a dynamic schedule would not). */
@@ -556,7 +561,8 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
             int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
             backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
                           v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
-                          mydq ? mydq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
+                          mydq ? mydq + nh * L * D : NULL, direct ? d->scale : 1.0f,
+                          dk ? dk + nh * S * D : NULL,
                           dv ? dv + nh * S * Dv : NULL, mine);
         }
     }
