@@ -34,8 +34,14 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n)
 #pragma omp parallel for if (rows * n >= QKV_PAR_MIN && nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;
+        /* the block's sums in a local array (acc might alias x, so sums
+         * kept in acc went to memory and back at every row), the same
+         * additions in the same order */
+        float loc[COLS];
+        for (int64_t j = j0; j < j1; j++) loc[j - j0] = acc[j];
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = j0; j < j1; j++) acc[j] += x[r * n + j];
+            for (int64_t j = j0; j < j1; j++) loc[j - j0] += x[r * n + j];
+        for (int64_t j = j0; j < j1; j++) acc[j] = loc[j - j0];
     }
 }
 
