@@ -3,6 +3,7 @@
  * drawn from the seed), the activations, layer_norm and cat against plain
  * formulas, and the modules' parameter names, shapes and initialisation
  * (the lecture's Conv1d net, Linear, LayerNorm, Embedding). */
+#include <omp.h>
 #include "gradcheck.h"
 #include "layers_helpers.h"
 
@@ -298,6 +299,106 @@ static void test_fast_gelu(void)
     printf("fast GELU against erff over [-12, 12]: values %.2g, slopes %.2g apart (absolute)\n", ey, ed);
 }
 
+/* ---- the fast layer_norm against the reference -------------------------------
+ * The fast path (vectorised row sums, affine gradients by chunks of rows on
+ * the threads, the input's gradient written when its buffer is new) against
+ * the reference loops, on row counts past one chunk (128 rows), widths of a
+ * ViT (64), an LM (192) and an odd one, rows far from zero mean, with and
+ * without the affine parameters, and with x's gradient absent (written) or
+ * already holding values (added into). */
+static void test_fast_layer_norm(void)
+{
+    int64_t cases[][3] = {{300, 64, 1}, {257, 192, 0}, {130, 7, 1}, {5, 33, 0}}; /* rows, C, affine */
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int64_t rows = cases[t][0], C = cases[t][1], n = rows * C;
+        int affine = (int)cases[t][2];
+        qkv_arena *a;
+        CHECK_OK(qkv_arena_new(&a, 0));
+        qkv_tensor *x0 = h_input(a, &R, 2, (int64_t[]){rows, C}, 3.0f);
+        qkv_tensor *w = h_input(a, &R, 1, (int64_t[]){C}, 1.0f), *b = h_input(a, &R, 1, (int64_t[]){C}, 1.0f);
+        float *dy = malloc((size_t)n * sizeof *dy), *res[2][5];
+        qkv_rng_fill_uniform(&R, dy, n, -1, 1);
+        for (int64_t r = 0; r < rows; r++) /* rows far from zero mean */
+            for (int64_t j = 0; j < C; j++) x0->data[r * C + j] += (float)(r % 7) * 4.0f;
+        for (int pre = 0; pre < 2; pre++) {
+            for (int ref = 0; ref < 2; ref++) {
+                qkv_set_reference(ref);
+                qkv_ctx *c;
+                CHECK_OK(qkv_ctx_new(&c));
+                qkv_tensor *x, *y = NULL;
+                CHECK_OK(qkv_tensor_wrap(qkv_ctx_arena(c), x0->data, 2, (int64_t[]){rows, C}, &x));
+                CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+                if (pre) { /* a gradient already there: the backward adds into it */
+                    x->grad = qkv_arena_alloc(qkv_ctx_arena(c), (size_t)n * sizeof(float));
+                    for (int64_t i = 0; i < n; i++) x->grad[i] = 0.5f;
+                }
+                memset(w->grad, 0, (size_t)C * sizeof(float));
+                memset(b->grad, 0, (size_t)C * sizeof(float));
+                CHECK_OK(qkv_layer_norm(c, x, affine ? w : NULL, affine ? b : NULL, 1e-5f, &y));
+                if (y) CHECK_OK(qkv_backward(c, y, dy));
+                for (int k = 0; k < 5; k++) res[ref][k] = malloc((size_t)n * sizeof(float));
+                memcpy(res[ref][0], y ? y->data : dy, (size_t)n * sizeof(float));
+                memcpy(res[ref][1], x->grad ? x->grad : dy, (size_t)n * sizeof(float));
+                memcpy(res[ref][2], w->grad, (size_t)C * sizeof(float));
+                memcpy(res[ref][3], b->grad, (size_t)C * sizeof(float));
+                qkv_ctx_free(c);
+            }
+            qkv_set_reference(0);
+            double e[4] = {h_rel_err(res[0][0], res[1][0], n), h_rel_err(res[0][1], res[1][1], n),
+                           h_rel_err(res[0][2], res[1][2], C), h_rel_err(res[0][3], res[1][3], C)};
+            CHECK(e[0] <= 1e-6 && e[1] <= 1e-6 && e[2] <= 1e-6 && e[3] <= 1e-6,
+                  "layer_norm fast vs reference (%lld,%lld) affine %d, x.grad %s: y %.3g dx %.3g dw %.3g db %.3g",
+                  (long long)rows, (long long)C, affine, pre ? "added into" : "new", e[0], e[1], e[2], e[3]);
+            for (int ref = 0; ref < 2; ref++)
+                for (int k = 0; k < 5; k++) free(res[ref][k]);
+        }
+        free(dy);
+        qkv_arena_free(a);
+    }
+}
+
+/* ---- linear's weight gradient by chunks of rows ------------------------------
+ * A tall product (rows >= 4 max(in, out), >= 1024) is summed by fixed
+ * chunks of rows on the threads: against the reference (one plain loop in
+ * double), and bit for bit the same on one thread and on two. */
+static void test_linear_chunked_grad(void)
+{
+    int64_t M = 2051, in = 48, out = 40;
+    qkv_arena *a;
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *x = h_input(a, &R, 2, (int64_t[]){M, in}, 1.0f);
+    qkv_tensor *w = h_input(a, &R, 2, (int64_t[]){out, in}, 1.0f), *b = h_input(a, &R, 1, (int64_t[]){out}, 1.0f);
+    float *dy = malloc((size_t)(M * out) * sizeof *dy), *dw[3], *dx[3];
+    qkv_rng_fill_uniform(&R, dy, M * out, -1, 1);
+    int max_threads = omp_get_max_threads();
+    for (int run = 0; run < 3; run++) { /* reference; fast on all threads; fast on one */
+        qkv_set_reference(run == 0);
+        omp_set_num_threads(run == 2 ? 1 : max_threads);
+        qkv_ctx *c;
+        CHECK_OK(qkv_ctx_new(&c));
+        memset(w->grad, 0, (size_t)(out * in) * sizeof(float));
+        memset(x->grad, 0, (size_t)(M * in) * sizeof(float));
+        for (int64_t i = 0; i < out * in; i++) w->grad[i] = 0.25f; /* added into */
+        qkv_tensor *y = NULL;
+        CHECK_OK(qkv_linear(c, x, w, b, &y));
+        if (y) CHECK_OK(qkv_backward(c, y, dy));
+        dw[run] = malloc((size_t)(out * in) * sizeof(float));
+        dx[run] = malloc((size_t)(M * in) * sizeof(float));
+        memcpy(dw[run], w->grad, (size_t)(out * in) * sizeof(float));
+        memcpy(dx[run], x->grad, (size_t)(M * in) * sizeof(float));
+        qkv_ctx_free(c);
+    }
+    qkv_set_reference(0);
+    omp_set_num_threads(max_threads);
+    double ew = h_rel_err(dw[1], dw[0], out * in), ex = h_rel_err(dx[1], dx[0], M * in);
+    CHECK(ew <= 1e-6 && ex <= 1e-6, "linear (%lld rows) fast vs reference: dW %.3g, dx %.3g", (long long)M, ew, ex);
+    CHECK(!memcmp(dw[1], dw[2], (size_t)(out * in) * sizeof(float)),
+          "linear's chunked dW is the same on %d threads and on one", max_threads);
+    for (int run = 0; run < 3; run++) free(dw[run]), free(dx[run]);
+    free(dy);
+    qkv_arena_free(a);
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
@@ -305,5 +406,7 @@ int main(void)
     test_values(A, &R);
     test_module_init(&R);
     test_fast_gelu();
+    test_fast_layer_norm();
+    test_linear_chunked_grad();
     return layers_finish("test_layers_values");
 }

@@ -1,6 +1,7 @@
 /* arena.c: a bump allocator over a list of large chunks.
  * Activations of a step come from one arena that is reset (not freed) at the
  * next step, so a training loop allocates nothing once it is warm. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
@@ -60,7 +61,7 @@ static chunk *chunk_new(size_t size)
     return c;
 }
 
-void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
+void *qkv_arena_alloc_uninit(qkv_arena *a, size_t bytes)
 {
     if (!a) {
         qkv_fail(QKV_ERR_ARG, "arena_alloc: arena is NULL");
@@ -97,6 +98,17 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
     a->cur->used += need;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
+#ifdef QKV_POISON
+    for (size_t i = 0; i < need / sizeof(float); i++) ((float *)p)[i] = NAN;
+#endif
+    return p;
+}
+
+void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
+{
+    void *p = qkv_arena_alloc_uninit(a, bytes);
+    if (!p) return NULL;
+    size_t need = bytes ? (bytes + 63) & ~(size_t)63 : 64;
     /* Zeroed, as callers expect; large blocks on OpenMP's threads. */
     int64_t pages = (int64_t)(need >> 16);
 #pragma omp parallel for if (pages >= 16)

@@ -177,10 +177,20 @@ qkv_status qkv_ctx_record(qkv_ctx *c, qkv_backward_fn backward, void *saved)
 }
 
 void *qkv_ctx_alloc(qkv_ctx *c, size_t bytes) { return qkv_arena_alloc(c->arena, bytes); }
+void *qkv_ctx_alloc_uninit(qkv_ctx *c, size_t bytes) { return qkv_arena_alloc_uninit(c->arena, bytes); }
 
 qkv_status qkv_ctx_tensor(qkv_ctx *c, int ndim, const int64_t *shape, int rec, qkv_tensor **out)
 {
     QKV_TRY(qkv_tensor_new(c->arena, QKV_F32, ndim, shape, out));
+    (*out)->requires_grad = rec;
+    (*out)->graph = rec ? c->graph : 0;
+    return QKV_OK;
+}
+
+qkv_status qkv_ctx_tensor_uninit(qkv_ctx *c, int ndim, const int64_t *shape, int rec,
+                                 qkv_tensor **out)
+{
+    QKV_TRY(qkv_tensor_new_uninit(c->arena, ndim, shape, out));
     (*out)->requires_grad = rec;
     (*out)->graph = rec ? c->graph : 0;
     return QKV_OK;

@@ -65,6 +65,21 @@ void *qkv_ctx_alloc(qkv_ctx *c, size_t bytes);
 qkv_status qkv_ctx_tensor(qkv_ctx *c, int ndim, const int64_t *shape, int rec,
                           qkv_tensor **out);
 
+/* The same without zero-filling, for buffers and outputs that the op
+ * writes in full before anything reads them (an arena's memory holds the
+ * previous step's values: every element must be written). Built with
+ * -DQKV_POISON, the memory is filled with NaN instead, so that a test
+ * catches an element left unwritten. */
+void *qkv_arena_alloc_uninit(qkv_arena *a, size_t bytes);
+qkv_status qkv_tensor_new_uninit(qkv_arena *a, int ndim, const int64_t *shape, qkv_tensor **out);
+void *qkv_ctx_alloc_uninit(qkv_ctx *c, size_t bytes);
+qkv_status qkv_ctx_tensor_uninit(qkv_ctx *c, int ndim, const int64_t *shape, int rec,
+                                 qkv_tensor **out);
+/* t's gradient buffer like qkv_tensor_grad, but when it has to be
+ * allocated it is not zeroed and *fresh is set to 1 (else 0): the caller
+ * then writes it in full (a GEMM with beta = 0) instead of adding. */
+float *qkv_tensor_grad_fresh(qkv_arena *a, qkv_tensor *t, int *fresh);
+
 /* ---- small helpers ----------------------------------------------------- */
 
 /* Counter-based uniform in [0,1) from (seed, index): dropout masks that the

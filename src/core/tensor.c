@@ -88,6 +88,19 @@ qkv_status qkv_tensor_new(qkv_arena *a, qkv_dtype dtype, int ndim, const int64_t
     return QKV_OK;
 }
 
+/* An F32 tensor whose data is not zeroed (core/internal.h). */
+qkv_status qkv_tensor_new_uninit(qkv_arena *a, int ndim, const int64_t *shape, qkv_tensor **out)
+{
+    QKV_TRY(tensor_header(a, "tensor_new", QKV_F32, ndim, shape, out));
+    qkv_tensor *t = *out;
+    t->data = qkv_arena_alloc_uninit(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
+    if (!t->data) {
+        *out = NULL;
+        return QKV_ERR_NOMEM;
+    }
+    return QKV_OK;
+}
+
 qkv_status qkv_tensor_wrap(qkv_arena *a, float *data, int ndim, const int64_t *shape,
                            qkv_tensor **out)
 {
@@ -179,6 +192,16 @@ float *qkv_tensor_grad(qkv_arena *a, qkv_tensor *t)
         return t->grad;
     }
     t->grad = qkv_arena_alloc(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
+    return t->grad;
+}
+
+float *qkv_tensor_grad_fresh(qkv_arena *a, qkv_tensor *t, int *fresh)
+{
+    *fresh = 0;
+    if (!t || t->dtype != QKV_F32) return NULL;
+    if (t->grad || t->base) return qkv_tensor_grad(a, t); /* a view's shares its base's */
+    t->grad = qkv_arena_alloc_uninit(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
+    *fresh = t->grad != NULL;
     return t->grad;
 }
 

@@ -73,7 +73,8 @@ enum { QKV_ATTN_BQ = 64, QKV_ATTN_BK = 128 };
 /* One instruction set's build of the fused kernels (attention_simd.h):
  * forward fills out and lse; backward adds into dk, dv and into one
  * (N,H,L,D) dq buffer per thread, unscaled (attention_flash.c sums them
- * times scale), using Di (N,H,L) as scratch for dout . out. Scratch sizes are
+ * times scale) — or, when S <= QKV_ATTN_BK (one key tile per head), into
+ * dq itself, scaled — using Di (N,H,L) as scratch for dout . out. Scratch sizes are
  * per thread, in floats. forward is NULL where the build lacks the set. */
 typedef struct {
     const char *name;

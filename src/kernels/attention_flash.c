@@ -82,10 +82,12 @@ void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float
     float *Di = scratch;                                                    // (N,H,L)
     float *tiles = Di + NH * L;                                             // (threads, per thread)
     float *dqs = tiles + (size_t)threads * qkv_attn_simd_portable.backward_scratch(d); // (threads,N,H,L,D)
-    if (dq) memset(dqs, 0, (size_t)threads * nq * sizeof(float));
-    qkv_attn_simd_current()->backward(d, q, k, v, out, lse, dout, Di, dq ? dqs : NULL, dk, dv,
-                                      tiles, threads);
-    if (dq) {
+    /* One key tile per head: the kernel adds into dq itself (attention_simd.h) */
+    int direct = d->S <= QKV_ATTN_BK;
+    if (dq && !direct) memset(dqs, 0, (size_t)threads * nq * sizeof(float));
+    qkv_attn_simd_current()->backward(d, q, k, v, out, lse, dout, Di, dq ? (direct ? dq : dqs) : NULL,
+                                      dk, dv, tiles, threads);
+    if (dq && !direct) {
 #pragma omp parallel for num_threads(threads)
         for (int64_t i = 0; i < (int64_t)nq; i++) {
             float acc = 0;

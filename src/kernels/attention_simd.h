@@ -164,9 +164,13 @@ static const float *rows_block(const float *x, int64_t w, int64_t r0, int64_t r1
                                int64_t wp, float *buf)
 {
     if (r1 - r0 == rows && w == wp) return x + r0 * w;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < wp; c++)
-            buf[r * wp + c] = r < r1 - r0 && c < w ? x[(r0 + r) * w + c] : 0.0f;
+    /* row copies and zero fills, no test per element (at a ViT's head size
+     * 16 these copies cost about what the tile's products do) */
+    for (int64_t r = 0; r < r1 - r0; r++) {
+        memcpy(buf + r * wp, x + (r0 + r) * w, (size_t)w * sizeof(float));
+        memset(buf + r * wp + w, 0, (size_t)(wp - w) * sizeof(float));
+    }
+    memset(buf + (r1 - r0) * wp, 0, (size_t)((rows - (r1 - r0)) * wp) * sizeof(float));
     return buf;
 }
 
@@ -174,8 +178,10 @@ static const float *rows_block(const float *x, int64_t w, int64_t r0, int64_t r1
 static void rows_transpose(const float *x, int64_t w, int64_t r0, int64_t r1, int64_t rows,
                            float *xt)
 {
+    for (int64_t r = 0; r < r1 - r0; r++)
+        for (int64_t c = 0; c < w; c++) xt[c * rows + r] = x[(r0 + r) * w + c];
     for (int64_t c = 0; c < w; c++)
-        for (int64_t r = 0; r < rows; r++) xt[c * rows + r] = r < r1 - r0 ? x[(r0 + r) * w + c] : 0.0f;
+        for (int64_t r = r1 - r0; r < rows; r++) xt[c * rows + r] = 0.0f;
 }
 
 /* ---- which keys a query block visits -------------------------------------- */
@@ -234,13 +240,14 @@ static int tile_masked(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t j
     return 0;
 }
 
-/* st (BK,BQ) *= scale, plus the mask term where the tile needs it; key rows
- * past nj (padding) get -inf, and so do masked keys whatever their score
- * (a NaN or infinite q.k included: a masked key's k never matters). */
+/* st (njp,BQ) of a (BK,BQ) buffer *= scale, plus the mask term where the
+ * tile needs it; key rows past nj (padding up to njp) get -inf, and so do
+ * masked keys whatever their score (a NaN or infinite q.k included: a
+ * masked key's k never matters). */
 static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
-                          int64_t j0, int64_t nj, float *st)
+                          int64_t j0, int64_t nj, int64_t njp, float *st)
 {
-    for (int64_t j = 0; j < BK; j++)
+    for (int64_t j = 0; j < njp; j++)
         for (int64_t i = 0; i < BQ; i += VW) {
             vf s = vload(st + j * BQ + i) * d->scale;
             vstore(st + j * BQ + i, j < nj ? s : vsplat(-INFINITY));
@@ -335,11 +342,13 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     key_walk w = key_walk_make(d, i0, i1);
     int64_t j1;
     for (int64_t j0 = key_walk_next(&w, 0, &j1); j0 >= 0; j0 = key_walk_next(&w, j1, &j1)) {
-        int64_t nj = j1 - j0;
-        const float *kt = rows_block(k, D, j0, j1, BK, D, kbuf);
-        const float *vt = rows_block(v, Dv, j0, j1, BK, Dvp, vbuf);
-        tile_gemm(BK, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0); /* st = K Q^T */
-        scores_finish(d, n, h, i0, i1, j0, nj, st);
+        /* A short tile (S < BK, a ViT's 50 tokens) is worked on njp rows,
+         * nj rounded up to the register block, not on all BK. */
+        int64_t nj = j1 - j0, njp = round_up(nj, R);
+        const float *kt = rows_block(k, D, j0, j1, njp, D, kbuf);
+        const float *vt = rows_block(v, Dv, j0, j1, njp, Dvp, vbuf);
+        tile_gemm(njp, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0); /* st = K Q^T */
+        scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* Online softmax, BQ queries at once: new max, correction
          * exp(m_old - m_new), p = exp(s - m_new), l = l corr + sum p. */
         for (int64_t i = 0; i < BQ; i += VW) {
@@ -348,7 +357,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             vi none = mb == -INFINITY; /* every key so far masked */
             vf mref = vselect(none, vsplat(0), mb);
             vf corr = vexp(vload(m + i) - mref), sum = vsplat(0);
-            for (int64_t j = 0; j < BK; j++) {
+            for (int64_t j = 0; j < njp; j++) {
                 vf p = vexp(vload(st + j * BQ + i) - mref);
                 vstore(st + j * BQ + i, p);
                 sum += p;
@@ -366,7 +375,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         if (tile_masked(d, i0, i1, j0, j1) && !rows_finite(vt, nj, Dvp))
             pv_skip_masked(d, n, h, i0, i1, j0, nj, st, vt, Dvp, ob); /* masked v not read */
         else
-            tile_gemm(BQ, Dvp, BK, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
+            tile_gemm(BQ, Dvp, njp, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
     }
     for (int64_t i = i0; i < i1; i++) {
         float mi = m[i - i0], li = l[i - i0];
@@ -443,10 +452,11 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
  *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
-                          const float *Di, const float *dout, float *dq, float *dk, float *dv,
-                          float *scratch)
+                          const float *Di, const float *dout, float *dq, float dq_scale, float *dk,
+                          float *dv, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
+    int64_t njp = round_up(nj, R); /* rows worked on: a short tile is not padded to BK */
     int64_t Dp = round_up(D, VW), Dvp = round_up(Dv, VW);
     int64_t D16 = round_up(D, 16), Dv16 = round_up(Dv, 16);
     float *qt = scratch;            // (D,BQ) queries of the block, transposed
@@ -461,10 +471,10 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *dpt = st + BK * BQ;       // (BK,BQ) dp, then ds
     float *dqb = dpt + BK * BQ;      // (BQ,Dp) dq of the block
     float *lb = dqb + D16 * BQ, *db = lb + BQ; // (BQ) lse (+inf where no key), D_i
-    const float *kt = rows_block(k, D, j0, j1, BK, Dp, kbuf);
-    const float *vt = rows_block(v, Dv, j0, j1, BK, Dv, vbuf);
-    memset(dkt, 0, (size_t)(BK * Dp) * sizeof(float));
-    memset(dvt, 0, (size_t)(BK * Dvp) * sizeof(float));
+    const float *kt = rows_block(k, D, j0, j1, njp, Dp, kbuf);
+    const float *vt = rows_block(v, Dv, j0, j1, njp, Dv, vbuf);
+    memset(dkt, 0, (size_t)(njp * Dp) * sizeof(float));
+    memset(dvt, 0, (size_t)(njp * Dvp) * sizeof(float));
     int k_finite = rows_finite(kt, nj, Dp);
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
@@ -480,11 +490,11 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         rows_transpose(dout, Dv, i0, i1, BQ, dot);
         const float *qb = rows_block(q, D, i0, i1, BQ, Dp, qbuf);
         const float *dob = rows_block(dout, Dv, i0, i1, BQ, Dvp, dobuf);
-        tile_gemm(BK, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0);   /* st = K Q^T */
-        tile_gemm(BK, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0); /* dpt = V dO^T */
-        scores_finish(d, n, h, i0, i1, j0, nj, st);
+        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0);   /* st = K Q^T */
+        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0); /* dpt = V dO^T */
+        scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
-        for (int64_t j = 0; j < BK; j++)
+        for (int64_t j = 0; j < njp; j++)
             for (int64_t i = 0; i < BQ; i += VW) {
                 vf sv = vload(st + j * BQ + i);
                 vstore(st + j * BQ + i, vselect(sv == -INFINITY, vsplat(0), vexp(sv - vload(lb + i))));
@@ -497,21 +507,21 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
                     st[j * BQ + i] = z * p;
                 }
         } else {
-            for (int64_t j = 0; j < BK; j++)
+            for (int64_t j = 0; j < njp; j++)
                 for (int64_t i = 0; i < BQ; i += VW) {
                     vf p = vload(st + j * BQ + i); /* ds = 0 where p = 0, even if D_i is NaN */
                     vstore(dpt + j * BQ + i, vselect(p == 0.0f, vsplat(0), p * (vload(dpt + j * BQ + i) - vload(db + i))));
                 }
         }
-        if (dv) tile_gemm(BK, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1);  /* dV += P dO */
-        if (dk) tile_gemm(BK, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1);     /* dK += dS Q */
+        if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1);  /* dV += P dO */
+        if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1);     /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
             if (!k_finite && tile_masked(d, i0, i1, j0, j1))
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
             else
-                tile_gemm(BQ, Dp, BK, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
+                tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
             for (int64_t i = 0; i < i1 - i0; i++)
-                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dqb[i * Dp + x];
+                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dq_scale * dqb[i * Dp + x];
         }
     }
     for (int64_t j = 0; j < nj; j++) {
@@ -523,7 +533,11 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
 }
 
 /* Di (N*H*L) and the dq buffers (threads of them, N*H*L*D each) are the
- * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch. */
+ * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch.
+ * With one key tile per head (S <= BK), a head's dq rows get additions from
+ * that tile alone: dqs is then dq itself, added into scaled, by whichever
+ * thread has the head (the same sums as through the buffers: one addition
+ * to 0, times scale). */
 static void backward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                      const float *out, const float *lse, const float *dout, float *Di,
                      float *dqs, float *dk, float *dv, float *tiles, int threads)
@@ -537,7 +551,8 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
     {
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
-        float *mydq = dqs ? dqs + (size_t)th * nq : NULL;
+        int direct = ntiles == 1;
+        float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
         /* Tiles dealt round-robin, the same way on every run: which tiles
          * add into which dq buffer, and so dq's rounding, repeat exactly
          * for a given thread count (a dynamic schedule would not). */
@@ -546,7 +561,8 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
             int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
             backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
                           v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
-                          mydq ? mydq + nh * L * D : NULL, dk ? dk + nh * S * D : NULL,
+                          mydq ? mydq + nh * L * D : NULL, direct ? d->scale : 1.0f,
+                          dk ? dk + nh * S * D : NULL,
                           dv ? dv + nh * S * Dv : NULL, mine);
         }
     }

@@ -8,14 +8,40 @@
  * columns in row order. */
 enum { COLS = 64 };
 
+/* Narrow matrices (one column block: a ViT's 64-wide bias gradients over
+ * 6,400 rows ran on one thread) are summed by chunks of rows instead: at
+ * most SUM_CHUNKS chunks, each summed in row order on some thread, then the
+ * chunks added in order, so the result depends on the shape only. */
+enum { SUM_CHUNKS = 32, SUM_CHUNK_MIN = 128 };
+
 void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n)
 {
     int64_t nblk = (n + COLS - 1) / COLS;
+    int64_t nch = rows / SUM_CHUNK_MIN < SUM_CHUNKS ? rows / SUM_CHUNK_MIN : SUM_CHUNKS;
+    if (nblk == 1 && nch > 1 && rows * n >= QKV_PAR_MIN && !qkv_reference()) {
+        float part[SUM_CHUNKS][COLS]; /* n <= COLS */
+        int64_t len = (rows + nch - 1) / nch;
+#pragma omp parallel for
+        for (int64_t k = 0; k < nch; k++) {
+            for (int64_t j = 0; j < n; j++) part[k][j] = 0.0f;
+            for (int64_t r = k * len; r < rows && r < (k + 1) * len; r++)
+                for (int64_t j = 0; j < n; j++) part[k][j] += x[r * n + j];
+        }
+        for (int64_t k = 0; k < nch; k++)
+            for (int64_t j = 0; j < n; j++) acc[j] += part[k][j];
+        return;
+    }
 #pragma omp parallel for if (rows * n >= QKV_PAR_MIN && nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;
+        /* the block's sums in a local array (acc might alias x, so sums
+         * kept in acc went to memory and back at every row), the same
+         * additions in the same order */
+        float loc[COLS];
+        for (int64_t j = j0; j < j1; j++) loc[j - j0] = acc[j];
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = j0; j < j1; j++) acc[j] += x[r * n + j];
+            for (int64_t j = j0; j < j1; j++) loc[j - j0] += x[r * n + j];
+        for (int64_t j = j0; j < j1; j++) acc[j] = loc[j - j0];
     }
 }
 
@@ -110,10 +136,19 @@ static inline float verf_small(float x)
 /* erfc(a) for a >= 0 (a may be +inf) */
 static inline float verfc_tail(float a)
 {
+    /* c(t) by Horner's rule in fused multiply-adds (fmaf: one rounding
+     * each; a vector FMA where the target has one, half the instructions of
+     * the multiply-then-add GCC keeps in ISO C mode) */
     float t = 1.0f / (1.0f + 0.5f * a);
-    float c = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f +
-              t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f +
-              t * (-0.82215223f + t * 0.17087277f))))))));
+    float c = fmaf(t, 0.17087277f, -0.82215223f);
+    c = fmaf(t, c, 1.48851587f);
+    c = fmaf(t, c, -1.13520398f);
+    c = fmaf(t, c, 0.27886807f);
+    c = fmaf(t, c, -0.18628806f);
+    c = fmaf(t, c, 0.09678418f);
+    c = fmaf(t, c, 0.37409196f);
+    c = fmaf(t, c, 1.00002368f);
+    c = fmaf(t, c, -1.26551223f);
     return t * vexp1(c - a * a);
 }
 

@@ -18,6 +18,7 @@ typedef struct {
     qkv_tensor *x, *y;
     qkv_activation kind;
     int64_t n;
+    float *cdf; /* (n) Phi(x), saved by the fast GELU's forward; NULL otherwise */
 } act_saved;
 
 static float act_value(qkv_activation k, float x)
@@ -60,32 +61,43 @@ static float act_slope(qkv_activation k, float x, float y)
  * tests/test_layers_values.c. The reference keeps erff. */
 enum { GELU_BLOCK = 256 };
 
+/* y = x Phi(x) over [i0,i1); Phi(x) itself into cdf when cdf is not NULL
+ * (a recorded forward: the backward then needs no erfc of its own). */
 static __attribute__((noinline)) void gelu_fast_forward(const float *restrict x, float *restrict y,
-                                                        int64_t i0, int64_t i1)
+                                                        float *restrict cdf, int64_t i0, int64_t i1)
 {
     float e[GELU_BLOCK];
     for (int64_t b = i0; b < i1; b += GELU_BLOCK) {
         int64_t n = i1 - b < GELU_BLOCK ? i1 - b : GELU_BLOCK;
-        for (int64_t k = 0; k < n; k++) e[k] = -x[b + k] * INV_SQRT2;
-        qkv_vec_erfc(e, e, n);
-        for (int64_t k = 0; k < n; k++) y[b + k] = 0.5f * x[b + k] * e[k];
+        float *ph = cdf ? cdf + b : e; /* Phi straight into cdf when it is kept */
+        for (int64_t k = 0; k < n; k++) ph[k] = -x[b + k] * INV_SQRT2;
+        qkv_vec_erfc(ph, ph, n);
+        for (int64_t k = 0; k < n; k++) {
+            ph[k] *= 0.5f;
+            y[b + k] = x[b + k] * ph[k];
+        }
     }
 }
 
-static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x, const float *restrict dy,
-                                                         float *restrict dx, int64_t i0, int64_t i1)
+/* dx += dy (Phi(x) + x phi(x)); Phi from the forward's cdf when it saved
+ * it (the same erfc of the same x: the same bits), else computed here. */
+static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x, const float *restrict cdf,
+                                                         const float *restrict dy, float *restrict dx,
+                                                         int64_t i0, int64_t i1)
 {
     float e[GELU_BLOCK], g[GELU_BLOCK];
     for (int64_t b = i0; b < i1; b += GELU_BLOCK) {
         int64_t n = i1 - b < GELU_BLOCK ? i1 - b : GELU_BLOCK;
-        for (int64_t k = 0; k < n; k++) {
-            e[k] = -x[b + k] * INV_SQRT2;
-            g[k] = -0.5f * x[b + k] * x[b + k];
+        for (int64_t k = 0; k < n; k++) g[k] = -0.5f * x[b + k] * x[b + k];
+        const float *ph = cdf ? cdf + b : e;
+        if (!cdf) {
+            for (int64_t k = 0; k < n; k++) e[k] = -x[b + k] * INV_SQRT2;
+            qkv_vec_erfc(e, e, n);
+            for (int64_t k = 0; k < n; k++) e[k] *= 0.5f;
         }
-        qkv_vec_erfc(e, e, n);
         qkv_vec_exp(g, g, n);
         for (int64_t k = 0; k < n; k++)
-            dx[b + k] += dy[b + k] * (0.5f * e[k] + x[b + k] * INV_SQRT2PI * g[k]);
+            dx[b + k] += dy[b + k] * (ph[k] + x[b + k] * INV_SQRT2PI * g[k]);
     }
 }
 
@@ -102,10 +114,11 @@ static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x
     }
 
 static __attribute__((noinline)) void
-act_forward_range(qkv_activation k, const float *restrict x, float *restrict y, int64_t i0, int64_t i1)
+act_forward_range(qkv_activation k, const float *restrict x, float *restrict y, float *restrict cdf,
+                  int64_t i0, int64_t i1)
 {
 #define FORWARD(K) for (int64_t i = i0; i < i1; i++) y[i] = act_value(K, x[i])
-    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_forward(x, y, i0, i1);
+    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_forward(x, y, cdf, i0, i1);
     ACT_CASES(k, FORWARD)
 #undef FORWARD
 }
@@ -130,14 +143,15 @@ relu_backward_range(const float *restrict y, const float *restrict dy, float *re
 
 static __attribute__((noinline)) void
 act_backward_range(qkv_activation k, const float *restrict x, const float *restrict y,
-                   const float *restrict dy, float *restrict dx, int64_t i0, int64_t i1)
+                   const float *restrict cdf, const float *restrict dy, float *restrict dx, int64_t i0,
+                   int64_t i1)
 {
     if (k == QKV_ACTIVATION_RELU) { /* relu_backward_range's select vectorises; the compare did not */
         relu_backward_range(y, dy, dx, i0, i1);
         return;
     }
 #define BACKWARD(K) for (int64_t i = i0; i < i1; i++) dx[i] += dy[i] * act_slope(K, x[i], y[i])
-    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_backward(x, dy, dx, i0, i1);
+    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_backward(x, cdf, dy, dx, i0, i1);
     ACT_CASES(k, BACKWARD)
 #undef BACKWARD
 }
@@ -151,14 +165,17 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
     act_saved *s = p;
     const float *dy = s->y->grad; // (n)
     if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
+    int fresh; /* a new buffer is zeroed block by block by its thread, in cache */
+    float *dx = qkv_tensor_grad_fresh(qkv_ctx_arena(c), s->x, &fresh); // (n)
     if (!dx) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *y = s->y->data; // (n) each
     int64_t n = s->n, nblk = (n + ACT_BLOCK - 1) / ACT_BLOCK;
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t b = 0; b < nblk; b++)
-        act_backward_range(s->kind, x, y, dy, dx, b * ACT_BLOCK,
-                           b * ACT_BLOCK + ACT_BLOCK < n ? b * ACT_BLOCK + ACT_BLOCK : n);
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        if (fresh) memset(dx + i0, 0, (size_t)(i1 - i0) * sizeof(float));
+        act_backward_range(s->kind, x, y, s->cdf, dy, dx, i0, i1);
+    }
     return QKV_OK;
 }
 
@@ -171,23 +188,29 @@ static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qk
     QKV_NEED_F32(x, fn, "x");
     qkv_tensor *in[1] = {x};
     int rec = qkv_ctx_recording(c, in, 1);
-    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, x->ndim, x->shape, rec, y)); /* every element written below */
     int64_t n = qkv_tensor_numel(x);
     const float *xd = x->data; // (n)
     float *yd = (*y)->data;    // (n)
     int64_t nblk = (n + ACT_BLOCK - 1) / ACT_BLOCK;
     /* tanh: the vectorised kernel (kernels/rows.c), libm's tanhf under qkv_reference() */
     int vec_tanh = kind == QKV_ACTIVATION_TANH && !qkv_reference();
+    /* the fast GELU keeps Phi(x) for its backward when recording */
+    float *cdf = NULL; // (n)
+    if (rec && kind == QKV_ACTIVATION_GELU && !qkv_reference() && x->requires_grad) {
+        cdf = qkv_ctx_alloc_uninit(c, (size_t)n * sizeof *cdf);
+        if (!cdf) return QKV_ERR_NOMEM;
+    }
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
         if (vec_tanh) qkv_vec_tanh(yd + i0, xd + i0, i1 - i0);
-        else act_forward_range(kind, xd, yd, i0, i1);
+        else act_forward_range(kind, xd, yd, cdf, i0, i1);
     }
     if (!rec) return QKV_OK;
     act_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (act_saved){x, *y, kind, n};
+    *s = (act_saved){x, *y, kind, n, cdf};
     return qkv_ctx_record(c, act_backward, s);
 }
 

@@ -20,9 +20,11 @@ static qkv_status add_backward(qkv_ctx *c, void *p)
     qkv_arena *ar = qkv_ctx_arena(c);
     int64_t nb = s->nb;
     if (s->a->requires_grad) {
-        float *da = qkv_tensor_grad(ar, s->a); // (rows,nb)
+        int fresh; /* a new buffer is dy itself: copied, not zeroed and added into */
+        float *da = qkv_tensor_grad_fresh(ar, s->a, &fresh); // (rows,nb)
         if (!da) return QKV_ERR_NOMEM;
-        qkv_vec_add_into(da, dy, s->rows * nb);
+        if (fresh) memcpy(da, dy, (size_t)(s->rows * nb) * sizeof(float));
+        else qkv_vec_add_into(da, dy, s->rows * nb);
     }
     if (s->b->requires_grad) {
         float *db = qkv_tensor_grad(ar, s->b); // (nb)
@@ -63,7 +65,7 @@ qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
     }
     qkv_tensor *in[2] = {a, b};
     int rec = qkv_ctx_recording(c, in, 2);
-    QKV_TRY(qkv_ctx_tensor(c, a->ndim, a->shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, a->ndim, a->shape, rec, y)); /* written in full below */
     int64_t nb = qkv_tensor_numel(b), rows = nb ? qkv_tensor_numel(a) / nb : 0;
     const float *ad = a->data, *bd = b->data; // (rows,nb), (nb)
     float *yd = (*y)->data;                   // (rows,nb)

@@ -11,6 +11,102 @@ typedef struct {
     int64_t rows, C;
 } ln_saved;
 
+/* ---- the fast path: rows that vectorise -----------------------------------
+ * The loops further down (one running double sum per row, one thread per
+ * column block for the affine gradients) are the reference
+ * (qkv_set_reference). The fast path computes the same expressions in
+ * double (a layer norm over few elements, or of rows far from zero mean, is
+ * ill-conditioned: float sums failed the parity tests' 1e-4), but sums each
+ * row with the vector lanes as partial sums (omp simd reductions), and the
+ * affine gradients over fixed chunks of LN_CHUNK rows on the threads, the
+ * chunks' sums then added in chunk order: the order depends on the shape
+ * only, so results do not depend on the thread count. */
+enum { LN_CHUNK = 128 };
+
+static void ln_forward_fast(const float *x, const float *w, const float *b, float eps, float *y,
+                            double *mean, double *rstd, int64_t rows, int64_t C)
+{
+    // x, y (rows,C); w, b (C) or NULL; mean, rstd (rows) or NULL
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        double mu = 0, var = 0;
+#pragma omp simd reduction(+ : mu)
+        for (int64_t j = 0; j < C; j++) mu += xr[j];
+        mu /= (double)C;
+#pragma omp simd reduction(+ : var)
+        for (int64_t j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (double)C;
+        double rs = 1.0 / sqrt(var + eps);
+        if (w && b)
+            for (int64_t j = 0; j < C; j++) yr[j] = (float)((xr[j] - mu) * rs * w[j] + b[j]);
+        else
+            for (int64_t j = 0; j < C; j++)
+                yr[j] = (float)((xr[j] - mu) * rs * (w ? w[j] : 1.0f) + (b ? b[j] : 0.0f));
+        if (mean) {
+            mean[r] = mu;
+            rstd[r] = rs;
+        }
+    }
+}
+
+/* dw += sum_rows dy * xhat and db += sum_rows dy, by chunks of rows (part:
+ * 2 * nch * C doubles of scratch). */
+static void ln_affine_grads_fast(const float *x, const float *dy, const double *mean, const double *rstd,
+                                 float *dw, float *db, int64_t rows, int64_t C, double *part)
+{
+    int64_t nch = (rows + LN_CHUNK - 1) / LN_CHUNK;
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN && nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        double *pw = part + k * 2 * C, *pb = pw + C; // (C) each
+        for (int64_t j = 0; j < C; j++) pw[j] = pb[j] = 0.0;
+        for (int64_t r = k * LN_CHUNK; r < rows && r < (k + 1) * LN_CHUNK; r++) {
+            const float *xr = x + r * C, *gr = dy + r * C;
+            double mu = mean[r], rs = rstd[r];
+            for (int64_t j = 0; j < C; j++) {
+                pw[j] += gr[j] * (xr[j] - mu) * rs;
+                pb[j] += gr[j];
+            }
+        }
+    }
+    for (int64_t j = 0; j < C; j++) {
+        double sw = 0, sb = 0;
+        for (int64_t k = 0; k < nch; k++) {
+            sw += part[k * 2 * C + j];
+            sb += part[k * 2 * C + C + j];
+        }
+        if (dw) dw[j] += (float)sw;
+        if (db) db[j] += (float)sb;
+    }
+}
+
+/* dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w; dx is
+ * written, not added into, when fresh. */
+static void ln_backward_fast(const float *x, const float *w, const float *dy, const double *mean,
+                             const double *rstd, float *dx, int fresh, int64_t rows, int64_t C)
+{
+#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C, *gr = dy + r * C;
+        float *dr = dx + r * C;
+        double mu = mean[r], rs = rstd[r], sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int64_t j = 0; j < C; j++) {
+            double g = w ? (double)gr[j] * w[j] : gr[j];
+            sg += g;
+            sgx += g * (xr[j] - mu) * rs;
+        }
+        sg /= (double)C;
+        sgx /= (double)C;
+        for (int64_t j = 0; j < C; j++) {
+            double g = w ? (double)gr[j] * w[j] : gr[j];
+            float v = (float)(rs * (g - sg - (xr[j] - mu) * rs * sgx));
+            dr[j] = fresh ? v : dr[j] + v;
+        }
+    }
+}
+
 /* Differentiates y = xhat * w + b, xhat = (x - mean) * rstd, per row:
  * dw += sum_rows dy * xhat, db += sum_rows dy, and with g = dy * w,
  * dx += rstd * (g - mean(g) - xhat * mean(g * xhat)). */
@@ -21,13 +117,24 @@ static qkv_status ln_backward(qkv_ctx *c, void *p)
     if (!dy) return QKV_OK;
     qkv_arena *a = qkv_ctx_arena(c);
     int gx = s->x->requires_grad, gw = s->w && s->w->requires_grad, gb = s->b && s->b->requires_grad;
-    float *dx = gx ? qkv_tensor_grad(a, s->x) : NULL; // (rows,C)
+    int fresh = 0, fast = !qkv_reference();
+    float *dx = gx ? (fast ? qkv_tensor_grad_fresh(a, s->x, &fresh) : qkv_tensor_grad(a, s->x)) : NULL; // (rows,C)
     float *dw = gw ? qkv_tensor_grad(a, s->w) : NULL; // (C)
     float *db = gb ? qkv_tensor_grad(a, s->b) : NULL; // (C)
     if ((gx && !dx) || (gw && !dw) || (gb && !db)) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *w = s->w ? s->w->data : NULL; // (rows,C), (C)
     int64_t C = s->C, rows = s->rows;
     const double *mean = s->mean, *rstd = s->rstd; // (rows) each
+    if (fast) {
+        if (dw || db) {
+            int64_t nch = (rows + LN_CHUNK - 1) / LN_CHUNK;
+            double *part = qkv_ctx_alloc_uninit(c, (size_t)(2 * nch * C) * sizeof(double)); // (nch,2,C)
+            if (!part) return QKV_ERR_NOMEM;
+            ln_affine_grads_fast(x, dy, mean, rstd, dw, db, rows, C, part);
+        }
+        if (dx) ln_backward_fast(x, w, dy, mean, rstd, dx, fresh, rows, C);
+        return QKV_OK;
+    }
     if (db) qkv_rows_sum_into(db, dy, rows, C);
     if (dw) { /* by blocks of columns, each summed over the rows in order */
         int64_t nblk = (C + 63) / 64;
@@ -90,12 +197,16 @@ qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_ten
         return qkv_fail(QKV_ERR_ARG, "layer_norm: eps %g must be positive and finite", (double)eps);
     qkv_tensor *in[3] = {x, weight, bias};
     int rec = qkv_ctx_recording(c, in, 3);
-    QKV_TRY(qkv_ctx_tensor(c, x->ndim, x->shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, x->ndim, x->shape, rec, y)); /* every row written below */
     double *mean = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *mean) : NULL; // (rows)
     double *rstd = rec ? qkv_ctx_alloc(c, (size_t)rows * sizeof *rstd) : NULL; // (rows)
     if (rec && (!mean || !rstd)) return QKV_ERR_NOMEM;
     const float *xd = x->data; // (rows,C)
     float *yd = (*y)->data;    // (rows,C)
+    if (!qkv_reference())
+        ln_forward_fast(xd, weight ? weight->data : NULL, bias ? bias->data : NULL, eps, yd, mean, rstd,
+                        rows, C);
+    else { /* the reference */
 #pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xd + r * C;
@@ -115,6 +226,7 @@ qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_ten
             mean[r] = mu;
             rstd[r] = rs;
         }
+    }
     }
     if (!rec) return QKV_OK;
     ln_saved *s = qkv_ctx_alloc(c, sizeof *s);

@@ -10,6 +10,40 @@ typedef struct {
     int64_t M, in, out;
 } linear_saved;
 
+/* dW += dy^T x, dy (M,out), x (M,in). A tall product (M at least
+ * 4 max(out,in): a ViT's 6,400 rows into 64x64) goes by LIN_CHUNKS fixed
+ * chunks of rows, one product per chunk on the threads, the chunks' results
+ * then added in chunk order: qkv_gemm splits a product by its output's
+ * rows or columns, and a 64x64 output (or 192 rows, in blocks of 128 and
+ * 64) left the second core idle or half idle. The chunks depend on the
+ * shape only, so the result does not depend on the thread count. */
+enum { LIN_CHUNKS = 4 };
+
+static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, float *dw)
+{
+    int64_t M = s->M, in = s->in, out = s->out, big = in > out ? in : out;
+    if (qkv_reference() || M < 4 * big || M < 1024) {
+        qkv_gemm_ctx(c, 1, 0, out, in, M, 1.0f, dy, out, s->x->data, in, 1.0f, dw, in);
+        return QKV_OK;
+    }
+    float *part = qkv_ctx_alloc_uninit(c, (size_t)(LIN_CHUNKS * out * in) * sizeof(float)); // (chunks,out,in)
+    if (!part) return QKV_ERR_NOMEM;
+    int64_t len = (M + LIN_CHUNKS - 1) / LIN_CHUNKS, n = out * in;
+#pragma omp parallel for
+    for (int k = 0; k < LIN_CHUNKS; k++) {
+        int64_t r0 = k * len, rows = M - r0 < len ? M - r0 : len;
+        qkv_gemm_ctx(c, 1, 0, out, in, rows, 1.0f, dy + r0 * out, out, s->x->data + r0 * in, in, 0.0f,
+                     part + k * n, in);
+    }
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float acc = part[i];
+        for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
+        dw[i] += acc;
+    }
+    return QKV_OK;
+}
+
 /* Differentiates y = x W^T + b:
  * dx += dy W, dW += dy^T x, db += sum_rows dy. */
 static qkv_status linear_backward(qkv_ctx *c, void *p)
@@ -19,14 +53,16 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (!dy) return QKV_OK;
     qkv_arena *a = qkv_ctx_arena(c);
     if (s->x->requires_grad) {
-        float *dx = qkv_tensor_grad(a, s->x); // (M,in)
+        int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
+        float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_gemm_ctx(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, 1.0f, dx, s->in);
+        qkv_gemm_ctx(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, fresh ? 0.0f : 1.0f,
+                     dx, s->in);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        qkv_gemm_ctx(c, 1, 0, s->out, s->in, s->M, 1.0f, dy, s->out, s->x->data, s->in, 1.0f, dw, s->in);
+        QKV_TRY(linear_weight_grad(c, s, dy, dw));
     }
     if (s->b && s->b->requires_grad) {
         float *db = qkv_tensor_grad(a, s->b); // (out)
@@ -57,13 +93,14 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
         return qkv_fail(QKV_ERR_SHAPE, "linear: bias %s, expected (%lld,)",
                         qkv_shape_str(b, bb, sizeof bb), (long long)w->shape[0]);
     int64_t in = w->shape[1], out = w->shape[0];
-    int64_t M = in ? qkv_tensor_numel(x) / in : 0;
+    int64_t M = 1; /* rows: x's leading dims (also when in = 0: y is then the bias, or 0) */
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
     int64_t shape[QKV_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = out;
     qkv_tensor *in3[3] = {x, w, b};
     int rec = qkv_ctx_recording(c, in3, 3);
-    QKV_TRY(qkv_ctx_tensor(c, x->ndim, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, x->ndim, shape, rec, y)); /* every element written below */
     float *yd = (*y)->data; // (M,out)
     /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
