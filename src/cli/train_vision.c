@@ -193,7 +193,7 @@ static const char usage_head[] =
     "  the test accuracy after every epoch; the model in --out DIR/model.ckpt for\n"
     "  qkv eval and qkv classify\n"
     "      --data DIR         Fashion-MNIST's files (default data/fashion-mnist)\n"
-    "      --epochs N         (default: vit 15, cnn 5, mlp 10)\n"
+    "      --epochs N         (default: vit 28, cnn 5, mlp 10)\n"
     "      --batch B          images per step (default 128)\n"
     "      --lr LR            peak learning rate, AdamW (default 1e-3)\n"
     "      --min-lr LR        the cosine's end (default LR / 100)\n"
@@ -429,7 +429,7 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
 {
     const char *cmd = argv[0];
-    vt_opts o = {.r = {.epochs = kind == VISION_VIT ? 15 : kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1, .seed = 1, .augment = 1,
+    vt_opts o = {.r = {.epochs = kind == VISION_VIT ? 28 : kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1, .seed = 1, .augment = 1,
                        .lr = 1e-3, .min_lr = -1, .weight_decay = kind == VISION_VIT ? 0.05 : 0.01, .clip = 1,
                        .data = "data/fashion-mnist"},
                  .g = {.kind = kind, .patch = 4, .d_model = 64, .layers = 4, .heads = 4, .mlp_dim = 256}};
