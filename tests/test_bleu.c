@@ -150,6 +150,69 @@ static void test_hand(void)
     CHECK_ERR(qkv_bleu_corpus(hn, r, 1, 1, &sc), QKV_ERR_ARG, "hyps[0] is NULL");
 }
 
+/* Paired bootstrap: the properties that hold whatever the draws, and one
+ * sample recomputed the slow way (qkv_bleu_corpus on the resampled corpus,
+ * the indices drawn as the function documents: qkv_rng_next % n). */
+static void test_bootstrap(void)
+{
+    const char *refs[] = {"le chat est noir", "une erreur est survenue", "fichier introuvable",
+                          "la table des matieres", "le serveur ne repond pas", "ouvrir le fichier"};
+    const char *good[] = {"le chat est noir", "une erreur est arrivee", "fichier introuvable",
+                          "table des matieres", "le serveur ne repond plus", "ouvrir un fichier"};
+    const char *bad[] = {"le chien est noir", "erreur", "le fichier", "la table", "serveur pas", "ouvrir"};
+    const int64_t n = 6;
+    qkv_bleu_bootstrap bs, again;
+    qkv_bleu_score full;
+    /* the full-corpus scores are qkv_bleu_corpus's, bit for bit */
+    CHECK_OK(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 200, 7, &bs));
+    CHECK_OK(qkv_bleu_corpus(good, refs, n, 1, &full));
+    CHECK(bs.a.bleu == full.bleu && bs.a.matches[1] == full.matches[1] && bs.a.ref_len == full.ref_len,
+          "bootstrap A %.17g, corpus %.17g", bs.a.bleu, full.bleu);
+    CHECK(bs.diff == bs.a.bleu - bs.b.bleu && bs.samples == 200, "diff %.17g", bs.diff);
+    CHECK(bs.a_wins + bs.b_wins <= 200 && bs.diff_lo <= bs.diff_hi, "wins %lld+%lld, interval [%g, %g]",
+          (long long)bs.a_wins, (long long)bs.b_wins, bs.diff_lo, bs.diff_hi);
+    CHECK(bs.a_wins > 150 && bs.diff_lo > -0.5 && bs.diff_hi > 0.1, "good over bad: %lld of 200, [%g, %g]",
+          (long long)bs.a_wins, bs.diff_lo, bs.diff_hi);
+    /* the same seed gives the same samples; another seed other ones */
+    CHECK_OK(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 200, 7, &again));
+    CHECK(!memcmp(&bs, &again, sizeof bs), "same seed, different results");
+    CHECK_OK(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 200, 8, &again));
+    CHECK(again.diff_lo != bs.diff_lo || again.diff_hi != bs.diff_hi || again.a_wins != bs.a_wins,
+          "seeds 7 and 8 gave the same interval and wins");
+    /* one sample, recomputed on the resampled corpus itself */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        CHECK_OK(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 1, seed, &bs));
+        qkv_rng rng;
+        qkv_rng_seed(&rng, seed);
+        const char *ra[6], *rb[6], *rr[6];
+        for (int64_t j = 0; j < n; j++) {
+            int64_t i = (int64_t)(qkv_rng_next(&rng) % (uint64_t)n);
+            ra[j] = good[i], rb[j] = bad[i], rr[j] = refs[i];
+        }
+        qkv_bleu_score sa, sb;
+        CHECK_OK(qkv_bleu_corpus(ra, rr, n, 1, &sa));
+        CHECK_OK(qkv_bleu_corpus(rb, rr, n, 1, &sb));
+        double d = sa.bleu - sb.bleu;
+        CHECK(bs.diff_lo == d && bs.diff_hi == d && bs.a_wins == (sa.bleu > sb.bleu) && bs.b_wins == (sb.bleu > sa.bleu),
+              "seed %llu: the sample's difference %.17g, recomputed %.17g", (unsigned long long)seed, bs.diff_lo, d);
+    }
+    /* a system against itself: every sample tied, the interval [0, 0] */
+    CHECK_OK(qkv_bleu_paired_bootstrap(good, good, refs, n, 1, 100, 3, &bs));
+    CHECK(bs.diff == 0 && bs.diff_lo == 0 && bs.diff_hi == 0 && bs.a_wins == 0 && bs.b_wins == 0,
+          "A against A: diff %g [%g, %g], wins %lld/%lld", bs.diff, bs.diff_lo, bs.diff_hi, (long long)bs.a_wins,
+          (long long)bs.b_wins);
+    /* one sentence: every sample is the corpus, so the interval is the difference */
+    CHECK_OK(qkv_bleu_paired_bootstrap(refs, bad, refs, 1, 1, 50, 3, &bs));
+    CHECK(bs.diff_lo == bs.diff && bs.diff_hi == bs.diff && bs.a_wins == 50 && bs.diff == 1.0 - bs.b.bleu,
+          "one sentence: diff %g [%g, %g], A wins %lld", bs.diff, bs.diff_lo, bs.diff_hi, (long long)bs.a_wins);
+    /* bad arguments */
+    CHECK_ERR(qkv_bleu_paired_bootstrap(good, bad, refs, 0, 1, 10, 1, &bs), QKV_ERR_ARG, "n is 0");
+    CHECK_ERR(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 0, 1, &bs), QKV_ERR_ARG, "samples is 0");
+    CHECK_ERR(qkv_bleu_paired_bootstrap(good, NULL, refs, n, 1, 10, 1, &bs), QKV_ERR_ARG, "hyps is NULL");
+    CHECK_ERR(qkv_bleu_paired_bootstrap(good, bad, refs, n, 0, 10, 1, &bs), QKV_ERR_ARG, "nrefs is 0");
+    CHECK_ERR(qkv_bleu_paired_bootstrap(good, bad, refs, n, 1, 10, 1, NULL), QKV_ERR_ARG, "out is NULL");
+}
+
 static void test_cli(void)
 {
     char cmd[8192];
@@ -169,6 +232,15 @@ static void test_cli(void)
              " head -1 $d/out | grep -qx 1 && grep -q '^p4 2/2' $d/out && rm -rf $d",
              qkv_bin);
     CHECK(sh(cmd) == 0, "qkv bleu -v on identical files: not 1 with p4 2/2");
+    snprintf(cmd, sizeof cmd,
+             "d=$(mktemp -d) && printf 'a b c d e\\nf g h i j\\n' > $d/r && printf 'a b c d x\\nf g h i j\\n' > $d/a &&"
+             " printf 'x b c d x\\nf g x i j\\n' > $d/b && %s bleu --compare $d/b --samples 50 $d/a $d/r > $d/out &&"
+             " grep -q '^A - B .* over 50 paired bootstrap samples of 2 sentences (seed 1)$' $d/out &&"
+             " grep -q '^A above B in [0-9]* samples' $d/out && rm -rf $d",
+             qkv_bin);
+    CHECK(sh(cmd) == 0, "qkv bleu --compare: not the three lines");
+    snprintf(cmd, sizeof cmd, "%s bleu --compare x --samples 0 a b 2> /dev/null", qkv_bin);
+    CHECK(sh(cmd) == 2, "--samples 0: not exit 2");
 }
 
 int main(int argc, char **argv)
@@ -178,6 +250,7 @@ int main(int argc, char **argv)
     snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
     test_hand();
     test_oracle();
+    test_bootstrap();
     test_cli();
     return h_finish("test_bleu");
 }

@@ -198,6 +198,24 @@ typedef struct {
 qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
                            qkv_bleu_score *out);
 
+/* Paired bootstrap resampling (Koehn 2004, "Statistical significance tests
+ * for machine translation evaluation"): is system A's BLEU above system B's
+ * on the same n sentences beyond what the choice of sentences explains?
+ * Each of `samples` draws picks n sentence indices with replacement (a
+ * qkv_rng seeded `seed`), the same for A and B, and scores both on them
+ * (qkv_bleu_corpus's counts, summed). hyps_a, hyps_b and refs as in
+ * qkv_bleu_corpus; n >= 1, samples in [1, 1e6]. */
+typedef struct {
+    qkv_bleu_score a, b;      /* both systems on all n sentences */
+    double diff;              /* a.bleu - b.bleu */
+    double diff_lo, diff_hi;  /* the 2.5% and 97.5% quantiles of the samples' differences */
+    int64_t a_wins, b_wins;   /* samples where A scored above B, and B above A (ties: neither) */
+    int64_t samples;
+} qkv_bleu_bootstrap;
+qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b, const char *const *refs,
+                                     int64_t n, int64_t nrefs, int64_t samples, uint64_t seed,
+                                     qkv_bleu_bootstrap *out);
+
 #ifdef __cplusplus
 }
 #endif

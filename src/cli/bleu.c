@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 
 const char qkv_cli_bleu_usage[] =
-    "usage: qkv bleu [-v] HYP REF [REF...]\n"
+    "usage: qkv bleu [-v] [--compare HYP_B [--samples N] [--seed S]] HYP REF [REF...]\n"
     "  prints the corpus BLEU-4 of the hypotheses in HYP against the references\n"
     "  in REF (line i of each file is sentence i; several REF files give several\n"
     "  references per sentence), as NLTK's corpus_bleu with its defaults: weights\n"
@@ -18,6 +18,13 @@ const char qkv_cli_bleu_usage[] =
     "  (it does not add an empty one); every file must have as many lines as HYP.\n"
     "  -v, --verbose  also print p1..p4 (matches/total), the brevity penalty and\n"
     "                 the hypothesis and reference lengths\n"
+    "      --compare HYP_B  paired bootstrap resampling (Koehn 2004): also scores HYP_B\n"
+    "                 against the same references, then draws N samples of the\n"
+    "                 sentences with replacement, the same for both, and prints\n"
+    "                 BLEU(HYP) - BLEU(HYP_B), its 95% interval over the samples and\n"
+    "                 how often each system scored above the other\n"
+    "      --samples N    bootstrap samples (default 1000)\n"
+    "      --seed S       the samples' seed (default 1)\n"
     "  -h, --help     show this usage\n"
     "  exit status: 0 success, 1 a file that cannot be read or line counts that differ, 2 usage\n";
 
@@ -39,28 +46,59 @@ static int64_t lines_of(char *text, size_t len, char ***lines)
     return n;
 }
 
+/* --compare: the paired bootstrap of HYP (a) against HYP_B (b), printed. */
+static int bleu_compare(const char *const *a, const char *const *b, const char *const *refs, int64_t n,
+                        int64_t nrefs, int64_t samples, uint64_t seed, const char *name_a, const char *name_b)
+{
+    qkv_bleu_bootstrap bs;
+    if (qkv_bleu_paired_bootstrap(a, b, refs, n, nrefs, samples, seed, &bs) != QKV_OK) {
+        fprintf(stderr, "qkv bleu: %s\n", qkv_last_error());
+        return QKV_EXIT_FAILURE;
+    }
+    printf("A %.17g (%s)\nB %.17g (%s)\n", bs.a.bleu, name_a, bs.b.bleu, name_b);
+    printf("A - B %.6f, 95%% interval [%.6f, %.6f] over %" PRId64 " paired bootstrap samples of %" PRId64
+           " sentences (seed %" PRIu64 ")\n",
+           bs.diff, bs.diff_lo, bs.diff_hi, bs.samples, n, seed);
+    printf("A above B in %" PRId64 " samples, B above A in %" PRId64 ", tied in %" PRId64 "\n", bs.a_wins,
+           bs.b_wins, bs.samples - bs.a_wins - bs.b_wins);
+    return QKV_EXIT_OK;
+}
+
 int qkv_cli_bleu(int argc, char **argv)
 {
-    static const struct option options[] = {{"verbose", no_argument, NULL, 'v'}, QKV_CLI_HELP_OPTION};
+    enum { OPT_COMPARE = 1000, OPT_SAMPLES, OPT_SEED };
+    static const struct option options[] = {{"verbose", no_argument, NULL, 'v'},
+                                            {"compare", required_argument, NULL, OPT_COMPARE},
+                                            {"samples", required_argument, NULL, OPT_SAMPLES},
+                                            {"seed", required_argument, NULL, OPT_SEED},
+                                            QKV_CLI_HELP_OPTION};
     int verbose = 0;
+    const char *compare = NULL;
+    int64_t samples = 1000, seed = 1;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_bleu_usage, options, 2, 65);
     int c;
-    while ((c = qkv_cli_next(&a)) > 0)
+    while ((c = qkv_cli_next(&a)) > 0) {
         if (c == 'v') verbose = 1;
+        else if (c == OPT_COMPARE) compare = a.value;
+        else if (c == OPT_SAMPLES) samples = qkv_cli_int(&a, 1, 1000000);
+        else if (c == OPT_SEED) seed = qkv_cli_int(&a, 0, INT64_MAX);
+    }
     if (c < 0) return a.status;
+    /* files: the operands, then HYP_B last (text[nf]) */
     int nf = a.noperands, status = QKV_EXIT_OK;
-    char *text[65] = {0}, **lines[65] = {0};
-    int64_t n[65] = {0};
+    char *text[66] = {0}, **lines[66] = {0};
+    int64_t n[66] = {0};
     const char **refs = NULL;
-    for (int f = 0; f < nf && status == QKV_EXIT_OK; f++) {
+    for (int f = 0; f < nf + (compare != NULL) && status == QKV_EXIT_OK; f++) {
+        const char *path = f < nf ? a.operands[f] : compare;
         size_t len;
-        if (!(text[f] = qkv_cli_read_all("bleu", a.operands[f], &len))) status = QKV_EXIT_FAILURE;
+        if (!(text[f] = qkv_cli_read_all("bleu", path, &len))) status = QKV_EXIT_FAILURE;
         else if ((n[f] = lines_of(text[f], len, &lines[f])) < 0)
             fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
         else if (n[f] != n[0])
             fprintf(stderr, "qkv bleu: %s has %" PRId64 " lines but %s has %" PRId64 "\n", a.operands[0], n[0],
-                    a.operands[f], n[f]),
+                    path, n[f]),
                 status = QKV_EXIT_FAILURE;
     }
     qkv_bleu_score sc;
@@ -74,7 +112,14 @@ int qkv_cli_bleu(int argc, char **argv)
         if (qkv_bleu_corpus((const char *const *)lines[0], refs, n[0], nf - 1, &sc) != QKV_OK)
             fprintf(stderr, "qkv bleu: %s\n", qkv_last_error()), status = QKV_EXIT_FAILURE;
     }
-    if (status == QKV_EXIT_OK) {
+    if (status == QKV_EXIT_OK && compare) {
+        status = bleu_compare((const char *const *)lines[0], (const char *const *)lines[nf], refs, n[0], nf - 1,
+                              samples, (uint64_t)seed, a.operands[0], compare);
+        verbose = 0, compare = "printed";
+    }
+    if (status == QKV_EXIT_OK && compare) {
+        /* printed by bleu_compare */
+    } else if (status == QKV_EXIT_OK) {
         printf("%.17g\n", sc.bleu);
         if (verbose) {
             for (int k = 0; k < 4; k++)
@@ -84,7 +129,7 @@ int qkv_cli_bleu(int argc, char **argv)
         }
         if (fflush(stdout) != 0) fprintf(stderr, "qkv bleu: cannot write the output\n"), status = QKV_EXIT_FAILURE;
     }
-    for (int f = 0; f < nf; f++) free(text[f]), free(lines[f]);
+    for (int f = 0; f <= nf; f++) free(text[f]), free(lines[f]);
     free(refs);
     return status;
 }

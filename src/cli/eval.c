@@ -44,6 +44,9 @@ const char qkv_cli_eval_usage[] =
     "  -k, --beam K           beam search with K beams (default 1: greedy)\n"
     "  -n, --limit N          only the first N pairs of the split (default: all)\n"
     "  -o, --output FILE      write the translations there, one a line\n"
+    "      --references FILE  write the references there as they were scored (split as\n"
+    "                         the tokenizer splits), one a line: with --output, the\n"
+    "                         files for qkv bleu --compare (docs/translation.md)\n"
     "  vit, cnn, mlp (qkv train vit|cnn|mlp): accuracy, per-class accuracy, confusion matrix\n"
     "      --data DIR         Fashion-MNIST's files (default: the run's)\n"
     "      --test-limit N     only the first N test images (default: all 10000)\n"
@@ -56,7 +59,7 @@ static int takes_value(const char *arg)
 {
     static const char *const with[] = {"--data", "--test-limit", "--batch", "--png", "--svg",
                                        "--threads", "-j", "--split", "--beam", "-k",
-                                       "--limit", "-n", "--output", "-o"};
+                                       "--limit", "-n", "--output", "-o", "--references"};
     for (size_t i = 0; i < sizeof with / sizeof *with; i++)
         if (!strcmp(arg, with[i])) return 1;
     return 0;
@@ -106,7 +109,7 @@ int qkv_cli_eval(int argc, char **argv)
             {"svg", required_argument, NULL, 260},        {"threads", required_argument, NULL, 'j'},
             {"split", required_argument, NULL, 261},      {"beam", required_argument, NULL, 'k'},
             {"limit", required_argument, NULL, 'n'},      {"output", required_argument, NULL, 'o'},
-            QKV_CLI_HELP_OPTION};
+            {"references", required_argument, NULL, 262}, QKV_CLI_HELP_OPTION};
         qkv_cli_args a;
         qkv_cli_args_init(&a, argc, argv, qkv_cli_eval_usage, any, 1, 1);
         while (qkv_cli_next(&a) > 0) continue;

@@ -10,18 +10,31 @@
 
 extern const char qkv_cli_eval_usage[];
 
-enum { O_SPLIT = 256, O_DATA };
+enum { O_SPLIT = 256, O_DATA, O_REFERENCES };
 static const struct option options[] = {
     {"split", required_argument, NULL, O_SPLIT}, {"data", required_argument, NULL, O_DATA},
     {"beam", required_argument, NULL, 'k'},      {"limit", required_argument, NULL, 'n'},
-    {"output", required_argument, NULL, 'o'},    QKV_CLI_HELP_OPTION};
+    {"output", required_argument, NULL, 'o'},    {"references", required_argument, NULL, O_REFERENCES},
+    QKV_CLI_HELP_OPTION};
+
+/* lines[0, n) into path, one a line; 1 after a message. */
+static int write_lines(const char *path, const char *const *lines, int64_t n)
+{
+    FILE *f = fopen(path, "w");
+    for (int64_t i = 0; f && i < n; i++) fprintf(f, "%s\n", lines[i]);
+    if (!f || fclose(f)) {
+        fprintf(stderr, "qkv eval: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
 
 int qkv_cli_eval_translation(int argc, char **argv)
 {
     static const char *const splits[] = {"train", "valid", "test"};
     int split = 2;
     int64_t beam = 1, limit = 0;
-    const char *data = NULL, *output = NULL;
+    const char *data = NULL, *output = NULL, *references = NULL;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_eval_usage, options, 1, 1);
     int ch;
@@ -31,6 +44,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
         case 'k': beam = qkv_cli_int(&a, 1, 64); break;
         case 'n': limit = qkv_cli_int(&a, 1, (int64_t)1 << 40); break;
         case 'o': output = a.value; break;
+        case O_REFERENCES: references = a.value; break;
         }
     if (ch < 0) return a.status;
     mt_model m;
@@ -94,14 +108,8 @@ int qkv_cli_eval_translation(int argc, char **argv)
     } else {
         fprintf(stderr, "qkv eval: %s\n", qkv_last_error());
     }
-    if (rc == QKV_EXIT_OK && output) {
-        FILE *f = fopen(output, "w");
-        for (int64_t i = 0; f && i < s.n; i++) fprintf(f, "%s\n", hyps[i]);
-        if (!f || fclose(f)) {
-            fprintf(stderr, "qkv eval: cannot write %s\n", output);
-            rc = QKV_EXIT_FAILURE;
-        }
-    }
+    if (rc == QKV_EXIT_OK && output && write_lines(output, (const char *const *)hyps, s.n)) rc = QKV_EXIT_FAILURE;
+    if (rc == QKV_EXIT_OK && references && write_lines(references, refs, s.n)) rc = QKV_EXIT_FAILURE;
     for (int64_t i = 0; i < s.n; i++) free(pieces[i]);
     free(pieces);
 done:

@@ -184,28 +184,9 @@ static qkv_status sentence(const char *hyp, const char *const *refs, int64_t str
     return QKV_OK;
 }
 
-qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
-                           qkv_bleu_score *out)
+/* The score from its counts (out's matches, totals and lengths). */
+static void bleu_finish(qkv_bleu_score *out)
 {
-    static const char fn[] = "bleu_corpus";
-    QKV_NEED(out, fn, "out");
-    memset(out, 0, sizeof *out);
-    if (n < 0) return qkv_fail(QKV_ERR_ARG, "%s: n is %" PRId64 ", expected >= 0", fn, n);
-    if (nrefs < 1 || nrefs > 64) return qkv_fail(QKV_ERR_ARG, "%s: nrefs is %" PRId64 ", expected 1 to 64", fn, nrefs);
-    if (n) QKV_NEED(hyps, fn, "hyps");
-    if (n) QKV_NEED(refs, fn, "refs");
-    for (int64_t i = 0; i < n; i++) {
-        if (!hyps[i]) return qkv_fail(QKV_ERR_ARG, "%s: hyps[%" PRId64 "] is NULL", fn, i);
-        for (int64_t r = 0; r < nrefs; r++)
-            if (!refs[r * n + i]) return qkv_fail(QKV_ERR_ARG, "%s: refs[%" PRId64 "] is NULL", fn, r * n + i);
-    }
-    bl_tok *toks = NULL;
-    int64_t cap = 0;
-    for (int64_t i = 0; i < n; i++) {
-        qkv_status s = sentence(hyps[i], refs + i, n, nrefs, out, &toks, &cap);
-        if (s != QKV_OK) return free(toks), s;
-    }
-    free(toks);
     double logs[BLEU_N];
     for (int k = 0; k < BLEU_N; k++) {
         out->precision[k] = out->totals[k] ? (double)out->matches[k] / (double)out->totals[k] : 0.0;
@@ -215,5 +196,111 @@ qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int
     int64_t c = out->hyp_len, r = out->ref_len;
     out->brevity_penalty = c > r ? 1.0 : c == 0 ? 0.0 : exp(1.0 - (double)r / (double)c);
     out->bleu = out->matches[0] == 0 ? 0.0 : out->brevity_penalty * exp(py_fsum(logs, BLEU_N));
+}
+
+/* The arguments' checks, shared by both entry points. */
+static qkv_status bleu_check(const char *fn, const char *const *hyps, const char *const *refs, int64_t n,
+                             int64_t nrefs)
+{
+    if (n < 0) return qkv_fail(QKV_ERR_ARG, "%s: n is %" PRId64 ", expected >= 0", fn, n);
+    if (nrefs < 1 || nrefs > 64) return qkv_fail(QKV_ERR_ARG, "%s: nrefs is %" PRId64 ", expected 1 to 64", fn, nrefs);
+    if (n) QKV_NEED(hyps, fn, "hyps");
+    if (n) QKV_NEED(refs, fn, "refs");
+    for (int64_t i = 0; i < n; i++) {
+        if (!hyps[i]) return qkv_fail(QKV_ERR_ARG, "%s: hyps[%" PRId64 "] is NULL", fn, i);
+        for (int64_t r = 0; r < nrefs; r++)
+            if (!refs[r * n + i]) return qkv_fail(QKV_ERR_ARG, "%s: refs[%" PRId64 "] is NULL", fn, r * n + i);
+    }
+    return QKV_OK;
+}
+
+/* Each sentence's counts: per[i] (n of them), or their sum into *sum. */
+static qkv_status bleu_counts(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
+                              qkv_bleu_score *per, qkv_bleu_score *sum)
+{
+    bl_tok *toks = NULL;
+    int64_t cap = 0;
+    for (int64_t i = 0; i < n; i++) {
+        qkv_status s = sentence(hyps[i], refs + i, n, nrefs, per ? &per[i] : sum, &toks, &cap);
+        if (s != QKV_OK) return free(toks), s;
+    }
+    free(toks);
+    return QKV_OK;
+}
+
+qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
+                           qkv_bleu_score *out)
+{
+    static const char fn[] = "bleu_corpus";
+    QKV_NEED(out, fn, "out");
+    memset(out, 0, sizeof *out);
+    QKV_TRY(bleu_check(fn, hyps, refs, n, nrefs));
+    QKV_TRY(bleu_counts(hyps, refs, n, nrefs, NULL, out));
+    bleu_finish(out);
+    return QKV_OK;
+}
+
+static void bleu_add(qkv_bleu_score *to, const qkv_bleu_score *x)
+{
+    for (int k = 0; k < BLEU_N; k++) to->matches[k] += x->matches[k], to->totals[k] += x->totals[k];
+    to->hyp_len += x->hyp_len, to->ref_len += x->ref_len;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of sorted x[0, n) by linear interpolation (numpy's default). */
+static double quantile(const double *x, int64_t n, double q)
+{
+    double h = q * (double)(n - 1);
+    int64_t i = (int64_t)floor(h);
+    if (i >= n - 1) return x[n - 1];
+    return x[i] + (h - (double)i) * (x[i + 1] - x[i]);
+}
+
+qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b, const char *const *refs,
+                                     int64_t n, int64_t nrefs, int64_t samples, uint64_t seed,
+                                     qkv_bleu_bootstrap *out)
+{
+    static const char fn[] = "bleu_paired_bootstrap";
+    QKV_NEED(out, fn, "out");
+    memset(out, 0, sizeof *out);
+    if (n < 1) return qkv_fail(QKV_ERR_ARG, "%s: n is %" PRId64 ", expected >= 1 sentence", fn, n);
+    if (samples < 1 || samples > 1000000)
+        return qkv_fail(QKV_ERR_ARG, "%s: samples is %" PRId64 ", expected 1 to 1000000", fn, samples);
+    QKV_TRY(bleu_check(fn, hyps_a, refs, n, nrefs));
+    QKV_TRY(bleu_check(fn, hyps_b, refs, n, nrefs));
+    qkv_bleu_score *per = calloc((size_t)n * 2, sizeof *per); /* per[i]: A's sentence i, per[n + i]: B's */
+    double *diff = malloc((size_t)samples * sizeof *diff);
+    if (!per || !diff) return free(per), free(diff), qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    qkv_status s = bleu_counts(hyps_a, refs, n, nrefs, per, NULL);
+    if (s == QKV_OK) s = bleu_counts(hyps_b, refs, n, nrefs, per + n, NULL);
+    if (s != QKV_OK) return free(per), free(diff), s;
+    for (int64_t i = 0; i < n; i++) bleu_add(&out->a, &per[i]), bleu_add(&out->b, &per[n + i]);
+    bleu_finish(&out->a), bleu_finish(&out->b);
+    out->diff = out->a.bleu - out->b.bleu;
+    out->samples = samples;
+    qkv_rng rng;
+    qkv_rng_seed(&rng, seed);
+    for (int64_t k = 0; k < samples; k++) {
+        /* n sentences drawn with replacement, the same ones for A and B */
+        qkv_bleu_score a, b;
+        memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+        for (int64_t j = 0; j < n; j++) {
+            int64_t i = (int64_t)(qkv_rng_next(&rng) % (uint64_t)n);
+            bleu_add(&a, &per[i]), bleu_add(&b, &per[n + i]);
+        }
+        bleu_finish(&a), bleu_finish(&b);
+        diff[k] = a.bleu - b.bleu;
+        out->a_wins += a.bleu > b.bleu;
+        out->b_wins += b.bleu > a.bleu;
+    }
+    qsort(diff, (size_t)samples, sizeof *diff, cmp_double);
+    out->diff_lo = quantile(diff, samples, 0.025);
+    out->diff_hi = quantile(diff, samples, 0.975);
+    free(per), free(diff);
     return QKV_OK;
 }
