@@ -32,6 +32,16 @@ static inline char *cli_slurp(const char *path, size_t *len)
     return buf ? buf : calloc(1, 1);
 }
 
+/* dir/name, in one of 8 static buffers used in turn. */
+static inline const char *cli_path(const char *dir, const char *name)
+{
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
 /* Runs bin with args (NULL-terminated, at most 46); stdin from in (NULL:
  * /dev/null); stdout and stderr through the files out and err; killed
  * after timeout_s seconds. */

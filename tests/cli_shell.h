@@ -34,15 +34,8 @@ static int qkv(char **out, char **err, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* tmpdir/name, in one of 4 static buffers used in turn. */
-static const char *path_in(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 8 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 /* qkv_bin: the absolute path of the qkv binary beside the test's
  * directory (build/tests/../qkv); tmpdir: a new folder made from
