@@ -1,12 +1,14 @@
 /* bench_util.h: what the benchmark programs share: TRY (a failed qkv call
  * prints the library's message and exits: a benchmark has nothing to
- * recover) and a monotonic clock in seconds. */
+ * recover), a monotonic clock in seconds and the encoder layer whose
+ * training step several of them time. */
 #ifndef QKV_BENCH_UTIL_H
 #define QKV_BENCH_UTIL_H
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include "qkv.h"
+#include "qkv/transformer.h"
 
 #define TRY(x)                                                                    \
     do {                                                                          \
@@ -21,5 +23,19 @@ static inline double bench_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* TransformerEncoderLayer(E, H, F) without dropout, initialised from r, in
+ * new parameters *p, and AdamW (its defaults) over them in *o. */
+static inline void bench_encoder_new(int64_t E, int64_t H, int64_t F, qkv_rng *r, qkv_params **p,
+                                     qkv_transformer_encoder_layer *layer, qkv_optim **o)
+{
+    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
+    lo.dim_feedforward = F;
+    lo.dropout = 0;
+    qkv_optim_opts oo = qkv_optim_adamw_default();
+    TRY(qkv_params_new(p));
+    TRY(qkv_transformer_encoder_layer_init(layer, &lo, *p, "", r));
+    TRY(qkv_optim_new(o, *p, &oo));
 }
 #endif

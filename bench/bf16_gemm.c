@@ -64,14 +64,7 @@ __attribute__((target("avx512f,avx512bf16"))) static float bf16_chains(long iter
 static double bf16_peak(int threads)
 {
     if (!__builtin_cpu_supports("avx512bf16")) return 0;
-    const long iters = 5000000;
-    double t0 = omp_get_wtime();
-    float sink = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += bf16_chains(iters);
-    double t = omp_get_wtime() - t0;
-    if (sink == 12345.0f) t += 1e-9;
-    return (double)threads * iters * 16 * 64 / t * 1e-9;
+    return bench_chains_peak(threads, 5000000, bf16_chains, 16 * 64);
 }
 
 typedef struct {
@@ -94,17 +87,24 @@ static const shape shapes[] = {
 #ifdef HAVE_DNNL
 static dnnl_engine_t eng;
 static dnnl_stream_t stream;
-/* A matmul primitive for one shape: C (M,N) f32 = op(A) op(B), bf16 inputs. */
-static dnnl_primitive_t dnnl_make(const shape *s)
+/* The memory descriptors of one shape's op(A) (M,K) and op(B) (K,N), bf16,
+ * and C (M,N), f32. */
+static void dnnl_descs(const shape *s, dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c)
 {
     int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-    dnnl_memory_desc_t a, b, c;
     dnnl_dims_t ad = {s->M, s->K}, as = {s->ta ? 1 : lda, s->ta ? lda : 1};
     dnnl_dims_t bd = {s->K, s->N}, bs = {s->tb ? 1 : ldb, s->tb ? ldb : 1};
     dnnl_dims_t cd = {s->M, s->N}, cs = {s->N, 1};
-    dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as);
-    dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs);
-    dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs);
+    dnnl_memory_desc_init_by_strides(a, 2, ad, dnnl_bf16, as);
+    dnnl_memory_desc_init_by_strides(b, 2, bd, dnnl_bf16, bs);
+    dnnl_memory_desc_init_by_strides(c, 2, cd, dnnl_f32, cs);
+}
+
+/* A matmul primitive for one shape: C (M,N) f32 = op(A) op(B), bf16 inputs. */
+static dnnl_primitive_t dnnl_make(const shape *s)
+{
+    dnnl_memory_desc_t a, b, c;
+    dnnl_descs(s, &a, &b, &c);
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t p = NULL;
@@ -121,14 +121,8 @@ static dnnl_primitive_t dnnl_make(const shape *s)
 
 static void dnnl_run(dnnl_primitive_t p, const shape *s, uint16_t *A, uint16_t *B, float *C)
 {
-    int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
     dnnl_memory_desc_t a, b, c;
-    dnnl_dims_t ad = {s->M, s->K}, as = {s->ta ? 1 : lda, s->ta ? lda : 1};
-    dnnl_dims_t bd = {s->K, s->N}, bs = {s->tb ? 1 : ldb, s->tb ? ldb : 1};
-    dnnl_dims_t cd = {s->M, s->N}, cs = {s->N, 1};
-    dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as);
-    dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs);
-    dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs);
+    dnnl_descs(s, &a, &b, &c);
     dnnl_memory_t am, bm, cm;
     dnnl_memory_create(&am, &a, eng, A);
     dnnl_memory_create(&bm, &b, eng, B);
@@ -193,13 +187,7 @@ static int run_step(long long B, long long L, int reps)
     qkv_rng r;
     qkv_rng_seed(&r, 1);
     qkv_transformer_encoder_layer layer;
-    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
-    lo.dim_feedforward = F;
-    lo.dropout = 0;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
-    TRY(qkv_params_new(&p));
-    TRY(qkv_transformer_encoder_layer_init(&layer, &lo, p, "", &r));
-    TRY(qkv_optim_new(&o, p, &oo));
+    bench_encoder_new(E, H, F, &r, &p, &layer, &o);
     for (int k = 0; k < 2; k++) {
         TRY(qkv_ctx_new(&c[k]));
         qkv_ctx_set_training(c[k], 1);

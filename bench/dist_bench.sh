@@ -35,24 +35,21 @@ run_lm() { # label, command...: the last progress line's tokens/s (stderr)
         2>&1 >"$T/lm$n.out" | tr '\r' '\n' | grep -oE '[0-9]+ tokens/s' | tail -n 1 | cut -d' ' -f1)
     row "$label" "$rate"
 }
-export OMP_WAIT_POLICY=PASSIVE
-echo "qkv train toy (attention, pairs, $E epoch(s) of 100 steps of 100 samples)"
-echo
-echo "| configuration | samples/s | ratio |"
-echo "|---|---|---|"
-run "1 process, 1 thread" env OMP_NUM_THREADS=1 $Q
-run "2 ranks x 1 thread (mpirun -np 2)" env OMP_NUM_THREADS=1 mpirun --allow-run-as-root -np 2 --bind-to core $Q
-run "1 process, 2 threads" env OMP_NUM_THREADS=2 $Q
-if [ -f data/kjv/kjv.txt ]; then
+table() { # title, unit, runner: the three configurations' rows, ratios to the first
     base=
+    echo "$1"
     echo
-    echo "qkv train lm (2 layers, d_model 64, 40 steps of 16 x 64 tokens)"
-    echo
-    echo "| configuration | tokens/s | ratio |"
+    echo "| configuration | $2 | ratio |"
     echo "|---|---|---|"
-    run_lm "1 process, 1 thread" env OMP_NUM_THREADS=1 $Q
-    run_lm "2 ranks x 1 thread (mpirun -np 2)" env OMP_NUM_THREADS=1 mpirun --allow-run-as-root -np 2 --bind-to core $Q
-    run_lm "1 process, 2 threads" env OMP_NUM_THREADS=2 $Q
+    $3 "1 process, 1 thread" env OMP_NUM_THREADS=1 $Q
+    $3 "2 ranks x 1 thread (mpirun -np 2)" env OMP_NUM_THREADS=1 mpirun --allow-run-as-root -np 2 --bind-to core $Q
+    $3 "1 process, 2 threads" env OMP_NUM_THREADS=2 $Q
+}
+export OMP_WAIT_POLICY=PASSIVE
+table "qkv train toy (attention, pairs, $E epoch(s) of 100 steps of 100 samples)" samples/s run
+if [ -f data/kjv/kjv.txt ]; then
+    echo
+    table "qkv train lm (2 layers, d_model 64, 40 steps of 16 x 64 tokens)" tokens/s run_lm
 else
     echo "(qkv train lm left out: data/kjv/kjv.txt is missing: tools/get_data.sh kjv)"
 fi

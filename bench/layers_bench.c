@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench_util.h"
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/half.h"
@@ -224,15 +225,9 @@ static void run_encoder(int64_t B, int64_t L, const char *name)
     qkv_rng r;
     qkv_rng_seed(&r, 1);
     qkv_transformer_encoder_layer layer;
-    qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
-    lo.dim_feedforward = F;
-    lo.dropout = 0;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
-    CHECK(qkv_params_new(&p));
+    bench_encoder_new(E, H, F, &r, &p, &layer, &o);
     CHECK(qkv_ctx_new(&c));
     set_precision(c);
-    CHECK(qkv_transformer_encoder_layer_init(&layer, &lo, p, "", &r));
-    CHECK(qkv_optim_new(&o, p, &oo));
     qkv_ctx_set_training(c, 1);
     size_t n = (size_t)(L * B * E);
     float *x = malloc(n * 4), *dout = malloc(n * 4);

@@ -21,16 +21,22 @@ __attribute__((target("avx2,fma"))) static float bench_fma_chains(long iters)
     return out[0];
 }
 
-static double bench_fma_peak(int threads)
+/* GFLOP/s of `threads` OpenMP threads each running chains(iters), which
+ * does flops_per_iter floating-point operations an iteration. */
+static double bench_chains_peak(int threads, long iters, float (*chains)(long), double flops_per_iter)
 {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
-    const long iters = 20000000;
     double t0 = omp_get_wtime();
     float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += bench_fma_chains(iters);
+    sink += chains(iters);
     double t = omp_get_wtime() - t0;
     if (sink == 12345.0f) t += 1e-9; /* keep the result alive */
-    return (double)threads * iters * 10 * 8 * 2 / t * 1e-9;
+    return (double)threads * iters * flops_per_iter / t * 1e-9;
+}
+
+static double bench_fma_peak(int threads)
+{
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    return bench_chains_peak(threads, 20000000, bench_fma_chains, 10 * 8 * 2);
 }
 #endif

@@ -20,16 +20,26 @@ typedef struct {
     char *out, *err;
 } cli_result;
 
-/* The first MiB of path (all of it for these tests), NUL-terminated; an
+/* The first 4 MiB of path (all of it for these tests), NUL-terminated; an
  * empty string when it cannot be read. len (may be NULL) gets its length. */
 static inline char *cli_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = f && buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    char *buf = calloc(1, 1 << 22);
+    size_t n = f && buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
     if (f) fclose(f);
     if (len) *len = n;
     return buf ? buf : calloc(1, 1);
+}
+
+/* dir/name, in one of 8 static buffers used in turn. */
+static inline const char *cli_path(const char *dir, const char *name)
+{
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
 }
 
 /* Runs bin with args (NULL-terminated, at most 46); stdin from in (NULL:

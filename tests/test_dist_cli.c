@@ -179,14 +179,7 @@ static double scalar(const char *path, const char *name)
     return v;
 }
 
-static const char *at(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
-    return buf[k];
-}
+static const char *at(const char *name) { return cli_path(tmp, name); }
 
 /* "  what: max 1.2e-08, rms 3e-09 (of 4592 elements)" */
 static void report(const char *what, const diff *d)

@@ -9,46 +9,9 @@
  * status docs/cli.md gives, never a crash. The same round trip (train,
  * resume, generate, export) with rotary positions (--pos rotary). */
 #define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
-#include <stdarg.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "cli_run.h"
-#include "harness.h"
+#include "cli_shell.h"
 #include "made_up_data.h"
-
-static char qkv_bin[512], tmpdir[64];
-
-#define slurp cli_slurp /* tests/cli_run.h */
-
-/* Runs "qkv ARGS" through the shell in tmpdir's folder; stdout and stderr
- * into *out and *err (malloc'd); the exit status, -1 if killed. */
-static int qkv(char **out, char **err, const char *fmt, ...)
-{
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=1 timeout 120 '%s' %s > out.txt 2> err.txt", tmpdir,
-             qkv_bin, args);
-    int st = system(cmd);
-    char p[128];
-    snprintf(p, sizeof p, "%s/out.txt", tmpdir);
-    *out = slurp(p, NULL);
-    snprintf(p, sizeof p, "%s/err.txt", tmpdir);
-    *err = slurp(p, NULL);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char *path_in(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* Commands that must fail: "qkv CMD ARGS" exits with status, needle on stderr. */
 typedef struct {
@@ -92,37 +55,20 @@ static void test_train(void)
           "full/lm.ckpt or full/curves.svg missing");
     free(o), free(e);
     /* The same run in two pieces. */
-    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --stop-at 3 --out parts");
-    CHECK(rc == 0, "train lm --stop-at 3: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --resume --out parts --sample 20");
-    CHECK(rc == 0 && strstr(o, "resuming at step 3") && strstr(o, "sample"), "--resume: exit %d: %s %s", rc, o, e);
-    free(o), free(e);
-    size_t n1, n2;
-    char *a = slurp(path_in("full/lm.ckpt"), &n1), *b = slurp(path_in("parts/lm.ckpt"), &n2);
-    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
-          "uninterrupted run's (%zu bytes)", n2, n1);
-    free(a), free(b);
+    run_ok("train lm " TINY " --steps 6 --stop-at 3 --out parts");
+    check_resumed("train lm --resume --out parts --sample 20", "resuming at step 3", "sample", "full/lm.ckpt", "parts/lm.ckpt");
     /* The same in the BF16 mode (--precision bf16): --resume takes the
      * precision from the checkpoint and still ends bit for bit where the
      * uninterrupted run ends, which differs from the FP32 run's end. */
-    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --precision bf16 --out fullb");
-    CHECK(rc == 0, "train lm --precision bf16: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm " TINY " --steps 6 --stop-at 3 --precision bf16 --out partsb");
-    CHECK(rc == 0, "train lm --precision bf16 --stop-at 3: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --resume --out partsb");
-    CHECK(rc == 0 && strstr(o, "resuming at step 3"), "--resume (bf16): exit %d: %s %s", rc, o, e);
-    free(o), free(e);
-    size_t n3, n4;
-    a = slurp(path_in("fullb/lm.ckpt"), &n3), b = slurp(path_in("partsb/lm.ckpt"), &n4);
-    CHECK(n3 > 1000 && n3 == n4 && !memcmp(a, b, n3), "the resumed bf16 run's checkpoint (%zu bytes) differs from "
-          "the uninterrupted one's (%zu bytes)", n4, n3);
+    run_ok("train lm " TINY " --steps 6 --precision bf16 --out fullb");
+    run_ok("train lm " TINY " --steps 6 --stop-at 3 --precision bf16 --out partsb");
+    check_resumed("train lm --resume --out partsb", "resuming at step 3", NULL, "fullb/lm.ckpt", "partsb/lm.ckpt");
+    size_t n1, n3;
+    char *a = slurp(path_in("fullb/lm.ckpt"), &n3);
     CHECK(holds(a, n3, "\"lm.precision\":\"bf16\""), "the bf16 checkpoint does not name its precision");
     char *f = slurp(path_in("full/lm.ckpt"), &n1);
     CHECK(f && !holds(f, n1, "lm.precision"), "an FP32 checkpoint names a precision");
-    free(a), free(b), free(f);
+    free(a), free(f);
     /* What --resume and a new run refuse. */
     static const refusal bad[] = {
         {"--resume --out partsb --precision fp32", "--precision cannot be given", 2},
@@ -272,19 +218,10 @@ static void test_export(const char *run)
 static void test_rotary(void)
 {
     char *o, *e;
-    int rc = qkv(&o, &e, "train lm " TINY " --pos rotary --steps 4 --out rope");
-    CHECK(rc == 0, "train lm --pos rotary: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm " TINY " --pos rotary --steps 4 --stop-at 2 --out rope2");
-    CHECK(rc == 0, "train lm --pos rotary --stop-at 2: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train lm --resume --out rope2");
-    CHECK(rc == 0 && strstr(o, "resuming at step 2"), "--pos rotary, --resume: exit %d: %s %s", rc, o, e);
-    free(o), free(e);
-    size_t n1, n2;
-    char *a = slurp(path_in("rope/lm.ckpt"), &n1), *b = slurp(path_in("rope2/lm.ckpt"), &n2);
-    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "rotary: the resumed run's checkpoint differs");
-    free(a), free(b);
+    int rc;
+    run_ok("train lm " TINY " --pos rotary --steps 4 --out rope");
+    run_ok("train lm " TINY " --pos rotary --steps 4 --stop-at 2 --out rope2");
+    check_resumed("train lm --resume --out rope2", "resuming at step 2", NULL, "rope/lm.ckpt", "rope2/lm.ckpt");
     char *cfg = NULL;
     CHECK_OK(qkv_checkpoint_read_meta(path_in("rope/lm.ckpt"), "lm.config", &cfg));
     CHECK(cfg && strstr(cfg, " posenc=rotary ") && strstr(cfg, " rotary_base=10000"), "lm.config: %s",
@@ -308,25 +245,13 @@ static void test_rotary(void)
 
 int main(int argc, char **argv)
 {
-    const char *slash = strrchr(argv[0], '/');
-    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
-    char *abs = realpath(qkv_bin, NULL);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_lm_cli_XXXXXX");
-    if (!abs || access(abs, X_OK) != 0 || !mkdtemp(tmpdir)) {
-        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
-        free(abs);
-        return h_finish("test_lm_cli");
-    }
-    snprintf(qkv_bin, sizeof qkv_bin, "%s", abs);
-    free(abs);
+    if (cli_shell_setup(argv[0], "/tmp/qkv_lm_cli_XXXXXX")) return h_finish("test_lm_cli");
     write_corpus(path_in("corpus.txt"));
     test_train();
     test_generate();
     test_export("full");
     test_rotary();
     test_export("rope");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    cli_shell_cleanup();
     return h_finish("test_lm_cli");
 }

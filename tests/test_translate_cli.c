@@ -86,9 +86,23 @@ static void test_train_files(const char *o1)
     done(r);
 }
 
+/* The run folders whole (6 steps) and parts (3 + 3 resumed) hold the same
+ * checkpoint.safetensors, more than 1000 bytes; what: the message's start. */
+static void check_same_checkpoint(const char *whole, const char *parts, const char *what)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/checkpoint.safetensors", whole);
+    snprintf(b, sizeof b, "%s/checkpoint.safetensors", parts);
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    CHECK(la > 1000 && la == lb && !memcmp(x, y, la), "%s3 + 3 resumed steps differ from 6 steps (%zu and %zu bytes)",
+          what, la, lb);
+    free(x), free(y);
+}
+
 static void test_resume(const char *o1)
 {
-    char o2[128], a[256], b[256];
+    char o2[128];
     snprintf(o2, sizeof o2, "%s/resume", tmp);
     result r = RUN("train", "translation", TINY, "--out", o2, "--steps", "3", "--eval-every", "3");
     CHECK(r.status == 0, "train 3 steps: exit %d, %s", r.status, r.err);
@@ -96,20 +110,14 @@ static void test_resume(const char *o1)
     r = RUN("train", "translation", "--out", o2, "--resume", "--steps", "6", "--eval-every", "3", "--threads", "1");
     CHECK(r.status == 0 && strstr(r.out, "resuming at step 3"), "resume: exit %d, %s%s", r.status, r.out, r.err);
     done(r);
-    snprintf(a, sizeof a, "%s/checkpoint.safetensors", o1);
-    snprintf(b, sizeof b, "%s/checkpoint.safetensors", o2);
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    CHECK(la > 1000 && la == lb && !memcmp(x, y, la),
-          "3 + 3 resumed steps differ from 6 steps (%zu and %zu bytes)", la, lb);
-    free(x), free(y);
+    check_same_checkpoint(o1, o2, "");
 }
 
 /* The same in the BF16 mode: config.txt keeps the precision, --resume takes
  * it from there and ends bit for bit where 6 straight steps end. */
 static void test_resume_bf16(void)
 {
-    char o3[128], o4[128], a[256], b[256];
+    char o3[128], o4[128], a[256];
     snprintf(o3, sizeof o3, "%s/bf16", tmp);
     snprintf(o4, sizeof o4, "%s/bf16_resume", tmp);
     result r = RUN("train", "translation", TINY, "--out", o3, "--steps", "6", "--eval-every", "3", "--precision", "bf16");
@@ -125,13 +133,7 @@ static void test_resume_bf16(void)
     char *cfg = slurp(a, NULL);
     CHECK(cfg && strstr(cfg, "\nprecision bf16\n"), "config.txt does not keep the precision: %s", cfg ? cfg : "");
     free(cfg);
-    snprintf(a, sizeof a, "%s/checkpoint.safetensors", o3);
-    snprintf(b, sizeof b, "%s/checkpoint.safetensors", o4);
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    CHECK(la > 1000 && la == lb && !memcmp(x, y, la),
-          "bf16: 3 + 3 resumed steps differ from 6 steps (%zu and %zu bytes)", la, lb);
-    free(x), free(y);
+    check_same_checkpoint(o3, o4, "bf16: ");
 }
 
 /* Each row of the alignment table after the header sums to 1 (two decimals). */

@@ -12,53 +12,9 @@
 #define _XOPEN_SOURCE 700 /* mkdtemp, realpath */
 #include <cairo/cairo.h> /* the tests are built without Cairo's -I flags */
 #include <math.h>
-#include <stdarg.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "harness.h"
+#include "cli_shell.h"
 #include "made_up_data.h"
-
-static char qkv_bin[512], tmpdir[64];
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = calloc(1, 1 << 22);
-    size_t n = f && buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
-    if (f) fclose(f);
-    if (len) *len = n;
-    return buf ? buf : calloc(1, 1);
-}
-
-/* Runs "qkv ARGS" in tmpdir; stdout and stderr into *out and *err
- * (malloc'd); the exit status, -1 if killed. */
-static int qkv(char **out, char **err, const char *fmt, ...)
-{
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=1 timeout 120 '%s' %s > out.txt 2> err.txt", tmpdir,
-             qkv_bin, args);
-    int st = system(cmd);
-    char p[128];
-    snprintf(p, sizeof p, "%s/out.txt", tmpdir);
-    *out = slurp(p, NULL);
-    snprintf(p, sizeof p, "%s/err.txt", tmpdir);
-    *err = slurp(p, NULL);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char *path_in(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* ---- the made-up data ------------------------------------------------------- */
 
@@ -138,30 +94,14 @@ static void test_train(void)
     rc = qkv(&o, &e, VIT " --epochs 2 --stop-after 1 --out parts");
     CHECK(rc == 0 && !strstr(o, "epoch 2:"), "train vit --stop-after 1: exit %d: %s %s", rc, o, e);
     free(o), free(e);
-    rc = qkv(&o, &e, "train vit --resume --out parts");
-    CHECK(rc == 0 && strstr(o, "resuming at epoch 1") && strstr(o, "epoch 2:"), "--resume: exit %d: %s %s", rc, o, e);
-    free(o), free(e);
-    size_t n1, n2;
-    char *a = slurp(path_in("full/model.ckpt"), &n1), *b = slurp(path_in("parts/model.ckpt"), &n2);
-    CHECK(n1 > 1000 && n1 == n2 && !memcmp(a, b, n1), "the resumed run's checkpoint (%zu bytes) differs from the "
-          "uninterrupted run's (%zu bytes)", n2, n1);
-    free(a), free(b);
+    check_resumed("train vit --resume --out parts", "resuming at epoch 1", "epoch 2:", "full/model.ckpt",
+                  "parts/model.ckpt");
     /* the same two ways in the BF16 mode: --resume takes the precision from
      * the checkpoint and ends bit for bit where the uninterrupted run ends */
-    rc = qkv(&o, &e, VIT " --epochs 2 --precision bf16 --out fullb");
-    CHECK(rc == 0, "train vit --precision bf16: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, VIT " --epochs 2 --stop-after 1 --precision bf16 --out partsb");
-    CHECK(rc == 0, "train vit --precision bf16 --stop-after 1: exit %d: %s", rc, e);
-    free(o), free(e);
-    rc = qkv(&o, &e, "train vit --resume --out partsb");
-    CHECK(rc == 0 && strstr(o, "resuming at epoch 1"), "--resume (bf16): exit %d: %s %s", rc, o, e);
-    free(o), free(e);
-    size_t n3, n4;
-    a = slurp(path_in("fullb/model.ckpt"), &n3), b = slurp(path_in("partsb/model.ckpt"), &n4);
-    CHECK(n3 > 1000 && n3 == n4 && !memcmp(a, b, n3), "the resumed bf16 run's checkpoint (%zu bytes) differs from "
-          "the uninterrupted one's (%zu bytes)", n4, n3);
-    free(a), free(b);
+    run_ok(VIT " --epochs 2 --precision bf16 --out fullb");
+    run_ok(VIT " --epochs 2 --stop-after 1 --precision bf16 --out partsb");
+    check_resumed("train vit --resume --out partsb", "resuming at epoch 1", NULL, "fullb/model.ckpt",
+                  "partsb/model.ckpt");
     /* the baselines learn the bands */
     rc = qkv(&o, &e, "train mlp --data fm --batch 32 --epochs 3 --augment off --out mlp");
     double acc = accuracy_after(strstr(o, "epoch 3: ") ? strstr(o, "epoch 3: ") : "", "test accuracy ");
@@ -282,25 +222,13 @@ static void test_rollout(void)
 int main(int argc, char **argv)
 {
     test_rollout();
-    const char *slash = strrchr(argv[0], '/');
-    snprintf(qkv_bin, sizeof qkv_bin, "%.*s/../qkv", slash ? (int)(slash - argv[0]) : 1, slash ? argv[0] : ".");
-    char *abs = realpath(qkv_bin, NULL);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_vision_cli_XXXXXX");
-    if (!abs || access(abs, X_OK) != 0 || !mkdtemp(tmpdir)) {
-        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", qkv_bin);
-        free(abs);
-        return h_finish("test_vision_cli");
-    }
-    snprintf(qkv_bin, sizeof qkv_bin, "%s", abs);
-    free(abs);
+    if (cli_shell_setup(argv[0], "/tmp/qkv_vision_cli_XXXXXX")) return h_finish("test_vision_cli");
     mkdir(path_in("fm"), 0777);
     write_set(path_in("fm"), "train", 320, 88172645463325252ull);
     write_set(path_in("fm"), "t10k", 100, 1234567ull);
     write_pngs();
     test_train();
     test_eval_classify();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    cli_shell_cleanup();
     return h_finish("test_vision_cli");
 }

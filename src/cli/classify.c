@@ -198,13 +198,8 @@ int qkv_cli_classify(int argc, char **argv)
         }
     }
     if (!s && test_index >= 0) {
-        char dir[1100] = "data/fashion-mnist", *train = NULL;
-        if (data) snprintf(dir, sizeof dir, "%s", data);
-        else if (qkv_checkpoint_read_meta(path, "vision.train", &train) == QKV_OK) {
-            const char *d = strstr(train, " data=");
-            if (d) snprintf(dir, sizeof dir, "%s", d + 6);
-        }
-        free(train);
+        char dir[1100];
+        vision_data_dir(path, data, dir, sizeof dir);
         s = vision_load_set(dir, 0, 0, &test);
         if (!s && test_index >= test->n)
             s = qkv_cli_fail(QKV_ERR_ARG, "--test-index %lld: the test set has %lld images", (long long)test_index,

@@ -65,14 +65,8 @@ int qkv_cli_eval_vision(int argc, char **argv)
         fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
         return QKV_EXIT_FAILURE;
     }
-    /* the run's data folder, unless --data */
-    char dir[1100] = "data/fashion-mnist", *train = NULL;
-    if (data) snprintf(dir, sizeof dir, "%s", data);
-    else if (qkv_checkpoint_read_meta(path, "vision.train", &train) == QKV_OK) {
-        const char *d = strstr(train, " data=");
-        if (d) snprintf(dir, sizeof dir, "%s", d + 6);
-    }
-    free(train);
+    char dir[1100];
+    vision_data_dir(path, data, dir, sizeof dir);
     qkv_image_set *test = NULL;
     qkv_ctx *ctx = NULL;
     int64_t K = m.cfg.classes, *conf = calloc((size_t)(K * K), sizeof *conf);

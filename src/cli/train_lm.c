@@ -222,8 +222,9 @@ static qkv_status lm_batch(qkv_ctx *c, void *user, int64_t step, qkv_tensor **lo
  * fixed seed over the validation tokens), in eval mode without a tape.
  * Under mpirun rank r computes batches r, r + N, ...; every batch's loss
  * goes to every rank (a sum with zeros, exact) and the mean is taken in
- * batch order: the bits of one process. */
-static qkv_status validate(lm_run *r, double *val)
+ * batch order: the bits of one process. The loss goes to r->last_val and
+ * to the validation curve at step. */
+static qkv_status validate(lm_run *r, int64_t step)
 {
     int64_t B = r->o->r.batch, T = r->o->r.context, nb = r->o->eval_batches;
     int rank = qkv_dist_rank(r->dist), size = qkv_dist_size(r->dist);
@@ -246,8 +247,10 @@ static qkv_status validate(lm_run *r, double *val)
     double sum = 0;
     for (int64_t i = 0; i < nb; i++) sum += losses[i];
     free(losses);
-    *val = sum / (double)nb;
-    return s;
+    if (s) return s;
+    r->last_val = sum / (double)nb;
+    qkv_cli_curve_add(&r->val, (double)step, r->last_val);
+    return QKV_OK;
 }
 
 /* At the time limit: a checkpoint and a validation at this step (unless the
@@ -255,12 +258,7 @@ static qkv_status validate(lm_run *r, double *val)
 static qkv_status time_up(lm_run *r, const qkv_train_pos *pos, int saved, int validated)
 {
     if (!saved) QKV_CLI_TRY(qkv_dist_checkpoint_save(r->dist, r->ckpt, r->model->p, r->opt, pos, r->rng, r->meta));
-    if (!validated) {
-        double v;
-        QKV_CLI_TRY(validate(r, &v));
-        r->last_val = v;
-        qkv_cli_curve_add(&r->val, (double)pos->step, v);
-    }
+    if (!validated) QKV_CLI_TRY(validate(r, pos->step));
     if (qkv_dist_rank(r->dist) == 0) {
         if (isatty(fileno(stderr))) fputc('\n', stderr);
         fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
@@ -285,10 +283,8 @@ static qkv_status after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos, d
     }
     if (pos->step % r->o->eval_every && !last)
         return over ? time_up(r, pos, pos->step % every == 0, 0) : QKV_OK;
-    double v;
-    QKV_CLI_TRY(validate(r, &v));
-    r->last_val = v;
-    qkv_cli_curve_add(&r->val, (double)pos->step, v);
+    QKV_CLI_TRY(validate(r, pos->step));
+    double v = r->last_val;
     if (qkv_dist_rank(r->dist) == 0) {
         if (isatty(fileno(stderr))) fputc('\n', stderr);
         fprintf(stderr, "step %lld: validation loss %.4f (train %.4f)\n", (long long)pos->step, v, loss);

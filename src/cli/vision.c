@@ -209,6 +209,17 @@ qkv_status vision_evaluate_split(qkv_ctx *c, const vision_model *m, const qkv_im
     return s;
 }
 
+void vision_data_dir(const char *ckpt, const char *data, char *dir, size_t n)
+{
+    char *train = NULL;
+    snprintf(dir, n, "%s", data ? data : "data/fashion-mnist");
+    if (!data && qkv_checkpoint_read_meta(ckpt, "vision.train", &train) == QKV_OK) {
+        const char *d = strstr(train, " data=");
+        if (d) snprintf(dir, n, "%s", d + 6);
+    }
+    free(train);
+}
+
 qkv_status vision_load_set(const char *dir, int train, int64_t limit, qkv_image_set **out)
 {
     QKV_CLI_TRY(qkv_fashion_mnist_load(dir, train, out));

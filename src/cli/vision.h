@@ -65,6 +65,11 @@ qkv_status vision_evaluate_split(qkv_ctx *c, const vision_model *m, const qkv_im
  * the set at dir (train 1, test 0), its first limit images (0: all). */
 qkv_status vision_load_set(const char *dir, int train, int64_t limit, qkv_image_set **out);
 
+/* The data folder of the run whose checkpoint is at ckpt (its vision.train
+ * metadata's data=), or data when not NULL (--data), or data/fashion-mnist
+ * when the checkpoint does not say; into dir (n bytes). */
+void vision_data_dir(const char *ckpt, const char *data, char *dir, size_t n);
+
 
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind);
 #endif
