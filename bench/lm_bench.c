@@ -4,8 +4,10 @@
  * pre-norm, GELU) on random tokens.
  *   build/bench/lm_bench train [STEPS]          training steps (batch 32 x 128 tokens,
  *                                                AdamW, clipping: qkv_train), tokens/s
- *   build/bench/lm_bench generate CONTEXT [NEW]  NEW tokens (default 64) one at a
- *                                                time through the KV cache after a
+ *   build/bench/lm_bench generate CONTEXT [NEW] [fp32|bf16]
+ *                                                NEW tokens (default 64) one at a
+ *                                                time through the KV cache (FP32 or
+ *                                                bf16, docs/bf16_decode.md) after a
  *                                                prompt of CONTEXT tokens, tokens/s
  * Prints "RESULT name value" lines. OpenMP threads: OMP_NUM_THREADS or all. */
 #include <omp.h>
@@ -89,13 +91,16 @@ static void train(int64_t steps)
     qkv_params_free(p);
 }
 
-static void generate(int64_t context, int64_t new_tokens)
+static void generate(int64_t context, int64_t new_tokens, int bf16_cache)
 {
     qkv_params *p;
     qkv_lm m;
     model(&p, &m, context + new_tokens);
     qkv_kv_cache kc;
-    TRY(qkv_lm_cache_init(&kc, &m, 1, context + new_tokens));
+    if (bf16_cache)
+        TRY(qkv_kv_cache_init_bf16(&kc, LAYERS, 1, HEADS, E / HEADS, context + new_tokens));
+    else
+        TRY(qkv_lm_cache_init(&kc, &m, 1, context + new_tokens));
     qkv_ctx *c;
     TRY(qkv_ctx_new(&c));
     qkv_ctx_set_grad(c, 0);
@@ -137,9 +142,14 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "train")) {
         train(argc >= 3 ? atoll(argv[2]) : 10);
     } else if (argc >= 3 && !strcmp(argv[1], "generate")) {
-        generate(atoll(argv[2]), argc >= 4 ? atoll(argv[3]) : 64);
+        int bf16 = argc >= 5 && !strcmp(argv[4], "bf16");
+        if (argc >= 5 && !bf16 && strcmp(argv[4], "fp32")) {
+            fprintf(stderr, "lm_bench: cache %s: expected fp32 or bf16\n", argv[4]);
+            return 2;
+        }
+        generate(atoll(argv[2]), argc >= 4 ? atoll(argv[3]) : 64, bf16);
     } else {
-        fprintf(stderr, "usage: lm_bench train [STEPS] | generate CONTEXT [NEW]\n");
+        fprintf(stderr, "usage: lm_bench train [STEPS] | generate CONTEXT [NEW] [fp32|bf16]\n");
         return 2;
     }
     printf("RESULT threads %d\n", omp_get_max_threads());

@@ -5,6 +5,8 @@
  *    boundaries, head dims 8, 64, 65, batch > 1, causal bottom-right or
  *    none, key padding with a fully masked row (output 0), cache blocks
  *    wider than S (the positions past S hold NaN: never read);
+ *  - each build of the FP32 loops (AVX-512, AVX2) against the
+ *    reference at the head dims of the AVX-512 loops (16..128);
  *  - the same bits on 1, 2 and 3 threads;
  *  - the cached forwards through it: the decoder-only stack and
  *    TransformerDecoder decoded token by token over 600 positions (three
@@ -160,6 +162,39 @@ static void test_against_reference(void)
     worst = fmax(worst, check_case(2, 2, 9, 5, 65, 0, PAD_NONE, 0));
     worst = fmax(worst, check_case(2, 2, 3, 300, 8, 0, PAD_ROW_ALL, 100));
     printf("decode kernel against the reference: worst relative error %.3g\n", worst);
+}
+
+/* The FP32 kernel's builds (AVX-512: 16 keys' scores at a time, the
+ * probabilities' sum and p v in registers, for D a multiple of 16 up to
+ * 128; the others: a key at a time, AVX2 where the build has it) each
+ * against the reference:
+ * `qkv train lm`'s head dim 32 and the other multiples of 16, cache
+ * lengths that leave partial groups of 16 keys, padding (random, a fully
+ * masked row, every key a causal query sees), several queries. */
+static void test_builds_against_reference(void)
+{
+    const char *isas[] = {"avx512", "avx2"};
+    int64_t Ds[] = {16, 32, 48, 128};
+    int64_t Ss[] = {1, 15, 17, 64, 255, 1088};
+    for (size_t b = 0; b < sizeof isas / sizeof *isas; b++) {
+        if (!qkv_attn_simd_force(isas[b])) {
+            printf("(%s does not run here: not tested)\n", isas[b]);
+            continue;
+        }
+        double worst = 0;
+        for (size_t i = 0; i < sizeof Ds / sizeof *Ds; i++) {
+            for (size_t j = 0; j < sizeof Ss / sizeof *Ss; j++) {
+                worst = fmax(worst, check_case(1, 4, 1, Ss[j], Ds[i], 1, PAD_NONE, 0));
+                worst = fmax(worst, check_case(2, 2, 1, Ss[j], Ds[i], 1, PAD_RANDOM, 0));
+            }
+            worst = fmax(worst, check_case(2, 3, 1, 300, Ds[i], 1, PAD_ROW_ALL, 0));
+            worst = fmax(worst, check_case(2, 2, 5, 333, Ds[i], 1, PAD_PREFIX, 100));
+            worst = fmax(worst, check_case(2, 2, 3, 41, Ds[i], 0, PAD_RANDOM, 16));
+        }
+        printf("FP32 decode kernel, %s build, D 16..128, against the reference: worst %.3g\n",
+               isas[b], worst);
+    }
+    qkv_attn_simd_force(NULL);
 }
 
 /* Each (row, head, chunk) is computed and merged the same way on any
@@ -365,6 +400,7 @@ int main(void)
     if (qkv_arena_new(&A, 1 << 20) != QKV_OK) return 1;
     qkv_rng_seed(&R, 7);
     test_against_reference();
+    test_builds_against_reference();
     test_threads_same_bits();
     test_half_same_as_rounded();
     test_cached_stacks();

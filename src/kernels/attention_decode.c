@@ -38,14 +38,20 @@ size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads)
     return (size_t)(items * part_len(d) + (int64_t)threads * chunk_len(d));
 }
 
-/* How keys and values are stored: floats, fp16 or bf16; bf16 on
- * AVX-512 (KV_BF16_512) has loops of its own (decode_bf16_512 below). */
-enum { KV_F32 = 0, KV_F16, KV_BF16, KV_BF16_512 };
+/* How keys and values are stored: floats, fp16 or bf16; floats and bf16
+ * on AVX-512 (KV_F32_512, KV_BF16_512) have loops of their own
+ * (query_512 below). */
+enum { KV_F32 = 0, KV_F16, KV_BF16, KV_BF16_512, KV_F32_512 };
+
+static inline int kind_f32(int kind)
+{
+    return kind == KV_F32 || kind == KV_F32_512;
+}
 
 /* Element i of a key or value row of that kind. */
 static inline float row_at(const void *x, int kind, int64_t i)
 {
-    if (kind == KV_F32) return ((const float *)x)[i];
+    if (kind_f32(kind)) return ((const float *)x)[i];
     if (kind == KV_F16) return qkv_half_to_float(((const uint16_t *)x)[i]);
     return qkv_bf16_to_float(((const uint16_t *)x)[i]);
 }
@@ -53,7 +59,7 @@ static inline float row_at(const void *x, int kind, int64_t i)
 /* Key or value row r of a block (elements, not bytes). */
 static inline const void *row_ptr(const void *x, int kind, int64_t r)
 {
-    return kind == KV_F32 ? (const void *)((const float *)x + r) : (const uint16_t *)x + r;
+    return kind_f32(kind) ? (const void *)((const float *)x + r) : (const uint16_t *)x + r;
 }
 
 #if defined(__F16C__) && defined(__FMA__)
@@ -69,36 +75,40 @@ static inline __m256 row_load8(const void *x, int kind, int64_t i)
 #endif
 
 #if defined(__x86_64__)
-#define BF16_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-/* a.b and y += a x over D for a bf16 row b (x): 16 lanes (bf16 widened
- * and shifted), then the lanes' sum; the tail in C. */
-BF16_512 static inline float dot_bf16_512(const float *a, const uint16_t *b, int64_t D)
+#define W512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+/* Elements [i, i+16) of a float or bf16 row (KV_F32_512, KV_BF16_512) as
+ * floats (bf16 widened and shifted: exact). */
+W512 static inline __m512 load16(const void *x, int kind, int64_t i)
+{
+    if (kind == KV_F32_512) return _mm512_loadu_ps((const float *)x + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* a.b and y += a x over D for a float or bf16 row b (x): 16 lanes, then
+ * the lanes' sum; the tail in C. */
+W512 static inline float dot_512(const float *a, const void *b, int kind, int64_t D)
 {
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= D; i += 16) {
-        __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + i))), 16);
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_castsi512_ps(w), acc);
-    }
+    for (; i + 16 <= D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load16(b, kind, i), acc);
     float sum = _mm512_reduce_add_ps(acc);
-    for (; i < D; i++) sum += a[i] * qkv_bf16_to_float(b[i]);
+    for (; i < D; i++) sum += a[i] * row_at(b, kind, i);
     return sum;
 }
 
-BF16_512 static inline void axpy_bf16_512(float *y, float a, const uint16_t *x, int64_t D)
+W512 static inline void axpy_512(float *y, float a, const void *x, int kind, int64_t D)
 {
     __m512 av = _mm512_set1_ps(a);
     int64_t i = 0;
-    for (; i + 16 <= D; i += 16) {
-        __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i))), 16);
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_castsi512_ps(w), _mm512_loadu_ps(y + i)));
-    }
-    for (; i < D; i++) y[i] += a * qkv_bf16_to_float(x[i]);
+    for (; i + 16 <= D; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, load16(x, kind, i), _mm512_loadu_ps(y + i)));
+    for (; i < D; i++) y[i] += a * row_at(x, kind, i);
 }
 
 /* exp(x) in 16 lanes: the fused kernels' polynomial (attention_simd.h's
  * vexp: Cephes' expf coefficients, about 1 ulp); 0 below -87.3. */
-BF16_512 static inline __m512 exp16(__m512 x)
+W512 static inline __m512 exp16(__m512 x)
 {
     const __m512 magic = _mm512_set1_ps(12582912.0f); /* 1.5 * 2^23 */
     __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
@@ -120,53 +130,123 @@ BF16_512 static inline __m512 exp16(__m512 x)
     return _mm512_maskz_mul_ps(~tiny, p, _mm512_castsi512_ps(e));
 }
 
-/* The second pass of one query over n keys of a chunk (chunk_attend's,
- * for bf16 rows of D = 16 nd on AVX-512): s (n) the scores, m their max
- * (finite); p_j = exp(s_j - m) for 16 keys at a time into s (-1 marks a
- * masked key, skipped as the generic loop skips it), o (D) = sum p_j v_j
- * with the nd accumulators in registers. Returns l = sum p_j. */
-BF16_512 static inline __attribute__((always_inline)) float
-pv_bf16_512(float *s, int64_t n, float m, const uint16_t *v, const int nd, float *o)
+/* The permutations that sum 16 vectors' lanes into one vector (sum16):
+ * at stage st (0..3) two vectors that each hold m = 2^st keys' partial
+ * sums, w = 16/m lanes per key, become one that holds the 2m keys' in
+ * w/2 lanes: lane i takes key p = i / (w/2) of the first vector (p < m)
+ * or the second, its lanes sub and sub + w/2 (sub = i % (w/2)), added. */
+static void sum16_index(int32_t idx[4][2][16])
 {
-    __m512 mv = _mm512_set1_ps(m), ninf = _mm512_set1_ps(-INFINITY);
+    for (int st = 0; st < 4; st++) {
+        int m = 1 << st, w = 16 / m, h = w / 2;
+        for (int i = 0; i < 16; i++) {
+            int p = i / h, sub = i % h, src = p < m ? p * w + sub : 16 + (p - m) * w + sub;
+            idx[st][0][i] = src;
+            idx[st][1][i] = src + h;
+        }
+    }
+}
+
+W512 static inline __m512 sum_pair(__m512 a, __m512 b, const int32_t ix[2][16])
+{
+    __m512i lo = _mm512_loadu_si512(ix[0]), hi = _mm512_loadu_si512(ix[1]);
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b));
+}
+
+/* q.k for the 16 keys [j, j+16) of k (rows of D = 16 nd), the keys past
+ * n reading key n-1 again (their lanes are not used): lane i = key j+i.
+ * qv (nd) the query in registers; ix sum16_index's. */
+W512 static inline __attribute__((always_inline)) __m512
+dot16_keys(const __m512 *qv, const void *k, int kind, const int nd, int64_t j, int64_t n,
+           const int32_t ix[4][2][16])
+{
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) {
+        int64_t row = (j + i < n ? j + i : n - 1) * 16 * nd;
+        __m512 acc = _mm512_mul_ps(qv[0], load16(k, kind, row));
+        for (int d = 1; d < nd; d++) acc = _mm512_fmadd_ps(qv[d], load16(k, kind, row + 16 * d), acc);
+        r[i] = acc;
+    }
+    for (int st = 0, m = 16; st < 4; st++, m /= 2)
+        for (int i = 0; i < m / 2; i++) r[i] = sum_pair(r[2 * i], r[2 * i + 1], ix[st]);
+    return r[0];
+}
+
+/* One query qt over n >= 1 keys and values (rows of D = 16 nd, float or
+ * bf16) on AVX-512, chunk_attend's two passes: the scaled scores into s
+ * (n) 16 keys at a time (a key masked by kpm (n), NULL for none, -inf)
+ * and their max m; then p_j = exp(s_j - m) (masked keys skipped, as the
+ * generic loop skips them), l = sum p_j and o (D) = sum p_j v_j with the
+ * accumulators in registers. Returns m (NaN when a score is NaN, -inf
+ * when every key is masked: o and *l are then not written). */
+W512 static inline __attribute__((always_inline)) float
+query_512(const float *qt, const void *k, const void *v, int kind, const int nd,
+          const uint8_t *kpm, int64_t n, float scale, float *s, float *o, float *l)
+{
+    int32_t ix[4][2][16];
+    sum16_index(ix);
+    __m512 qv[8], ninf = _mm512_set1_ps(-INFINITY), mv = ninf, sc = _mm512_set1_ps(scale);
+    for (int d = 0; d < nd; d++) qv[d] = _mm512_loadu_ps(qt + 16 * d);
+    __mmask16 nan = 0, any_masked = 0;
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 sv = _mm512_mul_ps(sc, dot16_keys(qv, k, kind, nd, j, n, ix));
+        if (kpm) {
+            __mmask16 pad = _mm_test_epi8_mask(_mm_maskz_loadu_epi8(in, kpm + j),
+                                               _mm_set1_epi8((char)0xff)) & in;
+            sv = _mm512_mask_mov_ps(sv, pad, ninf);
+            any_masked |= pad;
+        }
+        nan |= _mm512_mask_cmp_ps_mask(in, sv, sv, _CMP_UNORD_Q);
+        mv = _mm512_mask_max_ps(mv, in, mv, sv);
+        _mm512_mask_storeu_ps(s + j, in, sv);
+    }
+    if (nan) return NAN;
+    float m = _mm512_reduce_max_ps(mv);
+    if (m == -INFINITY) return m;
+    mv = _mm512_set1_ps(m);
+    __m512 lv = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) {
         __mmask16 in = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
         __m512 sv = _mm512_maskz_loadu_ps(in, s + j);
-        __mmask16 masked = _mm512_cmp_ps_mask(sv, ninf, _CMP_EQ_OQ);
-        __m512 p = _mm512_mask_mov_ps(exp16(_mm512_sub_ps(sv, mv)), masked, _mm512_set1_ps(-1.0f));
-        _mm512_mask_storeu_ps(s + j, in, p);
+        __mmask16 live = _mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_UQ) & in;
+        __m512 p = exp16(_mm512_sub_ps(sv, mv));
+        lv = _mm512_mask_add_ps(lv, live, lv, p);
+        _mm512_mask_storeu_ps(s + j, in, _mm512_mask_mov_ps(_mm512_set1_ps(-1.0f), live, p));
     }
-    __m512 acc[8];
-    for (int d = 0; d < nd; d++) acc[d] = _mm512_setzero_ps();
-    float l = 0;
-    for (int64_t j = 0; j < n; j++) {
-        float p = s[j];
-        if (p < 0) continue;
-        l += p;
-        __m512 pv = _mm512_set1_ps(p);
-        for (int d = 0; d < nd; d++) {
-            __m256i h = _mm256_loadu_si256((const __m256i *)(v + j * 16 * nd + 16 * d));
-            __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-            acc[d] = _mm512_fmadd_ps(pv, x, acc[d]);
+    *l = _mm512_reduce_add_ps(lv);
+    __m512 a0[8], a1[8];
+    for (int d = 0; d < nd; d++) a0[d] = a1[d] = _mm512_setzero_ps();
+    int64_t j = 0;
+    if (!any_masked) /* two sets of accumulators: two chains of fused multiply-adds */
+        for (; j + 2 <= n; j += 2) {
+            __m512 p0 = _mm512_set1_ps(s[j]), p1 = _mm512_set1_ps(s[j + 1]);
+            for (int d = 0; d < nd; d++) {
+                a0[d] = _mm512_fmadd_ps(p0, load16(v, kind, j * 16 * nd + 16 * d), a0[d]);
+                a1[d] = _mm512_fmadd_ps(p1, load16(v, kind, (j + 1) * 16 * nd + 16 * d), a1[d]);
+            }
         }
+    for (; j < n; j++) {
+        if (s[j] < 0) continue; /* masked: -1 */
+        __m512 p = _mm512_set1_ps(s[j]);
+        for (int d = 0; d < nd; d++) a0[d] = _mm512_fmadd_ps(p, load16(v, kind, j * 16 * nd + 16 * d), a0[d]);
     }
-    for (int d = 0; d < nd; d++) _mm512_storeu_ps(o + 16 * d, acc[d]);
-    return l;
+    for (int d = 0; d < nd; d++) _mm512_storeu_ps(o + 16 * d, _mm512_add_ps(a0[d], a1[d]));
+    return m;
 }
 
-/* pv_bf16_512 for D = 16 nd, nd = 1..8, each with nd constant. */
-BF16_512 static float pv_bf16_512_any(float *s, int64_t n, float m, const uint16_t *v, int64_t D,
-                                      float *o)
+/* query_512 for D = 16 nd, nd = 1..8, each build with nd constant. */
+W512 static float query_512_any(const float *qt, const void *k, const void *v, int kind,
+                                int64_t D, const uint8_t *kpm, int64_t n, float scale, float *s,
+                                float *o, float *l)
 {
     switch (D / 16) {
-    case 1: return pv_bf16_512(s, n, m, v, 1, o);
-    case 2: return pv_bf16_512(s, n, m, v, 2, o);
-    case 3: return pv_bf16_512(s, n, m, v, 3, o);
-    case 4: return pv_bf16_512(s, n, m, v, 4, o);
-    case 5: return pv_bf16_512(s, n, m, v, 5, o);
-    case 6: return pv_bf16_512(s, n, m, v, 6, o);
-    case 7: return pv_bf16_512(s, n, m, v, 7, o);
-    default: return pv_bf16_512(s, n, m, v, 8, o);
+#define QUERY_CASE(nd) \
+    case nd: return query_512(qt, k, v, kind, nd, kpm, n, scale, s, o, l);
+    QUERY_CASE(1) QUERY_CASE(2) QUERY_CASE(3) QUERY_CASE(4)
+    QUERY_CASE(5) QUERY_CASE(6) QUERY_CASE(7)
+#undef QUERY_CASE
+    default: return query_512(qt, k, v, kind, 8, kpm, n, scale, s, o, l);
     }
 }
 #endif
@@ -178,7 +258,7 @@ static inline __attribute__((always_inline)) float dot(const float *a, const voi
                                                        int64_t D)
 {
 #if defined(__x86_64__)
-    if (kind == KV_BF16_512) return dot_bf16_512(a, b, D);
+    if (kind == KV_BF16_512 || kind == KV_F32_512) return dot_512(a, b, kind, D);
 #endif
     float sum = 0;
     int64_t i = 0;
@@ -198,8 +278,8 @@ static inline __attribute__((always_inline)) void axpy(float *y, float a, const 
                                                        int64_t D)
 {
 #if defined(__x86_64__)
-    if (kind == KV_BF16_512) {
-        axpy_bf16_512(y, a, x, D);
+    if (kind == KV_BF16_512 || kind == KV_F32_512) {
+        axpy_512(y, a, x, kind, D);
         return;
     }
 #endif
@@ -228,6 +308,16 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
         int64_t end = j1;
         if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
         float m = -INFINITY, l = 0;
+        memset(ot, 0, (size_t)D * sizeof(float));
+#if defined(__x86_64__)
+        if ((kind == KV_BF16_512 || kind == KV_F32_512) && D % 16 == 0 && D <= 128 && end > j0) {
+            m = query_512_any(qt, k, v, kind, D, kpm ? kpm + j0 : NULL, end - j0, d->scale, s,
+                              ot, &l);
+            part[2 * t] = m;
+            part[2 * t + 1] = isnan(m) ? NAN : l;
+            continue;
+        }
+#endif
         int nan = 0;
         for (int64_t j = j0; j < end; j++) {
             const void *kj = row_ptr(k, kind, (j - j0) * D); // key j's row
@@ -236,19 +326,10 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
             if (isnan(sj)) nan = 1;
             else if (sj > m) m = sj;
         }
-        memset(ot, 0, (size_t)D * sizeof(float));
         if (nan) { /* a NaN score: the query's output is NaN (chunks_merge) */
             part[2 * t] = part[2 * t + 1] = NAN;
             continue;
         }
-#if defined(__x86_64__)
-        if (kind == KV_BF16_512 && D % 16 == 0 && D <= 128 && m > -INFINITY && end > j0) {
-            l = pv_bf16_512_any(s, end - j0, m, v, D, ot);
-            part[2 * t] = m;
-            part[2 * t + 1] = l;
-            continue;
-        }
-#endif
         for (int64_t j = j0; j < end && m > -INFINITY; j++) {
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
@@ -348,7 +429,14 @@ static void chunk_bf16(const qkv_decode_desc *d, const float *q, const void *k, 
 }
 
 #if defined(__x86_64__)
-BF16_512 static void chunk_bf16_512(const qkv_decode_desc *d, const float *q, const void *k,
+W512 static void chunk_f32_512(const qkv_decode_desc *d, const float *q, const void *k,
+                               const void *v, const uint8_t *kpm, int64_t j0, int64_t j1,
+                               float *part, float *s)
+{
+    chunk_attend(d, q, k, v, KV_F32_512, kpm, j0, j1, part, s);
+}
+
+W512 static void chunk_bf16_512(const qkv_decode_desc *d, const float *q, const void *k,
                                     const void *v, const uint8_t *kpm, int64_t j0, int64_t j1,
                                     float *part, float *s)
 {
@@ -367,15 +455,16 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
     QKV_TRY(decode_check(d, q, k, v, out));
     int64_t N = d->N, H = d->H, T = d->T, D = d->D, C = chunk_len(d), nc = chunk_count(d);
     int64_t items = N * H * nc, pl = part_len(d);
-    size_t elem = kind == KV_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t elem = kind_f32(kind) ? sizeof(float) : sizeof(uint16_t);
     chunk_fn run = kind == KV_F32 ? chunk_f32 : kind == KV_F16 ? chunk_f16 : chunk_bf16;
 #if defined(__x86_64__)
     if (kind == KV_BF16_512) run = chunk_bf16_512;
+    if (kind == KV_F32_512) run = chunk_f32_512;
 #endif
     /* A step over a short cache is a few microseconds of work: waking the
      * team would cost more. */
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (N * H * T * d->S * D < QKV_PAR_MIN) threads = 1;
+    if (N * H * T * d->S * D < QKV_DECODE_PAR_MIN) threads = 1;
     if (threads > items) threads = (int)items;
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     size_t n = qkv_decode_scratch(d, threads);
@@ -404,21 +493,9 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
     return QKV_OK;
 }
 
-qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
-                             const float *k, const float *v, float *out)
-{
-    return decode_run(a, d, q, k, v, KV_F32, out);
-}
-
-qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
-                                  const uint16_t *k, const uint16_t *v, float *out)
-{
-    return decode_run(a, d, q, k, v, KV_F16, out);
-}
-
 /* AVX-512 where the CPU has it and the attention kernels are not held to a
  * narrower build (QKV_ISA, qkv_attn_simd_force: attention_flash.c). */
-static int bf16_wide(void)
+static int wide512(void)
 {
 #if defined(__x86_64__)
     return !strcmp(qkv_attn_simd_current()->name, "avx512");
@@ -427,8 +504,20 @@ static int bf16_wide(void)
 #endif
 }
 
+qkv_status qkv_decode_attend(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                             const float *k, const float *v, float *out)
+{
+    return decode_run(a, d, q, k, v, wide512() ? KV_F32_512 : KV_F32, out);
+}
+
+qkv_status qkv_decode_attend_half(qkv_arena *a, const qkv_decode_desc *d, const float *q,
+                                  const uint16_t *k, const uint16_t *v, float *out)
+{
+    return decode_run(a, d, q, k, v, KV_F16, out);
+}
+
 qkv_status qkv_decode_attend_bf16(qkv_arena *a, const qkv_decode_desc *d, const float *q,
                                   const uint16_t *k, const uint16_t *v, float *out)
 {
-    return decode_run(a, d, q, k, v, bf16_wide() ? KV_BF16_512 : KV_BF16, out);
+    return decode_run(a, d, q, k, v, wide512() ? KV_BF16_512 : KV_BF16, out);
 }

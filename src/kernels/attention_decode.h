@@ -24,6 +24,16 @@
  * machines with more cores than heads, at 16 x (D + 2) floats of scratch. */
 enum { QKV_DECODE_CHUNK = 256 };
 
+/* Below this many multiply-adds of scores (N*H*T*S*D) a call runs on one
+ * thread. On AVX-512 one key of D = 32 costs about 4 ns on one thread
+ * (q.k, exp, p v: bench/layers_bench --one decode_S1088_D32, 8 heads in
+ * 35 us), so 2^19 is about 60 us of work, where waking a second thread
+ * (tens of microseconds under OMP_WAIT_POLICY=PASSIVE on a busy machine)
+ * starts to pay. `qkv train lm`'s default model (4 heads of 32) after 1024
+ * tokens is 139k per layer: one thread (generation after 1024 tokens was
+ * slower on two threads than on one with QKV_PAR_MIN as the threshold). */
+enum { QKV_DECODE_PAR_MIN = 1 << 19 };
+
 typedef struct {
     int64_t N, H;       /* rows, heads */
     int64_t T, S, D;    /* queries, keys (and values), head dim; T <= S when causal */
