@@ -9,6 +9,8 @@
  *                                                time through the KV cache (FP32 or
  *                                                bf16, docs/bf16_decode.md) after a
  *                                                prompt of CONTEXT tokens, tokens/s
+ * --model D,L,H before the mode takes another size: d_model D, L layers, H heads,
+ * feed-forward 4D (docs/lm.md: the 30-minute run's model is 192,5,6).
  * Prints "RESULT name value" lines. OpenMP threads: OMP_NUM_THREADS or all. */
 #include <omp.h>
 #include <stdio.h>
@@ -17,7 +19,8 @@
 #include <time.h>
 #include "bench_util.h"
 
-enum { V = 75, LAYERS = 4, E = 128, HEADS = 4, FF = 512, CTX = 128, BATCH = 32 };
+enum { V = 75, CTX = 128, BATCH = 32 };
+static int64_t LAYERS = 4, E = 128, HEADS = 4, FF = 512; /* --model D,L,H changes them */
 
 /* In a batch function: return the failure to qkv_train. */
 #define BTRY(x)                          \
@@ -139,6 +142,15 @@ static void generate(int64_t context, int64_t new_tokens, int bf16_cache)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && !strcmp(argv[1], "--model")) {
+        long long d, l, h;
+        if (sscanf(argv[2], "%lld,%lld,%lld", &d, &l, &h) != 3 || d < 1 || l < 1 || h < 1 || d % h) {
+            fprintf(stderr, "lm_bench: --model %s: expected D,L,H with H dividing D\n", argv[2]);
+            return 2;
+        }
+        E = d, LAYERS = l, HEADS = h, FF = 4 * d;
+        argc -= 2, argv += 2;
+    }
     if (argc >= 2 && !strcmp(argv[1], "train")) {
         train(argc >= 3 ? atoll(argv[2]) : 10);
     } else if (argc >= 3 && !strcmp(argv[1], "generate")) {

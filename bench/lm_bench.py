@@ -5,7 +5,7 @@ train against bench/lm_torch_peer.py train, PyTorch at 1 and 2 threads, its
 best taken) and generation tokens/s after prompts of 64 and 1024 tokens with
 the KV cache (qkv's against PyTorch's past keys/values concatenated).
 
-    bench/lm_bench.py [--reps 3] [--steps 10] [--new 64] [--cache fp32|bf16]
+    bench/lm_bench.py [--reps 3] [--steps 10] [--new 64] [--cache fp32|bf16] [--model D,L,H]
 
 --cache bf16 keeps qkv's KV cache in bf16 (docs/bf16_decode.md); PyTorch's
 stays FP32.
@@ -42,14 +42,18 @@ def main():
     ap.add_argument('--steps', type=int, default=10, help='timed training steps per measurement')
     ap.add_argument('--new', type=int, default=64, help='tokens generated per measurement')
     ap.add_argument('--cache', choices=('fp32', 'bf16'), default='fp32', help="qkv's KV cache")
+    ap.add_argument('--model', default='128,4,4',
+                    help="d_model,layers,heads (feed-forward 4 d_model); default: qkv train lm's default "
+                         "model; the 30-minute run's is 192,5,6")
     a = ap.parse_args()
     subprocess.run(['make', '-s', '-j2', 'build/bench/lm_bench'], cwd=ROOT, check=True)
     qkv = os.path.join('build', 'bench', 'lm_bench')
-    peer = [PY, os.path.join('bench', 'lm_torch_peer.py')]
-    rows = [('train', 'train_tokens_per_s', [qkv, 'train', str(a.steps)], ['train', str(a.steps)]),
-            ('generate after 64', 'generate_64_tokens_per_s', [qkv, 'generate', '64', str(a.new), a.cache],
+    peer = [PY, os.path.join('bench', 'lm_torch_peer.py'), '--model', a.model]
+    qkv = [qkv, '--model', a.model]
+    rows = [('train', 'train_tokens_per_s', qkv + ['train', str(a.steps)], ['train', str(a.steps)]),
+            ('generate after 64', 'generate_64_tokens_per_s', qkv + ['generate', '64', str(a.new), a.cache],
              ['generate', '64', str(a.new)]),
-            ('generate after 1024', 'generate_1024_tokens_per_s', [qkv, 'generate', '1024', str(a.new), a.cache],
+            ('generate after 1024', 'generate_1024_tokens_per_s', qkv + ['generate', '1024', str(a.new), a.cache],
              ['generate', '1024', str(a.new)])]
     got = {name: {'qkv': [], 'torch t1': [], 'torch t2': []} for name, *_ in rows}
     threads = None
@@ -74,7 +78,7 @@ def main():
         print('| %s | %.0f | %.0f | %.0f | %.2f |' % (name, m['qkv'], m['torch t1'], m['torch t2'], m['qkv'] / best))
     q64, q1024 = med['generate after 64']['qkv'], med['generate after 1024']['qkv']
     print('\nqkv: a token after 1024 costs %.2f times one after 64 (medians of %d repetitions, %d training steps, '
-          '%d new tokens each, %s KV cache)' % (q64 / q1024, a.reps, a.steps, a.new, a.cache.upper()))
+          '%d new tokens each, %s KV cache, model %s)' % (q64 / q1024, a.reps, a.steps, a.new, a.cache.upper(), a.model))
 
 
 if __name__ == '__main__':

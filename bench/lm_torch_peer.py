@@ -29,12 +29,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import lm_torch  # noqa: E402
 
 V, CTX, BATCH = 75, 128, 32
+D_MODEL, LAYERS, HEADS = 128, 4, 4  # --model D,L,H changes them (feed-forward 4D)
 
 
 def make_model(max_len):
     torch.manual_seed(1)
-    m = lm_torch.LM(lm_torch.gpt_config(V, d_model=128, nhead=4, num_layers=4, max_len=max_len,
-                                        dim_feedforward=512))
+    m = lm_torch.LM(lm_torch.gpt_config(V, d_model=D_MODEL, nhead=HEADS, num_layers=LAYERS, max_len=max_len,
+                                        dim_feedforward=4 * D_MODEL))
     with torch.no_grad():
         m.tok_emb.weight.normal_(0, 0.02)
     return m
@@ -124,7 +125,10 @@ def main():
     ap.add_argument('what', choices=['train', 'generate'])
     ap.add_argument('args', nargs='*', type=int)
     ap.add_argument('--threads', type=int, default=0)
+    ap.add_argument('--model', default='128,4,4', help='d_model,layers,heads')
     a = ap.parse_args()
+    global D_MODEL, LAYERS, HEADS
+    D_MODEL, LAYERS, HEADS = (int(x) for x in a.model.split(','))
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.what == 'train':
