@@ -254,6 +254,34 @@ static void test_other_models(void)
         CHECK(r.status == 0 && strstr(r.out, "BLEU"), "eval (%s): exit %d, %s", kinds[k][1], r.status, r.err);
         done(r);
     }
+    /* reduced rank: k = hidden / 4 by default (16 / 4), kept in config.txt, or --rank */
+    snprintf(o, sizeof o, "%s/model1/config.txt", tmp);
+    CHECK(contains(o, "\nrank 4\n"), "the reduced-rank model's config.txt lacks 'rank 4'");
+    snprintf(o, sizeof o, "%s/rank3", tmp);
+    result r = RUN("train", "translation", TINY, "--out", o, "--steps", "1", "--eval-every", "1", "--attention",
+                   "reduced", "--rank", "3");
+    /* parameters: dot's, plus U_a and V_a of 3 x 16 each */
+    int64_t p3 = -1, pdot = -1;
+    const char *q = strstr(r.out, " parameters");
+    if (q) {
+        while (q > r.out && q[-1] >= '0' && q[-1] <= '9') q--;
+        p3 = strtoll(q, NULL, 10);
+    }
+    CHECK(r.status == 0, "--rank 3: exit %d, %s", r.status, r.err);
+    done(r);
+    snprintf(o, sizeof o, "%s/dot", tmp);
+    r = RUN("train", "translation", TINY, "--out", o, "--steps", "1", "--eval-every", "1", "--attention", "dot");
+    q = strstr(r.out, " parameters");
+    if (q) {
+        while (q > r.out && q[-1] >= '0' && q[-1] <= '9') q--;
+        pdot = strtoll(q, NULL, 10);
+    }
+    CHECK(r.status == 0 && p3 == pdot + 2 * 3 * 16, "--rank 3: %lld parameters, dot %lld (expected + 96)",
+          (long long)p3, (long long)pdot);
+    done(r);
+    r = RUN("train", "translation", TINY, "--out", o, "--attention", "dot", "--rank", "3");
+    CHECK(r.status == 2 && strstr(r.err, "--rank is for"), "--rank with dot: exit %d, %s", r.status, r.err);
+    done(r);
 }
 
 static void test_bad_checkpoints(const char *o1)

@@ -46,6 +46,7 @@ int mt_config_save(const char *cmd, const char *dir, const mt_config *c)
             MT_SRC_WORDS, MT_TGT_WORDS, c->data, (long long)c->max_words, (long long)c->batch,
             (long long)c->steps, c->lr, c->clip, c->teacher_forcing, (unsigned long long)c->seed);
     if (c->precision != QKV_FP32) fprintf(f, "precision %s\n", qkv_cli_precision_name(c->precision));
+    if (c->rank) fprintf(f, "rank %lld\n", (long long)c->rank);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
@@ -211,6 +212,7 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
         goto done;
     c->bidirectional = (int)bi;
     c->seed = (uint64_t)seed;
+    if (conf_get(cf.keys, cf.vals, cf.n, "rank") && conf_int(cmd, dir, &cf, "rank", 0, 65536, &c->rank)) goto done;
     const char *prec = conf_get(cf.keys, cf.vals, cf.n, "precision");
     if (prec && !qkv_cli_precision_parse(prec, &c->precision)) {
         fprintf(stderr, "qkv %s: %s/%s: precision '%s' is neither fp32 nor bf16\n", cmd, dir, MT_CONFIG, prec);
@@ -239,6 +241,7 @@ qkv_status mt_model_init(mt_model *m, const mt_config *c, qkv_tokenizer *src, qk
                                                               c->embed, c->hidden);
         o.num_layers = c->layers, o.rnn = c->rnn, o.bidirectional = c->bidirectional;
         o.attention = c->attention, o.max_length = c->max_len, o.dropout = (float)c->dropout;
+        o.attn_rank = c->rank;
         o.padding_idx = MT_PAD;
         return qkv_seq2seq_rnn_init(&m->rnn, &o, m->p, "", &rng);
     }

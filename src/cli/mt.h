@@ -28,6 +28,8 @@ typedef struct {
     int bidirectional;
     int64_t layers, embed, hidden; /* transformer: embed = d_model, hidden = feed-forward */
     int64_t heads;               /* transformer */
+    int64_t rank;                /* r of reduced-rank and additive attention, 0: hidden
+                                  * (absent from an older config.txt: 0) */
     int64_t max_len;             /* tokens of a source or output sentence, <eos> included */
     double dropout;
     int reverse;                 /* 0: en-fr, 1: fr-en */

@@ -33,6 +33,8 @@ const char qkv_cli_train_translation_usage[] =
     "  -a, --attention KIND          none, dot, scaled, cosine, general, reduced (low-rank),\n"
     "                                additive (default), location\n"
     "      --bidirectional           a bidirectional encoder (not with dot, scaled, cosine)\n"
+    "      --rank R                  reduced: the rank k of U_a, V_a (default hidden / 4);\n"
+    "                                additive: the width of W_a, V_a (default hidden)\n"
     "      --layers N                recurrent or transformer layers (default 1; transformer 2)\n"
     "      --hidden N                RNN state size (default 256); transformer: feed-forward\n"
     "                                size (default 512)\n"
@@ -70,7 +72,7 @@ const char qkv_cli_train_translation_usage[] =
 
 enum {
     O_RNN = 256, O_BIDI, O_LAYERS, O_HIDDEN, O_EMBED, O_HEADS, O_DROPOUT, O_DATA, O_MAXW, O_MAXLEN,
-    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1, O_PRECISION
+    O_LR, O_CLIP, O_TF, O_RESUME, O_EVAL, O_VOCAB, O_ZERO1, O_PRECISION, O_RANK
 };
 
 static const struct option options[] = {
@@ -88,6 +90,7 @@ static const struct option options[] = {
     {"out", required_argument, NULL, 'o'},       {"resume", no_argument, NULL, O_RESUME},
     {"eval-every", required_argument, NULL, O_EVAL}, {"plots", required_argument, NULL, 'p'},
     {"zero1", no_argument, NULL, O_ZERO1}, {"precision", required_argument, NULL, O_PRECISION},
+    {"rank", required_argument, NULL, O_RANK},
     QKV_CLI_HELP_OPTION};
 
 typedef struct {
@@ -138,8 +141,17 @@ static int parse(int argc, char **argv, tr_opts *o)
         case 'p': snprintf(o->plots, sizeof o->plots, "%s", a.value); break;
         case O_ZERO1: o->zero1 = 1; break;
         case O_PRECISION: o->c.precision = qkv_cli_precision(&a); break;
+        case O_RANK: o->c.rank = qkv_cli_int(&a, 1, 8192); break;
         }
     if (ch < 0) return a.status;
+    int ranked = o->c.attention == QKV_RNN_ATTN_REDUCED_RANK || o->c.attention == QKV_RNN_ATTN_ADDITIVE;
+    if (o->c.rank && (o->c.model != MT_RNN || !ranked)) {
+        qkv_cli_error(&a, "--rank is for the recurrent model's reduced or additive attention");
+        return a.status;
+    }
+    /* the notes' reduced rank: k much smaller than the states' size */
+    if (!o->c.rank && o->c.model == MT_RNN && o->c.attention == QKV_RNN_ATTN_REDUCED_RANK)
+        o->c.rank = o->c.hidden / 4 > 0 ? o->c.hidden / 4 : 1;
     if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
         qkv_cli_error(&a, "%s attention compares equal sizes and cannot read a bidirectional "
                       "encoder: use general, reduced, additive, location or none",
