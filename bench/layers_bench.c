@@ -122,23 +122,35 @@ static void attn_forward(attn_t *a)
     CHECK(qkv_sdpa(a->c, q, k, v, &o, &a->out, NULL));
 }
 
+/* Normal random q, k, v, dout (seed 1) and a ctx for a's shape. */
+static void attn_init(attn_t *a)
+{
+    size_t n = (size_t)(a->B * a->H * a->L * a->D);
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    a->q = malloc(n * 4), a->k = malloc(n * 4), a->v = malloc(n * 4), a->dout = malloc(n * 4);
+    if (!a->q || !a->k || !a->v || !a->dout) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng_fill_normal(&r, a->q, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->k, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->v, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->dout, (int64_t)n, 0, 1);
+    CHECK(qkv_ctx_new(&a->c));
+}
+
+static void attn_free(attn_t *a)
+{
+    qkv_ctx_free(a->c);
+    free(a->q), free(a->k), free(a->v), free(a->dout);
+}
+
 static void run_attention(int64_t L, int64_t D, int causal, int backward, const char *name)
 {
     double base = status_mib("VmRSS");
     attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = backward};
-    size_t n = (size_t)(a.B * a.H * L * D);
-    qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    a.q = malloc(n * 4), a.k = malloc(n * 4), a.v = malloc(n * 4), a.dout = malloc(n * 4);
-    if (!a.q || !a.k || !a.v || !a.dout) {
-        fprintf(stderr, "layers_bench: out of memory\n");
-        exit(1);
-    }
-    qkv_rng_fill_normal(&r, a.q, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.k, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.v, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.dout, (int64_t)n, 0, 1);
-    CHECK(qkv_ctx_new(&a.c));
+    attn_init(&a);
     if (!backward) qkv_ctx_set_grad(a.c, 0);
     double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
     /* warm-up, reading the forward's peak before any backward; the sweep's
@@ -166,8 +178,7 @@ static void run_attention(int64_t L, int64_t D, int causal, int backward, const 
     if (fwd_mib < 0) fwd_mib = all_mib;
     printf("ROW %s_fwd %.4f %.6g %.1f\n", name, median(tf, it), fl, fwd_mib);
     if (backward) printf("ROW %s_bwd %.4f %.6g %.1f\n", name, median(tb, it), 2.5 * fl, all_mib);
-    qkv_ctx_free(a.c);
-    free(a.q), free(a.k), free(a.v), free(a.dout);
+    attn_free(&a);
 }
 
 /* FP32 against BF16 attention in one process: each round runs forward and
@@ -178,19 +189,7 @@ static void run_attention_bf16(int64_t L, int64_t D, int causal, const char *nam
     enum { ROUNDS = 5 };
     double base = status_mib("VmRSS");
     attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = 1};
-    size_t n = (size_t)(a.B * a.H * L * D);
-    qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    a.q = malloc(n * 4), a.k = malloc(n * 4), a.v = malloc(n * 4), a.dout = malloc(n * 4);
-    if (!a.q || !a.k || !a.v || !a.dout) {
-        fprintf(stderr, "layers_bench: out of memory\n");
-        exit(1);
-    }
-    qkv_rng_fill_normal(&r, a.q, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.k, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.v, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.dout, (int64_t)n, 0, 1);
-    CHECK(qkv_ctx_new(&a.c));
+    attn_init(&a);
     double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
     double best[2][2] = {{1e30, 1e30}, {1e30, 1e30}}; /* [bf16][bwd] */
     for (int round = -1; round < ROUNDS; round++) /* round -1: warm-up */
@@ -215,8 +214,7 @@ static void run_attention_bf16(int64_t L, int64_t D, int causal, const char *nam
            name, qkv_attn_simd_bf16_current()->name, best[0][0] / best[1][0], fl / best[0][0] / 1e6,
            fl / best[1][0] / 1e6, best[0][1] / best[1][1], 2.5 * fl / best[0][1] / 1e6,
            2.5 * fl / best[1][1] / 1e6, ROUNDS, omp_get_max_threads());
-    qkv_ctx_free(a.c);
-    free(a.q), free(a.k), free(a.v), free(a.dout);
+    attn_free(&a);
 }
 
 /* ---- MultiheadAttention(512, 8) forward ---------------------------------- */
