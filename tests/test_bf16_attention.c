@@ -222,6 +222,8 @@ static const bcase CASES[] = {
     {"dropout L70 S129 D64", 1, 2, 70, 129, 64, 0, 0, 0, 0, 1},
     {"everything L77 S133 D80", 2, 1, 77, 133, 80, 1, 1, 1, 1, 1},
     {"short S9 D80", 1, 3, 5, 9, 80, 0, 0, 0, 0, 0},
+    {"odd head dim D33 L20 S45, causal", 1, 2, 20, 45, 33, 1, 0, 0, 0, 0},
+    {"head dim 8, L130 S200 kpm", 1, 2, 130, 200, 8, 0, 1, 0, 0, 0},
 };
 
 /* The mode through qkv_sdpa: BF16 gives the bf16 kernel's result, FP32
