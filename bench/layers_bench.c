@@ -12,6 +12,10 @@
  *   mha_B<B>_L<L>[_causal]       MultiheadAttention(512, 8) forward, need_weights=0, no grad
  *   enc_B<B>_L<L>                TransformerEncoderLayer(512, 8, 2048), dropout 0:
  *                                forward + backward + AdamW step
+ *   attnbf16_L<L>_D<D>[_causal]  the same attention (forward and backward) in the FP32
+ *                                and the BF16 mode (bf16 flash attention) in one process,
+ *                                interleaved, best of 5 rounds; rows _fp32_fwd/_bwd and
+ *                                _bf16_fwd/_bwd, then the speed-ups on a # line; qkv only
  *   decode_S<S>_D<D>             the decoding kernel (src/kernels/attention_decode.c):
  *                                one query, 8 heads, over a KV cache of S keys, in
  *                                fp32, fp16 and bf16 (bf16 on AVX-512 and on AVX2);
@@ -119,23 +123,35 @@ static void attn_forward(attn_t *a)
     CHECK(qkv_sdpa(a->c, q, k, v, &o, &a->out, NULL));
 }
 
+/* Normal random q, k, v, dout (seed 1) and a ctx for a's shape. */
+static void attn_init(attn_t *a)
+{
+    size_t n = (size_t)(a->B * a->H * a->L * a->D);
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    a->q = malloc(n * 4), a->k = malloc(n * 4), a->v = malloc(n * 4), a->dout = malloc(n * 4);
+    if (!a->q || !a->k || !a->v || !a->dout) {
+        fprintf(stderr, "layers_bench: out of memory\n");
+        exit(1);
+    }
+    qkv_rng_fill_normal(&r, a->q, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->k, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->v, (int64_t)n, 0, 1);
+    qkv_rng_fill_normal(&r, a->dout, (int64_t)n, 0, 1);
+    CHECK(qkv_ctx_new(&a->c));
+}
+
+static void attn_free(attn_t *a)
+{
+    qkv_ctx_free(a->c);
+    free(a->q), free(a->k), free(a->v), free(a->dout);
+}
+
 static void run_attention(int64_t L, int64_t D, int causal, int backward, const char *name)
 {
     double base = status_mib("VmRSS");
     attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = backward};
-    size_t n = (size_t)(a.B * a.H * L * D);
-    qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    a.q = malloc(n * 4), a.k = malloc(n * 4), a.v = malloc(n * 4), a.dout = malloc(n * 4);
-    if (!a.q || !a.k || !a.v || !a.dout) {
-        fprintf(stderr, "layers_bench: out of memory\n");
-        exit(1);
-    }
-    qkv_rng_fill_normal(&r, a.q, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.k, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.v, (int64_t)n, 0, 1);
-    qkv_rng_fill_normal(&r, a.dout, (int64_t)n, 0, 1);
-    CHECK(qkv_ctx_new(&a.c));
+    attn_init(&a);
     if (!backward) qkv_ctx_set_grad(a.c, 0);
     double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
     /* warm-up, reading the forward's peak before any backward; the sweep's
@@ -163,8 +179,43 @@ static void run_attention(int64_t L, int64_t D, int causal, int backward, const 
     if (fwd_mib < 0) fwd_mib = all_mib;
     printf("ROW %s_fwd %.4f %.6g %.1f\n", name, median(tf, it), fl, fwd_mib);
     if (backward) printf("ROW %s_bwd %.4f %.6g %.1f\n", name, median(tb, it), 2.5 * fl, all_mib);
-    qkv_ctx_free(a.c);
-    free(a.q), free(a.k), free(a.v), free(a.dout);
+    attn_free(&a);
+}
+
+/* FP32 against BF16 attention in one process: each round runs forward and
+ * backward in FP32, then in BF16, on the same inputs; best of the rounds
+ * (the machine is shared: the best is the least disturbed). */
+static void run_attention_bf16(int64_t L, int64_t D, int causal, const char *name)
+{
+    enum { ROUNDS = 5 };
+    double base = status_mib("VmRSS");
+    attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = 1};
+    attn_init(&a);
+    double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
+    double best[2][2] = {{1e30, 1e30}, {1e30, 1e30}}; /* [bf16][bwd] */
+    for (int round = -1; round < ROUNDS; round++) /* round -1: warm-up */
+        for (int b = 0; b < 2; b++) {
+            CHECK(qkv_ctx_set_precision(a.c, b ? QKV_BF16 : QKV_FP32));
+            double t0 = omp_get_wtime();
+            attn_forward(&a);
+            double t1 = omp_get_wtime();
+            CHECK(qkv_backward(a.c, a.out, a.dout));
+            double t2 = omp_get_wtime();
+            if (round < 0) continue;
+            if ((t1 - t0) * 1e3 < best[b][0]) best[b][0] = (t1 - t0) * 1e3;
+            if ((t2 - t1) * 1e3 < best[b][1]) best[b][1] = (t2 - t1) * 1e3;
+        }
+    double mib = status_mib("VmHWM") - base;
+    for (int b = 0; b < 2; b++) {
+        printf("ROW %s_%s_fwd %.4f %.6g %.1f\n", name, b ? "bf16" : "fp32", best[b][0], fl, mib);
+        printf("ROW %s_%s_bwd %.4f %.6g %.1f\n", name, b ? "bf16" : "fp32", best[b][1], 2.5 * fl, mib);
+    }
+    printf("# %s (%s): BF16 speed-up forward %.2fx (%.0f -> %.0f GFLOP/s), backward %.2fx "
+           "(%.0f -> %.0f GFLOP/s); best of %d interleaved rounds, %d threads\n",
+           name, qkv_attn_simd_bf16_current()->name, best[0][0] / best[1][0], fl / best[0][0] / 1e6,
+           fl / best[1][0] / 1e6, best[0][1] / best[1][1], 2.5 * fl / best[0][1] / 1e6,
+           2.5 * fl / best[1][1] / 1e6, ROUNDS, omp_get_max_threads());
+    attn_free(&a);
 }
 
 /* ---- MultiheadAttention(512, 8) forward ---------------------------------- */
@@ -353,6 +404,8 @@ int main(int argc, char **argv)
     int causal = strstr(cfg, "_causal") != NULL;
     if (sscanf(cfg, "attn_L%lld_D%lld", &L, &D) == 2)
         run_attention(L, D, causal, 1, cfg);
+    else if (sscanf(cfg, "attnbf16_L%lld_D%lld", &L, &D) == 2)
+        run_attention_bf16(L, D, causal, cfg);
     else if (sscanf(cfg, "attnfwd_L%lld_D%lld", &L, &D) == 2)
         run_attention(L, D, causal, 0, cfg);
     else if (sscanf(cfg, "mha_B%lld_L%lld", &B, &L) == 2)

@@ -167,6 +167,9 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
         return qkv_fail(QKV_ERR_ARG, "sdpa: dropout_p %g outside [0,1]", o.dropout_p);
     d.dropout_p = qkv_ctx_training(c) ? o.dropout_p : 0.0f;
     if (d.dropout_p > 0) d.dropout_seed = qkv_ctx_next_seed(c);
+    /* The ctx's BF16 mode: the fast path's products with bf16 operands
+     * (kernels/attention_bf16.h); the reference kernel stays FP32. */
+    d.bf16 = qkv_ctx_precision(c) == QKV_BF16;
 
     qkv_tensor *in[3] = {q, k, v};
     int rec = qkv_ctx_recording(c, in, 3);

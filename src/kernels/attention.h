@@ -30,6 +30,10 @@ typedef struct {
     const float *alibi;   /* (H) ALiBi slopes, or NULL */
     float dropout_p;      /* 0 outside training */
     uint64_t dropout_seed;
+    /* The fast path's products with bf16 operands (the ctx's QKV_BF16
+     * mode): Q, K, V, P, dO and dS rounded to bf16, FP32 accumulation and
+     * softmax statistics (attention_bf16_*.c). 0: FP32 throughout. */
+    int bf16;
 } qkv_attn_desc;
 
 /* True when any mask is present (the kernels skip the per-element test
@@ -88,6 +92,12 @@ typedef struct {
 } qkv_attn_simd;
 
 extern const qkv_attn_simd qkv_attn_simd_avx512, qkv_attn_simd_avx2, qkv_attn_simd_portable;
+/* The same kernels with bf16 operands (d->bf16): bf16_avx512 multiplies with
+ * AVX512-BF16 dot products (vdpbf16ps); bf16_avx2 and bf16_portable round
+ * the operands to bf16 and multiply in FP32 (same numbers up to the order
+ * of the sums: correct, not faster), for CPUs without it. */
+extern const qkv_attn_simd qkv_attn_simd_bf16_avx512, qkv_attn_simd_bf16_avx2,
+    qkv_attn_simd_bf16_portable;
 
 /* The build the fast path uses: the widest the CPU runs, or the one named
  * by the environment variable QKV_ISA (avx512, avx2, portable) when the CPU
@@ -95,6 +105,10 @@ extern const qkv_attn_simd qkv_attn_simd_avx512, qkv_attn_simd_avx2, qkv_attn_si
  * it returns 0, changing nothing, for a name unknown or not runnable here. */
 const qkv_attn_simd *qkv_attn_simd_current(void);
 int qkv_attn_simd_force(const char *name);
+/* The build d->bf16 uses, following the FP32 choice: bf16_avx512 where the
+ * FP32 build is avx512 and the CPU has AVX512-BF16, bf16_portable where it
+ * is portable, bf16_avx2 otherwise (or bf16_portable if AVX2 is missing). */
+const qkv_attn_simd *qkv_attn_simd_bf16_current(void);
 
 /* Scratch: the kernels allocate nothing; the caller passes this many
  * elements (from its arena), for `threads` OpenMP threads. */

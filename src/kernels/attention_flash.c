@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 
 static int simd_runs(const qkv_attn_simd *s)
 {
@@ -14,7 +15,10 @@ static int simd_runs(const qkv_attn_simd *s)
     if (s == &qkv_attn_simd_avx512) /* the file is built with these four */
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-    if (s == &qkv_attn_simd_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (s == &qkv_attn_simd_avx2 || s == &qkv_attn_simd_bf16_avx2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (s == &qkv_attn_simd_bf16_avx512)
+        return simd_runs(&qkv_attn_simd_avx512) && qkv_bf16_dot_supported();
 #endif
     return 1;
 }
@@ -51,10 +55,31 @@ int qkv_attn_simd_force(const char *name)
     return s != NULL;
 }
 
-/* Sizes for the widest build, which every narrower one fits in. */
+const qkv_attn_simd *qkv_attn_simd_bf16_current(void)
+{
+    const qkv_attn_simd *f = qkv_attn_simd_current();
+    if (f == &qkv_attn_simd_avx512 && simd_runs(&qkv_attn_simd_bf16_avx512))
+        return &qkv_attn_simd_bf16_avx512;
+    if (f != &qkv_attn_simd_portable && simd_runs(&qkv_attn_simd_bf16_avx2)) return &qkv_attn_simd_bf16_avx2;
+    return &qkv_attn_simd_bf16_portable;
+}
+
+/* The build d asks for: FP32 or bf16 operands. */
+static const qkv_attn_simd *simd_for(const qkv_attn_desc *d)
+{
+    return d->bf16 ? qkv_attn_simd_bf16_current() : qkv_attn_simd_current();
+}
+
+/* Sizes for the widest build, which every narrower one fits in (the bf16
+ * builds add their operand copies, the same size in each). */
+static const qkv_attn_simd *simd_sizing(const qkv_attn_desc *d)
+{
+    return d->bf16 ? &qkv_attn_simd_bf16_portable : &qkv_attn_simd_portable;
+}
+
 size_t qkv_attn_forward_scratch(const qkv_attn_desc *d, int threads)
 {
-    return (size_t)threads * qkv_attn_simd_portable.forward_scratch(d);
+    return (size_t)threads * simd_sizing(d)->forward_scratch(d);
 }
 
 /* D_i (N*H*L), the per-thread tiles and one dq buffer (N*H*L*D) per thread:
@@ -63,13 +88,13 @@ size_t qkv_attn_backward_scratch(const qkv_attn_desc *d, int threads)
 {
     size_t nq = (size_t)(d->N * d->H * d->L * d->D);
     return (size_t)(d->N * d->H * d->L) +
-           (size_t)threads * (qkv_attn_simd_portable.backward_scratch(d) + nq);
+           (size_t)threads * (simd_sizing(d)->backward_scratch(d) + nq);
 }
 
 void qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
                             const float *v, float *out, float *lse, float *scratch, int threads)
 {
-    qkv_attn_simd_current()->forward(d, q, k, v, out, lse, scratch, threads);
+    simd_for(d)->forward(d, q, k, v, out, lse, scratch, threads);
 }
 
 void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float *k,
@@ -81,11 +106,11 @@ void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float
     size_t nq = (size_t)(NH * L * d->D);
     float *Di = scratch;                                                    // (N,H,L)
     float *tiles = Di + NH * L;                                             // (threads, per thread)
-    float *dqs = tiles + (size_t)threads * qkv_attn_simd_portable.backward_scratch(d); // (threads,N,H,L,D)
+    float *dqs = tiles + (size_t)threads * simd_sizing(d)->backward_scratch(d); // (threads,N,H,L,D)
     /* One key tile per head: the kernel adds into dq itself (attention_simd.h) */
     int direct = d->S <= QKV_ATTN_BK;
     if (dq && !direct) memset(dqs, 0, (size_t)threads * nq * sizeof(float));
-    qkv_attn_simd_current()->backward(d, q, k, v, out, lse, dout, Di, dq ? (direct ? dq : dqs) : NULL,
+    simd_for(d)->backward(d, q, k, v, out, lse, dout, Di, dq ? (direct ? dq : dqs) : NULL,
                                       dk, dv, tiles, threads);
     if (dq && !direct) {
 #pragma omp parallel for num_threads(threads)

@@ -135,12 +135,20 @@ tile_block(const int nv, int64_t K, const float *A, int64_t rs, int64_t ks, cons
         for (int v = 0; v < nv; v++) vstore(C + r * ldc + v * VW, acc[r][v]);
 }
 
+static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Scratch for the bf16 builds' operand copies (attention_bf16.h); unused
+ * by the FP32 builds. */
+typedef struct {
+    float *a, *b;
+} packs;
+
 /* C (M,N) (+)= A (M,K) B (K,N), A(r,k) = A[r*rs + k*ks], B and C row-major
  * with leading dimensions ldb, ldc. M is a multiple of R, N of VW. Columns
  * go in chunks of NV vectors (a chunk of B, K x NV*VW, stays in L1 while
  * every row block passes over it), the remainder a vector at a time. */
-static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, int64_t ks,
-                      const float *B, int64_t ldb, float *C, int64_t ldc, int accumulate)
+static __attribute__((unused)) void tile_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, int64_t ks,
+                          const float *B, int64_t ldb, float *C, int64_t ldc, int accumulate)
 {
     int64_t nvec = N / VW, c = 0;
     for (; c + NV <= nvec; c += NV)
@@ -153,9 +161,27 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
                        accumulate);
 }
 
-/* ---- operands ------------------------------------------------------------ */
+/* The products of the kernels below: FP32 as above, or with bf16 operands
+ * in the bf16 builds (attention_bf16.h: pack scratch in pk). */
+#if defined(ATTN_BF16)
+#include "kernels/attention_bf16.h"
+#else
+static inline size_t pack_scratch(const qkv_attn_desc *d) { (void)d; return 0; }
+static inline packs packs_make(const qkv_attn_desc *d, float *at)
+{
+    (void)d;
+    return (packs){at, at};
+}
+static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs,
+                             int64_t ks, const float *B, int64_t ldb, float *C, int64_t ldc,
+                             int accumulate, packs pk)
+{
+    (void)pk;
+    tile_gemm_f32(M, N, K, A, rs, ks, B, ldb, C, ldc, accumulate);
+}
+#endif
 
-static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+/* ---- operands ------------------------------------------------------------ */
 
 /* Rows [r0,r1) of x (rows of w floats) as a block of `rows` rows, wp >= w
  * floats apart: x itself when the block is whole and w == wp, otherwise a
@@ -317,7 +343,7 @@ static void pv_skip_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t
 static size_t fwd_scratch(const qkv_attn_desc *d)
 {
     int64_t Dp = round_up(d->D, 16), Dvp = round_up(d->Dv, 16);
-    return (size_t)(Dp * BQ + BK * Dp + BK * Dvp + BK * BQ + BQ * Dvp + 2 * BQ);
+    return (size_t)(Dp * BQ + BK * Dp + BK * Dvp + BK * BQ + BQ * Dvp + 2 * BQ) + pack_scratch(d);
 }
 
 /* Query rows [i0,i1) of head (n,h). q (L,D), k (S,D), v (S,Dv) of this
@@ -333,6 +359,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *st = vbuf + BK * round_up(Dv, 16);  // (BK,BQ) scores, then probabilities
     float *ob = st + BK * BQ;             // (BQ,Dvp) unnormalised output
     float *m = ob + BQ * round_up(Dv, 16), *l = m + BQ; // (BQ) running max and sum
+    packs pk = packs_make(d, l + BQ);
     rows_transpose(q, D, i0, i1, BQ, qt);
     memset(ob, 0, (size_t)(BQ * Dvp) * sizeof(float));
     for (int64_t i = 0; i < BQ; i += VW) {
@@ -347,7 +374,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         int64_t nj = j1 - j0, njp = round_up(nj, R);
         const float *kt = rows_block(k, D, j0, j1, njp, D, kbuf);
         const float *vt = rows_block(v, Dv, j0, j1, njp, Dvp, vbuf);
-        tile_gemm(njp, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0); /* st = K Q^T */
+        tile_gemm(njp, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0, pk); /* st = K Q^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* Online softmax, BQ queries at once: new max, correction
          * exp(m_old - m_new), p = exp(s - m_new), l = l corr + sum p. */
@@ -375,7 +402,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         if (tile_masked(d, i0, i1, j0, j1) && !rows_finite(vt, nj, Dvp))
             pv_skip_masked(d, n, h, i0, i1, j0, nj, st, vt, Dvp, ob); /* masked v not read */
         else
-            tile_gemm(BQ, Dvp, njp, st, 1, BQ, vt, Dvp, ob, Dvp, 1); /* O += P V */
+            tile_gemm(BQ, Dvp, njp, st, 1, BQ, vt, Dvp, ob, Dvp, 1, pk); /* O += P V */
     }
     for (int64_t i = i0; i < i1; i++) {
         float mi = m[i - i0], li = l[i - i0];
@@ -439,7 +466,8 @@ static float row_dot(const float *a, const float *b, int64_t n)
 static size_t bwd_scratch(const qkv_attn_desc *d)
 {
     int64_t Dp = round_up(d->D, 16), Dvp = round_up(d->Dv, 16);
-    return (size_t)(2 * (Dp + Dvp) * BQ + 2 * (Dp + Dvp) * BK + 2 * BK * BQ + BQ * Dp + 2 * BQ);
+    return (size_t)(2 * (Dp + Dvp) * BQ + 2 * (Dp + Dvp) * BK + 2 * BK * BQ + BQ * Dp + 2 * BQ) +
+           pack_scratch(d);
 }
 
 /* The backward of key tile [j0,j1) of head (n,h): every query block that
@@ -471,6 +499,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *dpt = st + BK * BQ;       // (BK,BQ) dp, then ds
     float *dqb = dpt + BK * BQ;      // (BQ,Dp) dq of the block
     float *lb = dqb + D16 * BQ, *db = lb + BQ; // (BQ) lse (+inf where no key), D_i
+    packs pk = packs_make(d, db + BQ);
     const float *kt = rows_block(k, D, j0, j1, njp, Dp, kbuf);
     const float *vt = rows_block(v, Dv, j0, j1, njp, Dv, vbuf);
     memset(dkt, 0, (size_t)(njp * Dp) * sizeof(float));
@@ -490,8 +519,8 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         rows_transpose(dout, Dv, i0, i1, BQ, dot);
         const float *qb = rows_block(q, D, i0, i1, BQ, Dp, qbuf);
         const float *dob = rows_block(dout, Dv, i0, i1, BQ, Dvp, dobuf);
-        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0);   /* st = K Q^T */
-        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0); /* dpt = V dO^T */
+        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, pk);   /* st = K Q^T */
+        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, pk); /* dpt = V dO^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
         for (int64_t j = 0; j < njp; j++)
@@ -513,13 +542,13 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
                     vstore(dpt + j * BQ + i, vselect(p == 0.0f, vsplat(0), p * (vload(dpt + j * BQ + i) - vload(db + i))));
                 }
         }
-        if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1);  /* dV += P dO */
-        if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1);     /* dK += dS Q */
+        if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1, pk);  /* dV += P dO */
+        if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1, pk);     /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
             if (!k_finite && tile_masked(d, i0, i1, j0, j1))
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
             else
-                tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0);
+                tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, pk);
             for (int64_t i = 0; i < i1 - i0; i++)
                 for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dq_scale * dqb[i * Dp + x];
         }
