@@ -1,0 +1,140 @@
+/* test_gemm.c: qkv_gemm (FP32) on each of its paths, OpenBLAS's sgemm,
+ * oneDNN's sgemm (where qkv is built with it) and the automatic choice,
+ * against the reference loop (qkv_gemm_ref, double accumulation), on the
+ * default ViT's thin shapes (K = 64 forward and dX products, dW products
+ * with a long K) cut to fewer rows, odd sizes, strided operands, alpha and
+ * beta; the padding of C is never written; a product split over two
+ * threads gives the bits of one thread. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+#include "kernels/gemm.h"
+#include "qkv.h"
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* C (M,N; ldc) = alpha op(A) op(B) + beta C0 from qkv_gemm against the
+ * double-accumulated product: |err| <= gamma_K sum_k |a_ik b_kj| in any
+ * summation order, checked at 2 (K + 2) 2^-24 of that sum plus the
+ * rounding of beta C0 and of the result. */
+static int gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t pad,
+                     uint64_t seed, const char *what)
+{
+    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+    float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C = B + nb, *C0 = C + nc;
+    for (int64_t i = 0; i < na; i++) A[i] = frand(&seed) * 3;
+    for (int64_t i = 0; i < nb; i++) B[i] = frand(&seed);
+    for (int64_t i = 0; i < nc; i++) C0[i] = C[i] = frand(&seed);
+    qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int ok = 1;
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double a = ta ? A[k * lda + i] : A[i * lda + k], b = tb ? B[j * ldb + k] : B[k * ldb + j];
+                acc += a * b;
+                mag += fabs(a * b);
+            }
+            double c0 = beta == 0 ? 0 : beta * (double)C0[i * ldc + j], want = alpha * acc + c0;
+            double bound = fabs(alpha) * mag * 2 * (double)(K + 2) * 0x1p-24 + (fabs(want) + fabs(c0)) * 0x1p-23 +
+                           1e-30;
+            double e = fabs(C[i * ldc + j] - want);
+            if (!(e <= bound)) ok = 0;
+            worst = fmax(worst, e / bound);
+        }
+    for (int64_t i = 0; i < M; i++) /* the padding is not written */
+        for (int64_t j = N; j < ldc; j++) ok &= bits(C[i * ldc + j]) == bits(C0[i * ldc + j]);
+    CHECK(ok, "gemm %s ta %d tb %d M %lld N %lld K %lld alpha %g beta %g pad %lld: error %.2f x the bound", what,
+          ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)pad, worst);
+    free(A);
+    return ok;
+}
+
+static void gemm_suite(const char *what)
+{
+    uint64_t seed = 7;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_case(ta, tb, 37, 29, 70, 1.0f, 0.0f, 0, seed++, what);
+            gemm_case(ta, tb, 5, 1, 33, 0.5f, 1.0f, 1, seed++, what);
+            gemm_case(ta, tb, 1, 130, 17, -2.0f, 0.25f, 0, seed++, what);
+            gemm_case(ta, tb, 300, 70, 64, 1.0f, 1.0f, 3, seed++, what); /* from 4 MFLOP: oneDNN in auto */
+        }
+    /* the ViT step's products (qkv_linear), 640 rows instead of 6,400 */
+    gemm_case(0, 1, 640, 192, 64, 1.0f, 0.0f, 0, seed++, what);  /* forward, in-projection */
+    gemm_case(0, 1, 640, 64, 256, 1.0f, 1.0f, 0, seed++, what);  /* forward, ff2 onto the bias */
+    gemm_case(0, 0, 640, 64, 192, 1.0f, 0.0f, 0, seed++, what);  /* dX, beta 0 (a fresh buffer) */
+    gemm_case(0, 0, 640, 256, 64, 1.0f, 1.0f, 0, seed++, what);  /* dX added into */
+    gemm_case(1, 0, 192, 64, 1600, 1.0f, 0.0f, 0, seed++, what); /* dW by chunks of rows */
+    gemm_case(1, 0, 64, 256, 1600, 1.0f, 1.0f, 0, seed++, what);
+    gemm_case(0, 1, 627, 64, 16, 1.0f, 1.0f, 0, seed++, what); /* the patch embedding, K = 16 */
+}
+
+/* The same product with 1 and 2 threads (qkv_gemm splits C into blocks of
+ * 64 columns or rows): the same bits. */
+static void gemm_threads(const char *what, int ta, int tb, int64_t M, int64_t N, int64_t K)
+{
+    uint64_t seed = 99;
+    int64_t na = M * K, nb = K * N, nc = M * N;
+    float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C1 = B + nb, *C2 = C1 + nc;
+    for (int64_t i = 0; i < na + nb; i++) A[i] = frand(&seed);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
+    omp_set_num_threads(2);
+    qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
+    omp_set_num_threads(nt);
+    CHECK(!memcmp(C1, C2, (size_t)nc * sizeof *C1), "gemm %s ta %d tb %d %lldx%lldx%lld: 1 and 2 threads differ",
+          what, ta, tb, (long long)M, (long long)N, (long long)K);
+    free(A);
+}
+
+int main(void)
+{
+    static const struct {
+        int path;
+        const char *name;
+    } paths[] = {{QKV_GEMM_BLAS, "OpenBLAS"}, {QKV_GEMM_DNNL, "oneDNN"}, {QKV_GEMM_AUTO, "auto"}};
+    for (int p = 0; p < 3; p++) {
+        qkv_gemm_set_path(paths[p].path);
+        gemm_suite(paths[p].name);
+        gemm_threads(paths[p].name, 0, 1, 640, 192, 64);  /* split by columns */
+        gemm_threads(paths[p].name, 0, 0, 1000, 64, 256); /* split by rows */
+        gemm_threads(paths[p].name, 1, 0, 256, 64, 1600);
+        gemm_threads(paths[p].name, 1, 0, 64, 64, 1600); /* one block: not split */
+    }
+    qkv_gemm_set_path(QKV_GEMM_AUTO);
+    qkv_set_reference(1);
+    gemm_suite("reference");
+    qkv_set_reference(0);
+    /* K = 0: C = beta C; M = 0 or N = 0: nothing */
+    float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {9}, B[1] = {9};
+    qkv_gemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 0.5f, C, 3);
+    CHECK(C[0] == 0.5f && C[5] == 3.0f, "gemm K=0: C = beta C");
+    qkv_gemm(0, 0, 0, 3, 4, 1.0f, A, 4, B, 3, 0.0f, C, 3);
+    CHECK(C[0] == 0.5f, "gemm M=0 wrote C");
+    /* products from inside a parallel loop (qkv's ops call gemm there) */
+    int ok = 1;
+    qkv_gemm_set_path(QKV_GEMM_DNNL);
+#pragma omp parallel for reduction(&& : ok)
+    for (int t = 0; t < 4; t++) ok = gemm_case(t & 1, t >> 1, 300, 70, 64, 1.0f, 1.0f, 0, 100 + (uint64_t)t, "threads");
+    qkv_gemm_set_path(QKV_GEMM_AUTO);
+    CHECK(ok, "gemm from several threads at once");
+    return h_finish("test_gemm");
+}
