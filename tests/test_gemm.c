@@ -66,6 +66,22 @@ static int gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
     return ok;
 }
 
+/* beta 0: C's old values are not read (a fresh gradient buffer may hold
+ * anything; -DQKV_POISON fills them with NaN) */
+static void gemm_beta0_nan(const char *what, int ta, int tb, int64_t M, int64_t N, int64_t K)
+{
+    uint64_t seed = 5;
+    float *A = malloc((size_t)(M * K + K * N + M * N) * sizeof *A), *B = A + M * K, *C = B + K * N;
+    for (int64_t i = 0; i < M * K + K * N; i++) A[i] = frand(&seed);
+    for (int64_t i = 0; i < M * N; i++) C[i] = NAN;
+    qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+    int ok = 1;
+    for (int64_t i = 0; i < M * N; i++) ok &= isfinite(C[i]) != 0;
+    CHECK(ok, "gemm %s ta %d tb %d %lldx%lldx%lld beta 0 over NaN: NaN in C", what, ta, tb, (long long)M,
+          (long long)N, (long long)K);
+    free(A);
+}
+
 static void gemm_suite(const char *what)
 {
     uint64_t seed = 7;
@@ -84,6 +100,9 @@ static void gemm_suite(const char *what)
     gemm_case(1, 0, 192, 64, 1600, 1.0f, 0.0f, 0, seed++, what); /* dW by chunks of rows */
     gemm_case(1, 0, 64, 256, 1600, 1.0f, 1.0f, 0, seed++, what);
     gemm_case(0, 1, 627, 64, 16, 1.0f, 1.0f, 0, seed++, what); /* the patch embedding, K = 16 */
+    gemm_beta0_nan(what, 0, 0, 640, 64, 192);
+    gemm_beta0_nan(what, 1, 0, 64, 64, 1600);
+    gemm_beta0_nan(what, 0, 1, 20, 7, 5);
 }
 
 /* The same product with 1 and 2 threads (qkv_gemm splits C into blocks of
