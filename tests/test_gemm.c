@@ -3,7 +3,7 @@
  * against the reference loop (qkv_gemm_ref, double accumulation), on the
  * default ViT's thin shapes (K = 64 forward and dX products, dW products
  * with a long K) cut to fewer rows, odd sizes, strided operands, alpha and
- * beta; the padding of C is never written; a product split over two
+ * beta; the padding of C is never written; a product split over
  * threads gives the bits of one thread. */
 #include <math.h>
 #include <omp.h>
@@ -90,7 +90,7 @@ static void gemm_suite(const char *what)
             gemm_case(ta, tb, 37, 29, 70, 1.0f, 0.0f, 0, seed++, what);
             gemm_case(ta, tb, 5, 1, 33, 0.5f, 1.0f, 1, seed++, what);
             gemm_case(ta, tb, 1, 130, 17, -2.0f, 0.25f, 0, seed++, what);
-            gemm_case(ta, tb, 300, 70, 64, 1.0f, 1.0f, 3, seed++, what); /* from 4 MFLOP: oneDNN in auto */
+            gemm_case(ta, tb, 300, 70, 64, 1.0f, 1.0f, 3, seed++, what);
         }
     /* the ViT step's products (qkv_linear), 640 rows instead of 6,400 */
     gemm_case(0, 1, 640, 192, 64, 1.0f, 0.0f, 0, seed++, what);  /* forward, in-projection */
@@ -100,13 +100,16 @@ static void gemm_suite(const char *what)
     gemm_case(1, 0, 192, 64, 1600, 1.0f, 0.0f, 0, seed++, what); /* dW by chunks of rows */
     gemm_case(1, 0, 64, 256, 1600, 1.0f, 1.0f, 0, seed++, what);
     gemm_case(0, 1, 627, 64, 16, 1.0f, 1.0f, 0, seed++, what); /* the patch embedding, K = 16 */
+    gemm_case(0, 1, 1100, 64, 64, 1.0f, 1.0f, 0, seed++, what); /* from 1,024 rows: oneDNN in auto */
+    gemm_case(1, 0, 64, 48, 1100, 1.0f, 1.0f, 0, seed++, what);
     gemm_beta0_nan(what, 0, 0, 640, 64, 192);
     gemm_beta0_nan(what, 1, 0, 64, 64, 1600);
     gemm_beta0_nan(what, 0, 1, 20, 7, 5);
 }
 
-/* The same product with 1 and 2 threads (qkv_gemm splits C into blocks of
- * 64 columns or rows): the same bits. */
+/* The same product with 1, 2, 3 and 8 threads (qkv_gemm splits C into
+ * blocks of 64 columns or rows, at least 256 rows for oneDNN): the same
+ * bits. */
 static void gemm_threads(const char *what, int ta, int tb, int64_t M, int64_t N, int64_t K)
 {
     uint64_t seed = 99;
@@ -116,11 +119,14 @@ static void gemm_threads(const char *what, int ta, int tb, int64_t M, int64_t N,
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
-    omp_set_num_threads(2);
-    qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
+    static const int counts[] = {2, 3, 8}; /* more threads than cores: smaller blocks */
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(counts[t]);
+        qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
+        CHECK(!memcmp(C1, C2, (size_t)nc * sizeof *C1), "gemm %s ta %d tb %d %lldx%lldx%lld: 1 and %d threads differ",
+              what, ta, tb, (long long)M, (long long)N, (long long)K, counts[t]);
+    }
     omp_set_num_threads(nt);
-    CHECK(!memcmp(C1, C2, (size_t)nc * sizeof *C1), "gemm %s ta %d tb %d %lldx%lldx%lld: 1 and 2 threads differ",
-          what, ta, tb, (long long)M, (long long)N, (long long)K);
     free(A);
 }
 
@@ -137,6 +143,9 @@ int main(void)
         gemm_threads(paths[p].name, 0, 0, 1000, 64, 256); /* split by rows */
         gemm_threads(paths[p].name, 1, 0, 256, 64, 1600);
         gemm_threads(paths[p].name, 1, 0, 64, 64, 1600); /* one block: not split */
+        gemm_threads(paths[p].name, 1, 0, 64, 256, 1600); /* split by columns, B not transposed */
+        gemm_threads(paths[p].name, 0, 1, 1030, 256, 784); /* a short last row block joins the one before */
+        gemm_threads(paths[p].name, 0, 0, 1300, 64, 192);
     }
     qkv_gemm_set_path(QKV_GEMM_AUTO);
     qkv_set_reference(1);

@@ -26,6 +26,19 @@ void qkv_gemm_set_path(int path) { gemm_path = path; }
  * bench/gemm_f32.c. The products from this many FLOP (2 M N K) on take it. */
 #define QKV_GEMM_DNNL_MIN_FLOPS 4e6
 
+/* The same rows of op(A) multiplied by the same op(B) must come out the
+ * same whatever the product's number of rows: a batch split over threads
+ * (qkv_gemm's row blocks) or over data-parallel ranks (docs/distributed.md)
+ * then gives the bits of one whole batch. OpenBLAS keeps that here except
+ * on 1-3 rows; oneDNN's sgemm did not on products of up to 15 rows, and
+ * with B transposed (x W^T) of 256 x 784 not below 200 rows. So oneDNN
+ * takes only products whose batch dimension (M, or K for op(A) = A^T,
+ * a weight gradient) has at least MIN_ROWS, and is split over threads in
+ * blocks of at least MIN_BLOCK rows: smaller batches, as in
+ * tests/test_dist_cli.c's 8 against 16 rows, stay on OpenBLAS. */
+#define QKV_GEMM_DNNL_MIN_ROWS 1024
+#define QKV_GEMM_DNNL_MIN_BLOCK 256
+
 /* One sub-product on the calling thread: oneDNN's or OpenBLAS's sgemm. */
 static void gemm_block(int dnnl, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
@@ -101,14 +114,19 @@ void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, cons
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     double flops = 2.0 * (double)M * (double)N * (double)K;
     if (flops < 0.5e6 || (flops < 4e6 && M > 16)) nt = 1;
+    int dnnl = gemm_path == QKV_GEMM_DNNL ||
+               (gemm_path == QKV_GEMM_AUTO && flops >= QKV_GEMM_DNNL_MIN_FLOPS &&
+                (ta ? K : M) >= QKV_GEMM_DNNL_MIN_ROWS);
     int split_n = N >= M;
     int64_t len = split_n ? N : M;
     int64_t blk = ((len + nt - 1) / nt + 63) / 64 * 64;
+    if (dnnl && !split_n && blk < QKV_GEMM_DNNL_MIN_BLOCK) blk = QKV_GEMM_DNNL_MIN_BLOCK;
     int64_t nblk = (len + blk - 1) / blk;
-    int dnnl = gemm_path == QKV_GEMM_DNNL || (gemm_path == QKV_GEMM_AUTO && flops >= QKV_GEMM_DNNL_MIN_FLOPS);
+    /* oneDNN: a short last block of rows joins the one before (see above) */
+    if (dnnl && !split_n && nblk > 1 && len - (nblk - 1) * blk < QKV_GEMM_DNNL_MIN_BLOCK) nblk--;
 #pragma omp parallel for num_threads(nt) if (nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {
-        int64_t o = b * blk, n = len - o < blk ? len - o : blk;
+        int64_t o = b * blk, n = b == nblk - 1 ? len - o : blk;
         /* Sub-products: columns [o, o+n) of op(B) and C, or rows of op(A) and C. */
         const float *Ab = split_n ? A : (ta ? A + o : A + o * lda);
         const float *Bb = split_n ? (tb ? B + o * ldb : B + o) : B;
