@@ -10,60 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gemm_check.h"
 #include "harness.h"
 #include "kernels/gemm.h"
 #include "qkv.h"
 
-static float frand(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
-}
-
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-/* C (M,N; ldc) = alpha op(A) op(B) + beta C0 from qkv_gemm against the
- * double-accumulated product: |err| <= gamma_K sum_k |a_ik b_kj| in any
- * summation order, checked at 2 (K + 2) 2^-24 of that sum plus the
- * rounding of beta C0 and of the result. */
 static int gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t pad,
                      uint64_t seed, const char *what)
 {
-    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
-    float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C = B + nb, *C0 = C + nc;
-    for (int64_t i = 0; i < na; i++) A[i] = frand(&seed) * 3;
-    for (int64_t i = 0; i < nb; i++) B[i] = frand(&seed);
-    for (int64_t i = 0; i < nc; i++) C0[i] = C[i] = frand(&seed);
-    qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    int ok = 1;
-    double worst = 0;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double acc = 0, mag = 0;
-            for (int64_t k = 0; k < K; k++) {
-                double a = ta ? A[k * lda + i] : A[i * lda + k], b = tb ? B[j * ldb + k] : B[k * ldb + j];
-                acc += a * b;
-                mag += fabs(a * b);
-            }
-            double c0 = beta == 0 ? 0 : beta * (double)C0[i * ldc + j], want = alpha * acc + c0;
-            double bound = fabs(alpha) * mag * 2 * (double)(K + 2) * 0x1p-24 + (fabs(want) + fabs(c0)) * 0x1p-23 +
-                           1e-30;
-            double e = fabs(C[i * ldc + j] - want);
-            if (!(e <= bound)) ok = 0;
-            worst = fmax(worst, e / bound);
-        }
-    for (int64_t i = 0; i < M; i++) /* the padding is not written */
-        for (int64_t j = N; j < ldc; j++) ok &= bits(C[i * ldc + j]) == bits(C0[i * ldc + j]);
-    CHECK(ok, "gemm %s ta %d tb %d M %lld N %lld K %lld alpha %g beta %g pad %lld: error %.2f x the bound", what,
-          ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)pad, worst);
-    free(A);
-    return ok;
+    return h_gemm_case(qkv_gemm, 0, ta, tb, M, N, K, alpha, beta, pad, seed, what);
 }
 
 /* beta 0: C's old values are not read (a fresh gradient buffer may hold
@@ -72,7 +27,7 @@ static void gemm_beta0_nan(const char *what, int ta, int tb, int64_t M, int64_t 
 {
     uint64_t seed = 5;
     float *A = malloc((size_t)(M * K + K * N + M * N) * sizeof *A), *B = A + M * K, *C = B + K * N;
-    for (int64_t i = 0; i < M * K + K * N; i++) A[i] = frand(&seed);
+    for (int64_t i = 0; i < M * K + K * N; i++) A[i] = h_gemm_frand(&seed);
     for (int64_t i = 0; i < M * N; i++) C[i] = NAN;
     qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
     int ok = 1;
@@ -115,7 +70,7 @@ static void gemm_threads(const char *what, int ta, int tb, int64_t M, int64_t N,
     uint64_t seed = 99;
     int64_t na = M * K, nb = K * N, nc = M * N;
     float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C1 = B + nb, *C2 = C1 + nc;
-    for (int64_t i = 0; i < na + nb; i++) A[i] = frand(&seed);
+    for (int64_t i = 0; i < na + nb; i++) A[i] = h_gemm_frand(&seed);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     qkv_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
