@@ -297,6 +297,22 @@ static void test_fast_gelu(void)
           "fast GELU at 0, inf, nan: %g %g %g %g", y[0][N], y[0][N + 1], y[0][N + 3], dx[0][N + 3]);
     CHECK(isnan(y[0][N + 2]) == isnan(y[1][N + 2]), "GELU(-inf): fast %g, reference %g", y[0][N + 2], y[1][N + 2]);
     printf("fast GELU against erff over [-12, 12]: values %.2g, slopes %.2g apart (absolute)\n", ey, ed);
+    /* x's gradient not yet there: the fast backward writes a new buffer
+     * (no zero fill) with the values it adds into an existing one */
+    qkv_ctx *c;
+    qkv_arena *a;
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_arena_new(&a, 0));
+    qkv_tensor *x, *out = NULL;
+    CHECK_OK(qkv_tensor_wrap(a, xs, 1, (int64_t[]){N + 4}, &x));
+    CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+    CHECK_OK(qkv_gelu(c, x, "none", &out));
+    if (out) CHECK_OK(qkv_backward(c, out, dy));
+    int same = x->grad != NULL;
+    for (int i = 0; same && i < N + 4; i++) same = isnan(dx[0][i]) ? isnan(x->grad[i]) != 0 : x->grad[i] == dx[0][i];
+    CHECK(same, "fast GELU backward into a new gradient differs from the one added into zeros");
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
 }
 
 /* ---- the fast layer_norm against the reference -------------------------------
