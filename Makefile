@@ -124,9 +124,9 @@ $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -ma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 endif
 
-# Only the bf16 GEMM sees dnnl.h; it is rebuilt when DNNL= changes.
-$(B)/src/kernels/gemm_bf16.o: ALL_CFLAGS += $(DNNL_CFLAGS)
-$(B)/src/kernels/gemm_bf16.o: $(B)/dnnl-$(DNNL).stamp
+# Only the GEMMs (FP32 and bf16) see dnnl.h; they are rebuilt when DNNL= changes.
+$(B)/src/kernels/gemm_bf16.o $(B)/src/kernels/gemm.o: ALL_CFLAGS += $(DNNL_CFLAGS)
+$(B)/src/kernels/gemm_bf16.o $(B)/src/kernels/gemm.o: $(B)/dnnl-$(DNNL).stamp
 $(B)/dnnl-$(DNNL).stamp:
 	@mkdir -p $(B)
 	@rm -f $(B)/dnnl-*.stamp

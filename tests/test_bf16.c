@@ -12,6 +12,7 @@
  *    training in FP32 (final losses within 5%). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
+#include "gemm_check.h"
 #include "gradcheck.h"
 #include "oracle.h"
 #include "kernels/bf16.h"
@@ -84,52 +85,10 @@ static void test_convert(const char *dir)
 
 /* ---- GEMM ----------------------------------------------------------------- */
 
-static float frand(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
-}
-
-/* Checks C (M,N; ldc) = alpha op(A) op(B) + beta C0 against the product of
- * the bf16-rounded inputs in double. Both sides multiply the same bf16
- * values exactly (a product of two bf16 is exact in FP32), so they differ
- * only by FP32 summation: |err| <= gamma_K sum_k |a_ik b_kj| with gamma_K
- * ~ K 2^-24 in any order; checked at 2 K 2^-24 (+ the rounding of alpha,
- * beta C0 and the result). Unrounded inputs would miss by ~2^-9. */
 static int gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t pad,
                      uint64_t seed, const char *what)
 {
-    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
-    float *A = malloc((size_t)(na + nb + 2 * nc) * sizeof *A), *B = A + na, *C = B + nb, *C0 = C + nc;
-    for (int64_t i = 0; i < na; i++) A[i] = frand(&seed) * 3;
-    for (int64_t i = 0; i < nb; i++) B[i] = frand(&seed);
-    for (int64_t i = 0; i < nc; i++) C0[i] = C[i] = frand(&seed);
-    qkv_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    int ok = 1;
-    double worst = 0;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double acc = 0, mag = 0;
-            for (int64_t k = 0; k < K; k++) {
-                double a = qkv_bf16_to_float(qkv_bf16_from_float(ta ? A[k * lda + i] : A[i * lda + k]));
-                double b = qkv_bf16_to_float(qkv_bf16_from_float(tb ? B[j * ldb + k] : B[k * ldb + j]));
-                acc += a * b;
-                mag += fabs(a * b);
-            }
-            double want = alpha * acc + (beta == 0 ? 0 : beta * (double)C0[i * ldc + j]);
-            double bound = fabs(alpha) * mag * 2 * (double)(K + 2) * 0x1p-24 +
-                           (fabs(want) + fabs(beta * (double)C0[i * ldc + j])) * 0x1p-23 + 1e-30;
-            double e = fabs(C[i * ldc + j] - want);
-            if (!(e <= bound)) ok = 0;
-            worst = fmax(worst, e / bound);
-        }
-    for (int64_t i = 0; i < M; i++) /* the padding is not written */
-        for (int64_t j = N; j < ldc; j++) ok &= bits(C[i * ldc + j]) == bits(C0[i * ldc + j]);
-    CHECK(ok, "gemm_bf16 %s ta %d tb %d M %lld N %lld K %lld alpha %g beta %g: error %.2f x the bound", what, ta,
-          tb, (long long)M, (long long)N, (long long)K, alpha, beta, worst);
-    free(A);
-    return ok;
+    return h_gemm_case(qkv_gemm_bf16, 1, ta, tb, M, N, K, alpha, beta, pad, seed, what);
 }
 
 static void gemm_suite(const char *what)

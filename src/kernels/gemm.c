@@ -10,6 +10,63 @@
 #include <omp.h>
 #include "core/internal.h"
 #include "kernels/gemm.h"
+#ifdef QKV_DNNL
+#include <dnnl.h>
+#endif
+
+static int gemm_path = QKV_GEMM_AUTO;
+
+void qkv_gemm_set_path(int path) { gemm_path = path; }
+
+/* oneDNN's sgemm (JIT kernels, AVX-512 here) ran 1.03-1.17x faster than
+ * OpenBLAS's on one core on every product of the default ViT's step (K = 64
+ * forward and dX products of 6,400 rows, dW products with K = 1,600 and
+ * 6,400) and 1.1-1.2x on 4096x128x128-type products, but 1.1-2x slower on
+ * products under about 2 MFLOP (its call costs a few microseconds more):
+ * bench/gemm_f32.c. The products from this many FLOP (2 M N K) on take it. */
+#define QKV_GEMM_DNNL_MIN_FLOPS 4e6
+
+/* The same rows of op(A) multiplied by the same op(B) should come out the
+ * same whatever the product's number of rows: a batch split over threads
+ * (qkv_gemm's row blocks) or over data-parallel ranks (docs/distributed.md)
+ * then rounds as one whole batch. Neither library promises it; a throwaway
+ * test on ten shapes (row counts 1 to 6,400) found OpenBLAS's rows
+ * differing on up to 3 rows on most shapes, up to 17 on x W^T of 64x64 and
+ * up to 100 on 100x100, and oneDNN's on up to 15 rows, and on x W^T of
+ * 256x784 up to 192. So oneDNN takes only products whose batch dimension
+ * (M, or K for op(A) = A^T, a weight gradient) has at least MIN_ROWS, split
+ * over threads in blocks of at least MIN_BLOCK rows; smaller batches (as in
+ * tests/test_dist_cli.c: 8 rows per rank against 16, which oneDNN failed)
+ * keep OpenBLAS's behaviour. */
+#define QKV_GEMM_DNNL_MIN_ROWS 1024
+#define QKV_GEMM_DNNL_MIN_BLOCK 256
+
+/* One sub-product on the calling thread: oneDNN's or OpenBLAS's sgemm. */
+static void gemm_block(int dnnl, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+#ifdef QKV_DNNL
+    /* row-major, as cblas_sgemm's CblasRowMajor; called inside qkv's
+     * parallel region (or with one thread), so it runs on one thread */
+    if (dnnl) {
+        /* oneDNN's sgemm threads a call made outside an active parallel
+         * region over OpenMP's threads itself, split its own way (the bits
+         * then depend on the thread count, and small products ran 4-6x
+         * slower, bench/gemm_f32 with 2 threads): it runs here on one
+         * thread, the calling thread's own thread count set to 1 for the
+         * call (an OpenMP setting per thread). */
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+        if (nt > 1) omp_set_num_threads(1);
+        dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (nt > 1) omp_set_num_threads(nt);
+        if (st == dnnl_success) return;
+    }
+#else
+    (void)dnnl;
+#endif
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+                (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
 
 void qkv_gemm_ref(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
@@ -59,19 +116,23 @@ void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, cons
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     double flops = 2.0 * (double)M * (double)N * (double)K;
     if (flops < 0.5e6 || (flops < 4e6 && M > 16)) nt = 1;
+    int dnnl = gemm_path == QKV_GEMM_DNNL ||
+               (gemm_path == QKV_GEMM_AUTO && flops >= QKV_GEMM_DNNL_MIN_FLOPS &&
+                (ta ? K : M) >= QKV_GEMM_DNNL_MIN_ROWS);
     int split_n = N >= M;
     int64_t len = split_n ? N : M;
     int64_t blk = ((len + nt - 1) / nt + 63) / 64 * 64;
+    if (dnnl && !split_n && blk < QKV_GEMM_DNNL_MIN_BLOCK) blk = QKV_GEMM_DNNL_MIN_BLOCK;
     int64_t nblk = (len + blk - 1) / blk;
+    /* oneDNN: a short last block of rows joins the one before (see above) */
+    if (dnnl && !split_n && nblk > 1 && len - (nblk - 1) * blk < QKV_GEMM_DNNL_MIN_BLOCK) nblk--;
 #pragma omp parallel for num_threads(nt) if (nblk > 1)
     for (int64_t b = 0; b < nblk; b++) {
-        int64_t o = b * blk, n = len - o < blk ? len - o : blk;
+        int64_t o = b * blk, n = b == nblk - 1 ? len - o : blk;
         /* Sub-products: columns [o, o+n) of op(B) and C, or rows of op(A) and C. */
         const float *Ab = split_n ? A : (ta ? A + o : A + o * lda);
         const float *Bb = split_n ? (tb ? B + o * ldb : B + o) : B;
         float *Cb = split_n ? C + o : C + o * ldc;
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (blasint)(split_n ? M : n), (blasint)(split_n ? n : N), (blasint)K, alpha, Ab,
-                    (blasint)lda, Bb, (blasint)ldb, beta, Cb, (blasint)ldc);
+        gemm_block(dnnl, ta, tb, split_n ? M : n, split_n ? n : N, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc);
     }
 }

@@ -79,11 +79,12 @@ static __attribute__((noinline)) void gelu_fast_forward(const float *restrict x,
     }
 }
 
-/* dx += dy (Phi(x) + x phi(x)); Phi from the forward's cdf when it saved
+/* dx += dy (Phi(x) + x phi(x)), or dx = ... when assign (a new gradient
+ * buffer: no zero fill, no read); Phi from the forward's cdf when it saved
  * it (the same erfc of the same x: the same bits), else computed here. */
 static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x, const float *restrict cdf,
                                                          const float *restrict dy, float *restrict dx,
-                                                         int64_t i0, int64_t i1)
+                                                         int assign, int64_t i0, int64_t i1)
 {
     float e[GELU_BLOCK], g[GELU_BLOCK];
     for (int64_t b = i0; b < i1; b += GELU_BLOCK) {
@@ -96,8 +97,10 @@ static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x
             for (int64_t k = 0; k < n; k++) e[k] *= 0.5f;
         }
         qkv_vec_exp(g, g, n);
-        for (int64_t k = 0; k < n; k++)
-            dx[b + k] += dy[b + k] * (ph[k] + x[b + k] * INV_SQRT2PI * g[k]);
+        if (assign)
+            for (int64_t k = 0; k < n; k++) dx[b + k] = dy[b + k] * (ph[k] + x[b + k] * INV_SQRT2PI * g[k]);
+        else
+            for (int64_t k = 0; k < n; k++) dx[b + k] += dy[b + k] * (ph[k] + x[b + k] * INV_SQRT2PI * g[k]);
     }
 }
 
@@ -151,7 +154,7 @@ act_backward_range(qkv_activation k, const float *restrict x, const float *restr
         return;
     }
 #define BACKWARD(K) for (int64_t i = i0; i < i1; i++) dx[i] += dy[i] * act_slope(K, x[i], y[i])
-    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_backward(x, cdf, dy, dx, i0, i1);
+    if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_backward(x, cdf, dy, dx, 0, i0, i1);
     ACT_CASES(k, BACKWARD)
 #undef BACKWARD
 }
@@ -173,6 +176,10 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        if (fresh && s->kind == QKV_ACTIVATION_GELU && !qkv_reference()) { /* written, not added into */
+            gelu_fast_backward(x, s->cdf, dy, dx, 1, i0, i1);
+            continue;
+        }
         if (fresh) memset(dx + i0, 0, (size_t)(i1 - i0) * sizeof(float));
         act_backward_range(s->kind, x, y, s->cdf, dy, dx, i0, i1);
     }
