@@ -46,6 +46,24 @@ static int64_t lines_of(char *text, size_t len, char ***lines)
     return n;
 }
 
+/* The corpus BLEU of hyps, printed (-v: with its counts). */
+static int bleu_print(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs, int verbose)
+{
+    qkv_bleu_score sc;
+    if (qkv_bleu_corpus(hyps, refs, n, nrefs, &sc) != QKV_OK) {
+        fprintf(stderr, "qkv bleu: %s\n", qkv_last_error());
+        return QKV_EXIT_FAILURE;
+    }
+    printf("%.17g\n", sc.bleu);
+    if (verbose) {
+        for (int k = 0; k < 4; k++)
+            printf("p%d %" PRId64 "/%" PRId64 " = %.6f\n", k + 1, sc.matches[k], sc.totals[k], sc.precision[k]);
+        printf("brevity penalty %.17g\nhypothesis length %" PRId64 "\nreference length %" PRId64 "\n",
+               sc.brevity_penalty, sc.hyp_len, sc.ref_len);
+    }
+    return QKV_EXIT_OK;
+}
+
 /* --compare: the paired bootstrap of HYP (a) against HYP_B (b), printed. */
 static int bleu_compare(const char *const *a, const char *const *b, const char *const *refs, int64_t n,
                         int64_t nrefs, int64_t samples, uint64_t seed, const char *name_a, const char *name_b)
@@ -101,7 +119,6 @@ int qkv_cli_bleu(int argc, char **argv)
                     path, n[f]),
                 status = QKV_EXIT_FAILURE;
     }
-    qkv_bleu_score sc;
     if (status == QKV_EXIT_OK) {
         refs = malloc((size_t)(n[0] * (nf - 1) + 1) * sizeof *refs);
         if (!refs) fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
@@ -109,26 +126,13 @@ int qkv_cli_bleu(int argc, char **argv)
     if (status == QKV_EXIT_OK) {
         for (int f = 1; f < nf; f++)
             for (int64_t i = 0; i < n[0]; i++) refs[(f - 1) * n[0] + i] = lines[f][i];
-        if (qkv_bleu_corpus((const char *const *)lines[0], refs, n[0], nf - 1, &sc) != QKV_OK)
-            fprintf(stderr, "qkv bleu: %s\n", qkv_last_error()), status = QKV_EXIT_FAILURE;
+        const char *const *hyps = (const char *const *)lines[0];
+        status = compare ? bleu_compare(hyps, (const char *const *)lines[nf], refs, n[0], nf - 1, samples,
+                                        (uint64_t)seed, a.operands[0], compare)
+                         : bleu_print(hyps, refs, n[0], nf - 1, verbose);
     }
-    if (status == QKV_EXIT_OK && compare) {
-        status = bleu_compare((const char *const *)lines[0], (const char *const *)lines[nf], refs, n[0], nf - 1,
-                              samples, (uint64_t)seed, a.operands[0], compare);
-        verbose = 0, compare = "printed";
-    }
-    if (status == QKV_EXIT_OK && compare) {
-        /* printed by bleu_compare */
-    } else if (status == QKV_EXIT_OK) {
-        printf("%.17g\n", sc.bleu);
-        if (verbose) {
-            for (int k = 0; k < 4; k++)
-                printf("p%d %" PRId64 "/%" PRId64 " = %.6f\n", k + 1, sc.matches[k], sc.totals[k], sc.precision[k]);
-            printf("brevity penalty %.17g\nhypothesis length %" PRId64 "\nreference length %" PRId64 "\n",
-                   sc.brevity_penalty, sc.hyp_len, sc.ref_len);
-        }
-        if (fflush(stdout) != 0) fprintf(stderr, "qkv bleu: cannot write the output\n"), status = QKV_EXIT_FAILURE;
-    }
+    if (status == QKV_EXIT_OK && fflush(stdout) != 0)
+        fprintf(stderr, "qkv bleu: cannot write the output\n"), status = QKV_EXIT_FAILURE;
     for (int f = 0; f <= nf; f++) free(text[f]), free(lines[f]);
     free(refs);
     return status;
