@@ -38,4 +38,12 @@ static inline void bench_encoder_new(int64_t E, int64_t H, int64_t F, qkv_rng *r
     TRY(qkv_transformer_encoder_layer_init(layer, &lo, *p, "", r));
     TRY(qkv_optim_new(o, *p, &oo));
 }
+/* A product op(A)·op(B) of op(A) (M, K) and op(B) (K, N), named, for the
+ * GEMM benchmarks' shape tables (bf16_gemm.c, gemm_f32.c). */
+typedef struct {
+    const char *name;
+    int ta, tb;
+    int64_t M, N, K;
+} bench_shape;
+
 #endif

@@ -67,14 +67,9 @@ static double bf16_peak(int threads)
     return bench_chains_peak(threads, 5000000, bf16_chains, 16 * 64);
 }
 
-typedef struct {
-    const char *name;
-    int ta, tb;
-    int64_t M, N, K;
-} shape;
 
 /* The step's products (Linear: y = x W^T; dx = dy W; dW = dy^T x). */
-static const shape shapes[] = {
+static const bench_shape shapes[] = {
     {"qkv fwd  x W^T", 0, 1, 1024, 1536, 512},   {"qkv dx   dy W", 0, 0, 1024, 512, 1536},
     {"qkv dW   dy^T x", 1, 0, 1536, 512, 1024},  {"out fwd", 0, 1, 1024, 512, 512},
     {"out dx", 0, 0, 1024, 512, 512},            {"out dW", 1, 0, 512, 512, 1024},
@@ -89,7 +84,7 @@ static dnnl_engine_t eng;
 static dnnl_stream_t stream;
 /* The memory descriptors of one shape's op(A) (M,K) and op(B) (K,N), bf16,
  * and C (M,N), f32. */
-static void dnnl_descs(const shape *s, dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c)
+static void dnnl_descs(const bench_shape *s, dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c)
 {
     int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
     dnnl_dims_t ad = {s->M, s->K}, as = {s->ta ? 1 : lda, s->ta ? lda : 1};
@@ -101,7 +96,7 @@ static void dnnl_descs(const shape *s, dnnl_memory_desc_t *a, dnnl_memory_desc_t
 }
 
 /* A matmul primitive for one shape: C (M,N) f32 = op(A) op(B), bf16 inputs. */
-static dnnl_primitive_t dnnl_make(const shape *s)
+static dnnl_primitive_t dnnl_make(const bench_shape *s)
 {
     dnnl_memory_desc_t a, b, c;
     dnnl_descs(s, &a, &b, &c);
@@ -119,7 +114,7 @@ static dnnl_primitive_t dnnl_make(const shape *s)
     return p;
 }
 
-static void dnnl_run(dnnl_primitive_t p, const shape *s, uint16_t *A, uint16_t *B, float *C)
+static void dnnl_run(dnnl_primitive_t p, const bench_shape *s, uint16_t *A, uint16_t *B, float *C)
 {
     dnnl_memory_desc_t a, b, c;
     dnnl_descs(s, &a, &b, &c);
@@ -141,7 +136,7 @@ static void dnnl_run(dnnl_primitive_t p, const shape *s, uint16_t *A, uint16_t *
  * is our B, packed in VNNI pairs Bv[k/2][n][k%2]; its "B" is our A row-major
  * (M,K), i.e. A^T column-major with ld K. Tiles of 64 x 64 of C, full K. */
 enum { XT = 64 };
-static libxsmm_bsmmfunction xsmm_make(const shape *s)
+static libxsmm_bsmmfunction xsmm_make(const bench_shape *s)
 {
     libxsmm_blasint m = XT, n = XT, k = (libxsmm_blasint)s->K;
     libxsmm_blasint lda = (libxsmm_blasint)s->N, ldb = (libxsmm_blasint)s->K, ldc = (libxsmm_blasint)s->N;
@@ -150,7 +145,7 @@ static libxsmm_bsmmfunction xsmm_make(const shape *s)
     return libxsmm_bsmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, NULL);
 }
 
-static void xsmm_run(libxsmm_bsmmfunction f, const shape *s, const uint16_t *A, const uint16_t *Bv, float *C)
+static void xsmm_run(libxsmm_bsmmfunction f, const bench_shape *s, const uint16_t *A, const uint16_t *Bv, float *C)
 {
     int64_t tm = s->M / XT, tn = s->N / XT;
 #pragma omp parallel for
@@ -307,7 +302,7 @@ int main(int argc, char **argv)
         pk32 = fmax(pk32, bench_fma_peak(nt));
         pk16 = fmax(pk16, bf16_peak(nt));
         for (int i = 0; i < NSHAPE; i++) {
-            const shape *s = &shapes[i];
+            const bench_shape *s = &shapes[i];
             int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
             int64_t na = s->M * s->K, nb = s->K * s->N;
             double t;
@@ -369,7 +364,7 @@ int main(int argc, char **argv)
     double tot[5] = {0};
     double fl_tot = 0;
     for (int i = 0; i < NSHAPE; i++) {
-        const shape *s = &shapes[i];
+        const bench_shape *s = &shapes[i];
         double fl = 2.0 * s->M * s->N * s->K;
         fl_tot += fl;
         printf("%-16s %6lld %5lld %5lld", s->name, (long long)s->M, (long long)s->N, (long long)s->K);

@@ -14,13 +14,8 @@
 #include "bench_util.h"
 #include "kernels/gemm.h"
 
-typedef struct {
-    const char *name;
-    int ta, tb;
-    int64_t M, N, K;
-} shape;
 
-static const shape shapes[] = {
+static const bench_shape shapes[] = {
     {"fwd in-proj x W^T", 0, 1, 6400, 192, 64}, {"fwd out-proj x W^T", 0, 1, 6400, 64, 64},
     {"fwd ff1 x W^T", 0, 1, 6400, 256, 64},     {"fwd ff2 x W^T", 0, 1, 6400, 64, 256},
     {"dX in-proj dy W", 0, 0, 6400, 64, 192},   {"dX out-proj dy W", 0, 0, 6400, 64, 64},
@@ -48,7 +43,7 @@ int main(int argc, char **argv)
     printf("%-20s %18s %22s %22s %6s\n", "product", "M x N x K", "OpenBLAS us (GF/s)", "oneDNN us (GF/s)",
            "ratio");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const shape *g = &shapes[s];
+        const bench_shape *g = &shapes[s];
         int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
         double best[2] = {1e30, 1e30};
         for (int r = 0; r < reps + 1; r++) /* the first round warms up */
