@@ -69,4 +69,13 @@ static inline int h_gemm_case(h_gemm_fn gemm, int bf16, int ta, int tb, int64_t 
     free(A);
     return ok;
 }
+/* The empty products: K = 0 gives C = beta C; M = 0 writes nothing. */
+static inline void h_gemm_edges(h_gemm_fn gemm, const char *name)
+{
+    float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {9}, B[1] = {9};
+    gemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 0.5f, C, 3);
+    CHECK(C[0] == 0.5f && C[5] == 3.0f, "%s K=0: C = beta C", name);
+    gemm(0, 0, 0, 3, 4, 1.0f, A, 4, B, 3, 0.0f, C, 3);
+    CHECK(C[0] == 0.5f, "%s M=0 wrote C", name);
+}
 #endif
