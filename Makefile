@@ -122,6 +122,7 @@ $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
 endif
 
 # Only the GEMMs (FP32 and bf16) see dnnl.h; they are rebuilt when DNNL= changes.

@@ -85,6 +85,33 @@ static void gemm_threads(const char *what, int ta, int tb, int64_t M, int64_t N,
     free(A);
 }
 
+/* qkv_gemm_bias (a linear layer's x W^T + b) gives the bits of the bias
+ * broadcast into C and then qkv_gemm with beta 1, at 1 and 2 threads (the
+ * broadcast runs inside each thread's block); K = 0 leaves the bias. */
+static void gemm_bias(const char *what, int64_t M, int64_t N, int64_t K)
+{
+    uint64_t seed = 41;
+    int64_t na = M * K, nb = K * N, nc = M * N;
+    float *A = malloc((size_t)(na + nb + N + 2 * nc + 1) * sizeof *A), *B = A + na, *bias = B + nb, *C1 = bias + N,
+          *C2 = C1 + nc;
+    for (int64_t i = 0; i < na + nb + N; i++) A[i] = h_gemm_frand(&seed);
+    int nt = omp_get_max_threads();
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        for (int64_t i = 0; i < nc; i++) C1[i] = bias[i % N], C2[i] = NAN; /* C2's old values are not read */
+        qkv_gemm(0, 1, M, N, K, 1.0f, A, K, B, K, 1.0f, C1, N);
+        qkv_gemm_bias(0, 1, M, N, K, 1.0f, A, K, B, K, bias, C2, N);
+        CHECK(!memcmp(C1, C2, (size_t)nc * sizeof *C1), "gemm_bias %s %lldx%lldx%lld, %d threads: not the bits of broadcast + gemm",
+              what, (long long)M, (long long)N, (long long)K, t);
+    }
+    omp_set_num_threads(nt);
+    qkv_gemm_bias(0, 1, M, N, 0, 1.0f, A, 1, B, 1, bias, C2, N);
+    int ok = 1;
+    for (int64_t i = 0; i < nc; i++) ok &= C2[i] == bias[i % N];
+    CHECK(ok, "gemm_bias %s K = 0: C is not the bias", what);
+    free(A);
+}
+
 int main(void)
 {
     static const struct {
@@ -101,10 +128,14 @@ int main(void)
         gemm_threads(paths[p].name, 1, 0, 64, 256, 1600); /* split by columns, B not transposed */
         gemm_threads(paths[p].name, 0, 1, 1030, 256, 784); /* a short last row block joins the one before */
         gemm_threads(paths[p].name, 0, 0, 1300, 64, 192);
+        gemm_bias(paths[p].name, 256, 512, 64);  /* split by columns */
+        gemm_bias(paths[p].name, 1300, 64, 192); /* split by rows */
+        gemm_bias(paths[p].name, 20, 7, 5);      /* whole on one thread */
     }
     qkv_gemm_set_path(QKV_GEMM_AUTO);
     qkv_set_reference(1);
     gemm_suite("reference");
+    gemm_bias("reference", 30, 9, 17);
     qkv_set_reference(0);
     h_gemm_edges(qkv_gemm, "gemm");
     /* products from inside a parallel loop (qkv's ops call gemm there) */

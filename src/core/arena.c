@@ -109,9 +109,12 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
     void *p = qkv_arena_alloc_uninit(a, bytes);
     if (!p) return NULL;
     size_t need = bytes ? (bytes + 63) & ~(size_t)63 : 64;
-    /* Zeroed, as callers expect; large blocks on OpenMP's threads. */
+    /* Zeroed, as callers expect; blocks of 4 MB or more on OpenMP's
+     * threads. Smaller ones are cheaper on one: one thread clears 1 MB in
+     * about 30 us, and waking a sleeping team (OMP_WAIT_POLICY=PASSIVE)
+     * costs about 34 us (docs/benchmarks.md, "Parallel regions"). */
     int64_t pages = (int64_t)(need >> 16);
-#pragma omp parallel for if (pages >= 16)
+#pragma omp parallel for if (pages >= 64)
     for (int64_t i = 0; i <= pages; i++) {
         size_t off = (size_t)i << 16;
         if (off < need) memset((unsigned char *)p + off, 0, need - off < 65536 ? need - off : 65536);

@@ -84,17 +84,28 @@ void qkv_gemm_ref(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, 
         }
 }
 
-void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+/* C's rows [0, M) x columns [0, N) = bias (N), broadcast over the rows. */
+static void bias_rows(float *C, int64_t ldc, const float *bias, int64_t M, int64_t N)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) C[i * ldc + j] = bias[j];
+}
+
+/* qkv_gemm, and qkv_gemm_bias with bias (then beta is 1 and C is first set
+ * to the bias: the same sums as a broadcast before a beta-1 product). */
+static void gemm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, const float *bias, float beta, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* C = beta * C, as BLAS defines it */
+        if (bias) return bias_rows(C, ldc, bias, M, N);
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
     if (qkv_reference()) {
-        qkv_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bias) bias_rows(C, ldc, bias, M, N);
+        qkv_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, bias ? 1.0f : beta, C, ldc);
         return;
     }
     static int blas_single = 0;
@@ -133,6 +144,21 @@ void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, cons
         const float *Ab = split_n ? A : (ta ? A + o : A + o * lda);
         const float *Bb = split_n ? (tb ? B + o * ldb : B + o) : B;
         float *Cb = split_n ? C + o : C + o * ldc;
-        gemm_block(dnnl, ta, tb, split_n ? M : n, split_n ? n : N, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc);
+        int64_t Mb = split_n ? M : n, Nb = split_n ? n : N;
+        /* the bias broadcast in the block's own region (no parallel region of its own) */
+        if (bias) bias_rows(Cb, ldc, split_n ? bias + o : bias, Mb, Nb);
+        gemm_block(dnnl, ta, tb, Mb, Nb, K, alpha, Ab, lda, Bb, ldb, bias ? 1.0f : beta, Cb, ldc);
     }
+}
+
+void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    gemm_run(ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc);
+}
+
+void qkv_gemm_bias(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc)
+{
+    gemm_run(ta, tb, M, N, K, alpha, A, lda, B, ldb, bias, 1.0f, C, ldc);
 }

@@ -8,6 +8,11 @@
  * Uses CBLAS sgemm unless the reference switch is on. */
 void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* C = alpha * op(A) op(B) + bias, bias (N) added to every row of C: a
+ * linear layer's y = x W^T + b in one parallel region, with the same sums
+ * as C set to the bias and then qkv_gemm with beta 1. */
+void qkv_gemm_bias(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc);
 /* The library behind qkv_gemm: QKV_GEMM_AUTO (default: oneDNN's sgemm for
  * products from 4 MFLOP with at least 1,024 rows (or K for op(A) = A^T)
  * where qkv is built with oneDNN, OpenBLAS's for the rest, gemm.c), QKV_GEMM_BLAS (OpenBLAS always), QKV_GEMM_DNNL (oneDNN for every

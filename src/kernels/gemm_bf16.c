@@ -12,6 +12,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/rows.h"
 #ifdef QKV_DNNL
 #include <dnnl.h>
 #endif
@@ -35,6 +36,15 @@ void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_
         qkv_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void qkv_gemm_ctx_bias(const qkv_ctx *c, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                       const float *bias, float *C)
+{
+    if (!bias) return qkv_gemm_ctx(c, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+    if (qkv_ctx_precision(c) != QKV_BF16) return qkv_gemm_bias(0, 1, M, N, K, 1.0f, A, K, B, K, bias, C, N);
+    qkv_rows_broadcast(C, bias, M, N);
+    qkv_gemm_bf16(0, 1, M, N, K, 1.0f, A, K, B, K, 1.0f, C, N);
 }
 
 /* X (rows,cols) with leading dimension ld into Y (rows,cols) compact,

@@ -17,6 +17,10 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
 void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc);
+/* y = x W^T + bias (bias may be NULL) in the context's precision: x (M,K),
+ * W (N,K), C (M,N), all compact; FP32 through qkv_gemm_bias. */
+void qkv_gemm_ctx_bias(const qkv_ctx *c, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                       const float *bias, float *C);
 
 /* For tests and benchmarks: 1 when the oneDNN path is built and usable.
  * The path of every product: QKV_BF16_AUTO (default: oneDNN from

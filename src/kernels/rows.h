@@ -30,6 +30,10 @@ void qkv_vec_erf(float *y, const float *x, int64_t n);
  * 1.5e-7 x^2 from the rounding of x^2, measured in tests/test_seq2seq_rnn.c);
  * 0 at +inf, 2 at -inf, NaN for NaN. */
 void qkv_vec_erfc(float *y, const float *x, int64_t n);
+/* For tests: run the five functions above through one build of their loops,
+ * "base" (the library's target) or "avx512" (vmath.h); NULL goes back to
+ * the automatic pick. 0 when that build does not run on this CPU. */
+int qkv_vmath_force(const char *name);
 
 /* Sums in double with 8 independent partial sums (one running sum waits
  * on the add's latency at every element: 4-8x slower on long rows); the

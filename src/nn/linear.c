@@ -105,8 +105,7 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
     /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
     if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
-    if (b) qkv_rows_broadcast(yd, b->data, M, out);
-    qkv_gemm_ctx(c, 0, 1, M, out, in, 1.0f, x->data, in, w->data, in, b ? 1.0f : 0.0f, yd, out);
+    qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
