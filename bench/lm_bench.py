@@ -6,14 +6,19 @@ best taken) and generation tokens/s after prompts of 64 and 1024 tokens with
 the KV cache (qkv's against PyTorch's past keys/values concatenated).
 
     bench/lm_bench.py [--reps 3] [--steps 10] [--new 64] [--cache fp32|bf16] [--model D,L,H]
+                      [--precision fp32|bf16] [--torch-bf16] [--wait-policy passive|default]
 
 --cache bf16 keeps qkv's KV cache in bf16 (docs/bf16_decode.md); PyTorch's
-stays FP32.
+stays FP32. --precision bf16 trains qkv with bf16 products (docs/bf16.md);
+--torch-bf16 adds PyTorch's training under bf16 autocast, at 1 and 2
+threads, to the configurations whose best is taken. --wait-policy default
+runs every process without OMP_WAIT_POLICY (what a user gets: OpenMP's
+threads spin a while between parallel regions) instead of PASSIVE.
 
 Each repetition runs every measurement once, qkv then PyTorch, each in its
 own process; the table gives the medians over repetitions and the ratios
 qkv / PyTorch. qkv runs with OMP_NUM_THREADS as set (default: all cores);
-OMP_WAIT_POLICY=PASSIVE for both. Builds build/bench/lm_bench if needed.
+OMP_WAIT_POLICY=PASSIVE for both unless --wait-policy default. Builds build/bench/lm_bench if needed.
 """
 import argparse
 import os
@@ -25,8 +30,11 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 PY = os.environ.get('TORCH_PY', '/usr/bin/python3')
 
 
+WAIT = {'OMP_WAIT_POLICY': 'PASSIVE'}
+
+
 def run(cmd, env_extra=None):
-    env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE', **(env_extra or {}))
+    env = dict(os.environ, **WAIT, **(env_extra or {}))
     out = subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
@@ -45,7 +53,13 @@ def main():
     ap.add_argument('--model', default='128,4,4',
                     help="d_model,layers,heads (feed-forward 4 d_model); default: qkv train lm's default "
                          "model; the 30-minute run's is 192,5,6")
+    ap.add_argument('--precision', choices=('fp32', 'bf16'), default='fp32', help="qkv's training products")
+    ap.add_argument('--torch-bf16', action='store_true', help="also PyTorch's training under bf16 autocast")
+    ap.add_argument('--wait-policy', choices=('passive', 'default'), default='passive')
     a = ap.parse_args()
+    if a.wait_policy == 'default':
+        WAIT.clear()
+        os.environ.pop('OMP_WAIT_POLICY', None)
     subprocess.run(['make', '-s', '-j2', 'build/bench/lm_bench'], cwd=ROOT, check=True)
     qkv = os.path.join('build', 'bench', 'lm_bench')
     peer = [PY, os.path.join('bench', 'lm_torch_peer.py'), '--model', a.model]
@@ -55,30 +69,40 @@ def main():
              ['generate', '64', str(a.new)]),
             ('generate after 1024', 'generate_1024_tokens_per_s', qkv + ['generate', '1024', str(a.new), a.cache],
              ['generate', '1024', str(a.new)])]
-    got = {name: {'qkv': [], 'torch t1': [], 'torch t2': []} for name, *_ in rows}
+    # PyTorch's configurations: (column, extra arguments, rows it runs on)
+    variants = [('PyTorch 1 thread', ['--threads', '1'], None), ('PyTorch 2 threads', ['--threads', '2'], None)]
+    if a.torch_bf16:
+        variants += [('PyTorch bf16 autocast, 1 thread', ['--threads', '1', '--bf16'], 'train'),
+                     ('PyTorch bf16 autocast, 2 threads', ['--threads', '2', '--bf16'], 'train')]
+    env_q = {'QKV_BENCH_PRECISION': a.precision}
+    got = {name: {v[0]: [] for v in [('qkv',)] + variants} for name, *_ in rows}
     threads = None
     for rep in range(a.reps):
         for name, key, qcmd, pargs in rows:
-            r = run(qcmd)
+            r = run(qcmd, env_q)
             threads = int(r['threads'])
             got[name]['qkv'].append(r[key])
-            for t in (1, 2):
-                got[name]['torch t%d' % t].append(run(peer + pargs + ['--threads', str(t)])[key])
-            print('rep %d %s: qkv %.0f, torch 1 thread %.0f, 2 threads %.0f tokens/s' % (
-                rep + 1, name, got[name]['qkv'][-1], got[name]['torch t1'][-1], got[name]['torch t2'][-1]),
-                file=sys.stderr)
-    print('| measurement | qkv tokens/s (%d threads) | PyTorch 1 thread | PyTorch 2 threads | qkv / best PyTorch |'
-          % threads)
-    print('|---|---|---|---|---|')
+            for col, extra, only in variants:
+                if only in (None, name):
+                    got[name][col].append(run(peer + pargs + extra)[key])
+            print('rep %d %s: ' % (rep + 1, name) +
+                  ', '.join('%s %.0f' % (k, v[-1]) for k, v in got[name].items() if v) + ' tokens/s', file=sys.stderr)
+    cols = [v[0] for v in variants]
+    print('| measurement | qkv tokens/s (%d threads, %s) | %s | qkv / best PyTorch |'
+          % (threads, a.precision.upper(), ' | '.join(cols)))
+    print('|---|---|' + '---|' * len(cols) + '---|')
     med = {}
     for name, *_ in rows:
-        m = {k: statistics.median(v) for k, v in got[name].items()}
+        m = {k: statistics.median(v) for k, v in got[name].items() if v}
         med[name] = m
-        best = max(m['torch t1'], m['torch t2'])
-        print('| %s | %.0f | %.0f | %.0f | %.2f |' % (name, m['qkv'], m['torch t1'], m['torch t2'], m['qkv'] / best))
+        best = max(v for k, v in m.items() if k != 'qkv')
+        print('| %s | %.0f | %s | %.2f |' % (name, m['qkv'], ' | '.join('%.0f' % m[c] if c in m else '—' for c in cols),
+                                            m['qkv'] / best))
     q64, q1024 = med['generate after 64']['qkv'], med['generate after 1024']['qkv']
     print('\nqkv: a token after 1024 costs %.2f times one after 64 (medians of %d repetitions, %d training steps, '
-          '%d new tokens each, %s KV cache, model %s)' % (q64 / q1024, a.reps, a.steps, a.new, a.cache.upper(), a.model))
+          '%d new tokens each, %s KV cache, model %s, OMP_WAIT_POLICY %s)' % (
+              q64 / q1024, a.reps, a.steps, a.new, a.cache.upper(), a.model,
+              'PASSIVE' if WAIT else 'unset'))
 
 
 if __name__ == '__main__':

@@ -4,9 +4,10 @@ model as build/bench/lm_bench (`qkv train lm`'s default: tools/lm_torch.py's
 LM with 4 layers, d_model 128, 4 heads, feed-forward 512, context 128,
 vocabulary 75, tied, pre-norm, GELU), FP32, on random tokens.
 
-    lm_torch_peer.py train [STEPS] [--threads N]
+    lm_torch_peer.py train [STEPS] [--threads N] [--bf16]
         training steps of batch 32 x 128 tokens: forward, cross-entropy,
-        backward, clip_grad_norm_(1), AdamW: tokens/s
+        backward, clip_grad_norm_(1), AdamW: tokens/s; --bf16 runs the
+        forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
     lm_torch_peer.py generate CONTEXT [NEW] [--threads N]
         NEW tokens (default 64), greedy, one at a time after a prompt of
         CONTEXT tokens, with a key/value cache as people write it for
@@ -41,7 +42,7 @@ def make_model(max_len):
     return m
 
 
-def train(steps):
+def train(steps, bf16=False):
     m = make_model(CTX).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(7)
@@ -49,7 +50,8 @@ def train(steps):
     def step():
         x = torch.randint(0, V, (BATCH, CTX), generator=g)
         y = torch.randint(0, V, (BATCH, CTX), generator=g)
-        loss = F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1))
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
@@ -126,13 +128,14 @@ def main():
     ap.add_argument('args', nargs='*', type=int)
     ap.add_argument('--threads', type=int, default=0)
     ap.add_argument('--model', default='128,4,4', help='d_model,layers,heads')
+    ap.add_argument('--bf16', action='store_true', help='train under bf16 autocast')
     a = ap.parse_args()
     global D_MODEL, LAYERS, HEADS
     D_MODEL, LAYERS, HEADS = (int(x) for x in a.model.split(','))
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.what == 'train':
-        train(a.args[0] if a.args else 10)
+        train(a.args[0] if a.args else 10, a.bf16)
     else:
         generate(a.args[0], a.args[1] if len(a.args) > 1 else 64)
     print('RESULT threads %d' % torch.get_num_threads())

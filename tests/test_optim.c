@@ -5,7 +5,11 @@
  * of every bad field, lr_at of an invalid schedule or step (NaN), and the
  * schedule's values at its seams. Optimizer steps and schedules against
  * PyTorch: test_train_oracle.c. */
+#include <math.h>
+#include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include "train_helpers.h"
 
 static void test_bad_optim(void)
@@ -112,8 +116,63 @@ static void test_bad_schedule(void)
           qkv_schedule_lr_at(&ok, 20));
 }
 
+/* clip_grad_norm then an AdamW step over tensors big and small, at 1 and
+ * 2 threads (the tensors share one parallel region, each split by `omp
+ * for`; each norm is summed on one thread): the same bits. */
+static void run_threads(int threads, float *out, float *norm)
+{
+    static const int64_t sizes[] = {100003, 70000, 10, 33000, 1};
+    qkv_params *p;
+    qkv_params_new(&p);
+    uint64_t seed = 3;
+    for (int i = 0; i < 5; i++) {
+        qkv_tensor *t;
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        CHECK_OK(qkv_params_add(p, "", name, 1, &sizes[i], &t));
+        for (int64_t j = 0; j < sizes[i]; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            t->data[j] = (float)((seed >> 40) % 2001) / 1000.0f - 1.0f;
+            t->grad[j] = (float)((seed >> 20) % 2001) / 500.0f - 2.0f;
+        }
+    }
+    qkv_optim *o;
+    qkv_optim_opts a = qkv_optim_adamw_default();
+    CHECK_OK(qkv_optim_new(&o, p, &a));
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    CHECK_OK(qkv_clip_grad_norm(p, 1.0f, norm));
+    CHECK_OK(qkv_optim_step(o));
+    CHECK_OK(qkv_optim_step(o));
+    omp_set_num_threads(nt);
+    int64_t k = 0;
+    for (int i = 0; i < 5; i++) {
+        qkv_tensor *t = qkv_params_at(p, i);
+        for (int64_t j = 0; j < sizes[i]; j++) out[k++] = t->data[j];
+    }
+    qkv_params_zero_grad(p);
+    double g = 0;
+    for (int i = 0; i < 5; i++)
+        for (int64_t j = 0; j < sizes[i]; j++) g += fabs(qkv_params_at(p, i)->grad[j]);
+    CHECK(g == 0, "zero_grad left gradients: sum |g| = %g", g);
+    qkv_optim_free(o);
+    qkv_params_free(p);
+}
+
+static void test_threads(void)
+{
+    enum { N = 100003 + 70000 + 10 + 33000 + 1 };
+    static float one[N], two[N];
+    float n1, n2;
+    run_threads(1, one, &n1);
+    run_threads(2, two, &n2);
+    CHECK(n1 == n2 && n1 > 1, "clip_grad_norm: total norm %.9g at 1 thread, %.9g at 2", n1, n2);
+    CHECK(!memcmp(one, two, sizeof one), "clip + AdamW: parameters differ between 1 and 2 threads");
+}
+
 int main(void)
 {
+    test_threads();
     test_bad_optim();
     test_bad_schedule();
     return h_finish("test_optim");

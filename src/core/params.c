@@ -128,10 +128,13 @@ int64_t qkv_params_numel_trainable(const qkv_params *p)
 
 void qkv_params_zero_grad(qkv_params *p)
 {
-    for (int i = 0; p && i < p->n; i++) {
+    if (!p) return;
+    /* one parallel region for all the tensors, each shared out by `omp for` */
+#pragma omp parallel if (qkv_params_numel(p) >= QKV_PAR_MIN)
+    for (int i = 0; i < p->n; i++) {
         float *g = p->items[i]->grad;
         int64_t n = qkv_tensor_numel(p->items[i]);
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
+#pragma omp for nowait
         for (int64_t j = 0; j < n; j++) g[j] = 0.0f;
     }
 }

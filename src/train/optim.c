@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/rows.h"
 #include "train/optim_internal.h"
 
 qkv_optim_opts qkv_optim_sgd_default(double lr)
@@ -164,7 +165,7 @@ static void sgd_update(const qkv_optim_opts *o, int64_t step, float *p, const fl
 {
     const float wd = (float)o->weight_decay, mom = (float)o->momentum;
     const float keep = (float)(1.0 - o->dampening), neg_lr = (float)(-o->lr);
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
+#pragma omp for nowait /* shared by the threads of qkv_optim_step's region */
     for (int64_t j = 0; j < n; j++) {
         float d = o->maximize ? -g[j] : g[j];
         if (o->weight_decay != 0) d = fmaf(wd, p[j], d);  /* d_p.add(param, alpha=wd) */
@@ -189,7 +190,7 @@ static void adam_update(const qkv_optim_opts *o, int64_t step, float *p, const f
     const double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
     const float neg_step_size = (float)(-(o->lr / bc1)), bc2_sqrt = (float)sqrt(bc2);
     const float eps = (float)o->eps;
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
+#pragma omp for nowait /* shared by the threads of qkv_optim_step's region */
     for (int64_t j = 0; j < n; j++) {
         float gj = o->maximize ? -g[j] : g[j];
         if (adamw) p[j] = p[j] * decay;                    /* param.mul_(1 - lr*wd) */
@@ -215,6 +216,11 @@ qkv_status qkv_optim_step(qkv_optim *o)
                         qkv_params_count(o->params), o->n);
     o->step++;
     const int64_t span = o->hi - o->lo;
+    /* One parallel region for every parameter (waking the threads once per
+     * tensor cost about 34 us each under OMP_WAIT_POLICY=PASSIVE); each
+     * tensor's elements are shared out by the update's `omp for`. Every
+     * element is updated on its own, so the bits do not depend on the split. */
+#pragma omp parallel if (span >= QKV_PAR_MIN)
     for (int i = 0; i < o->n; i++) {
         qkv_tensor *t = qkv_params_at(o->params, i);
         if (!t->requires_grad) continue; /* a buffer (qkv_params_add_buffer): not a parameter */
@@ -263,25 +269,34 @@ qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_n
     if (!(max_norm >= 0))
         return qkv_fail(QKV_ERR_ARG, "clip_grad_norm: max_norm %g, expected >= 0", max_norm);
     /* total = norm(stack([norm(g) for g in grads])): each norm a float. */
-    double sq = 0;
-    for (int i = 0; i < qkv_params_count(params); i++) {
+    /* Each tensor's norm on one thread (qkv_sum_sq_dev: 8 partial sums in
+     * double, a fixed order), the tensors shared out in one parallel region,
+     * then summed in order: the bits do not depend on the thread count. */
+    int np = qkv_params_count(params);
+    int64_t all = qkv_params_numel(params);
+    float *norms = malloc((size_t)(np ? np : 1) * sizeof *norms);
+    if (!norms) return qkv_fail(QKV_ERR_NOMEM, "clip_grad_norm: out of memory for %d norms", np);
+#pragma omp parallel for schedule(dynamic) if (all >= QKV_PAR_MIN)
+    for (int i = 0; i < np; i++) {
         qkv_tensor *t = qkv_params_at(params, i);
-        double s = 0;
-        for (int64_t j = 0; j < qkv_tensor_numel(t); j++) s += (double)t->grad[j] * t->grad[j];
-        float norm = (float)sqrt(s);
-        sq += (double)norm * norm;
+        norms[i] = (float)sqrt(qkv_sum_sq_dev(t->grad, 0.0, qkv_tensor_numel(t)));
     }
+    double sq = 0;
+    for (int i = 0; i < np; i++) sq += (double)norms[i] * norms[i];
+    free(norms);
     float total = (float)sqrt(sq);
     /* clamp(max_norm / (total + 1e-6), max=1), where scalar / tensor is
      * reciprocal(tensor) * scalar. */
     float coef = (1.0f / (total + 1e-6f)) * max_norm;
     if (coef > 1.0f) coef = 1.0f;
-    for (int i = 0; i < qkv_params_count(params); i++) {
-        qkv_tensor *t = qkv_params_at(params, i);
-        int64_t n = qkv_tensor_numel(t);
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-        for (int64_t j = 0; j < n; j++) t->grad[j] *= coef;
-    }
+    if (coef != 1.0f) /* times 1 leaves every gradient as it is */
+#pragma omp parallel if (all >= QKV_PAR_MIN)
+        for (int i = 0; i < np; i++) {
+            qkv_tensor *t = qkv_params_at(params, i);
+            int64_t n = qkv_tensor_numel(t);
+#pragma omp for nowait
+            for (int64_t j = 0; j < n; j++) t->grad[j] *= coef;
+        }
     if (total_norm) *total_norm = total;
     return QKV_OK;
 }
