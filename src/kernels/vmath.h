@@ -124,35 +124,22 @@ static inline float verfc1(float x)
     return sel(-(int32_t)(x != x), x, e);
 }
 
-static inline void vm_erf(float *y, const float *x, int64_t n)
-{
-#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
-    for (int64_t i = 0; i < n; i++) y[i] = verf1(x[i]);
-}
+/* exp passing NaN through (vexp1 clamps it) */
+static inline float vexpn1(float x) { return sel(-(int32_t)(x != x), x, vexp1(x)); }
 
-static inline void vm_erfc(float *y, const float *x, int64_t n)
-{
-#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
-    for (int64_t i = 0; i < n; i++) y[i] = verfc1(x[i]);
-}
-
-static inline void vm_tanh(float *y, const float *x, int64_t n)
-{
-#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
-    for (int64_t i = 0; i < n; i++) y[i] = vtanh1(x[i]);
-}
-
-static inline void vm_sigmoid(float *y, const float *x, int64_t n)
-{
-#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
-    for (int64_t i = 0; i < n; i++) y[i] = vsigm1(x[i]);
-}
-
-static inline void vm_exp(float *y, const float *x, int64_t n)
-{
-#pragma omp simd /* y may be x: no alias check (it sent y == x to the scalar loop) */
-    for (int64_t i = 0; i < n; i++) y[i] = sel(-(int32_t)(x[i] != x[i]), x[i], vexp1(x[i]));
-}
+/* vm_NAME(y, x, n): y[i] = F(x[i]) for i < n. y may be x: no alias check
+ * (one sent y == x to the scalar loop). */
+#define VM_LOOP(NAME, F)                                                  \
+    static inline void vm_##NAME(float *y, const float *x, int64_t n)     \
+    {                                                                     \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = F(x[i]); \
+    }
+VM_LOOP(erf, verf1)
+VM_LOOP(erfc, verfc1)
+VM_LOOP(tanh, vtanh1)
+VM_LOOP(sigmoid, vsigm1)
+VM_LOOP(exp, vexpn1)
+#undef VM_LOOP
 
 /* The loops of one build (rows.c picks one): y = f(x) over n elements. */
 typedef void (*qkv_vmath_fn)(float *y, const float *x, int64_t n);
