@@ -7,6 +7,7 @@
  * attention runs (mha_internal.h, src/models/kvcache.c). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "attention/mha_internal.h"
 
 qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads)
@@ -201,6 +202,90 @@ qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_
     return qkv_permute(c, y4, bf ? (int[]){0, 2, 1, 3} : (int[]){1, 2, 0, 3}, out);
 }
 
+/* ---- the packed in-projection's three chunks, heads split ----------------
+ * y (A,B,3E), the product x in_proj_weight^T + in_proj_bias of
+ * self-attention (PyTorch's _in_projection_packed: one product, then
+ * chunk(3)), with (A,B) = (N,L) when bf, else (L,N) -> q, k, v (N,H,L,hd),
+ * each compact. One pass and one parallel region for all three (three
+ * permutes before); the backward writes dy from dq, dk and dv. */
+typedef struct {
+    qkv_tensor *y, *out[3];
+    int64_t N, L, H, hd;
+    int bf;
+} split3_saved;
+
+/* mode 0: y -> q,k,v; 1: dq,dk,dv added into dy; 2: written into a new dy */
+static void split3_walk(const split3_saved *s, float *y, float *const o[3], int mode)
+{
+    const int64_t N = s->N, L = s->L, H = s->H, hd = s->hd, E = H * hd;
+#pragma omp parallel for collapse(3) if (3 * N * L * E >= QKV_PAR_MIN)
+    for (int t = 0; t < 3; t++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t l = 0; l < L; l++) {
+                    float *yr = y + (s->bf ? n * L + l : l * N + n) * 3 * E + t * E + h * hd; // (hd)
+                    float *orow = o[t] + ((n * H + h) * L + l) * hd;                           // (hd)
+                    if (mode == 0)
+                        for (int64_t d = 0; d < hd; d++) orow[d] = yr[d];
+                    else if (mode == 1)
+                        for (int64_t d = 0; d < hd; d++) yr[d] += orow[d];
+                    else
+                        for (int64_t d = 0; d < hd; d++) yr[d] = orow[d];
+                }
+}
+
+static qkv_status split3_backward(qkv_ctx *c, void *p)
+{
+    split3_saved *s = p;
+    if (!s->y->requires_grad) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    float *g[3];
+    for (int t = 0; t < 3; t++) { /* a chunk that got no gradient reads as zeros */
+        g[t] = s->out[t]->grad ? s->out[t]->grad : qkv_tensor_grad(a, s->out[t]);
+        if (!g[t]) return QKV_ERR_NOMEM;
+    }
+    int fresh;
+    float *dy = qkv_tensor_grad_fresh(a, s->y, &fresh);
+    if (!dy) return QKV_ERR_NOMEM;
+    split3_walk(s, dy, g, fresh ? 2 : 1);
+    return QKV_OK;
+}
+
+static qkv_status mha_split3(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, qkv_tensor *out[3])
+{
+    int64_t A = y->shape[0], B = y->shape[1], hd = y->shape[2] / 3 / H;
+    split3_saved s = {y, {NULL, NULL, NULL}, bf ? A : B, bf ? B : A, H, hd, bf};
+    qkv_tensor *in[1] = {y};
+    int rec = qkv_ctx_recording(c, in, 1);
+    float *o[3];
+    for (int t = 0; t < 3; t++) {
+        QKV_TRY(qkv_ctx_tensor_uninit(c, 4, (int64_t[]){s.N, H, s.L, hd}, rec, &out[t])); /* all written */
+        o[t] = out[t]->data;
+    }
+    memcpy(s.out, (qkv_tensor *[]){out[0], out[1], out[2]}, sizeof s.out);
+    split3_walk(&s, y->data, o, 0);
+    if (!rec) return QKV_OK;
+    split3_saved *sv = qkv_ctx_alloc(c, sizeof *sv);
+    if (!sv) return QKV_ERR_NOMEM;
+    *sv = s;
+    return qkv_ctx_record(c, split3_backward, sv);
+}
+
+qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, int bf, qkv_tensor **q,
+                           qkv_tensor **k, qkv_tensor **v)
+{
+    if (!m->packed) {
+        QKV_TRY(mha_project_heads(c, m, MHA_Q, x, bf, q));
+        QKV_TRY(mha_project_heads(c, m, MHA_K, x, bf, k));
+        return mha_project_heads(c, m, MHA_V, x, bf, v);
+    }
+    qkv_tensor *y, *out[3]; // (A,B,3E); (N,H,L,hd) each
+    QKV_TRY(qkv_linear(c, x, m->in_proj_weight, m->in_proj_bias, &y));
+    QKV_TRY(mha_split3(c, y, bf, m->o.num_heads, out));
+    *q = out[0], *k = out[1], *v = out[2];
+    return QKV_OK;
+}
+
 qkv_status mha_rotate(qkv_ctx *c, const qkv_mha *m, const qkv_tensor *positions, qkv_tensor *x,
                       qkv_tensor **y)
 {
@@ -299,9 +384,13 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
      * heads split. */
     int bf = dm.batched && m->o.batch_first;
     qkv_tensor *q, *k, *v; // (N,H,L,hd), (N,H,S,hd), (N,H,S,hd)
-    QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, &q));
-    QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, &k));
-    QKV_TRY(mha_project_heads(c, m, MHA_V, value, bf, &v));
+    if (query == key && key == value) { /* self-attention: one product for the three */
+        QKV_TRY(mha_project_qkv(c, m, query, bf, &q, &k, &v));
+    } else {
+        QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, &q));
+        QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, &k));
+        QKV_TRY(mha_project_heads(c, m, MHA_V, value, bf, &v));
+    }
     if (m->o.rotary) { /* q and k rotated to their positions */
         qkv_tensor *pos; // (N,L) I64 or NULL
         QKV_TRY(mha_positions(c, &a, &dm, &pos));
