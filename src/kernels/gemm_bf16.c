@@ -79,6 +79,7 @@ typedef struct {
     int64_t M, N, K, ldc;
     float alpha, beta;
     dnnl_primitive_t p;
+    size_t scratch; /* bytes of scratchpad an execution needs */
 } prim_entry;
 enum { PRIM_CAP = 128 };
 static prim_entry prims[PRIM_CAP];
@@ -100,8 +101,14 @@ static void descs(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, 
     desc_2d(c, M, N, 0, dnnl_f32, ldc);
 }
 
+/* The primitive, and in *scratch the bytes of its scratchpad. The
+ * scratchpad is the caller's (dnnl_scratchpad_mode_user): by default oneDNN
+ * keeps one global scratchpad, and two products run at once from qkv's
+ * threads (a linear layer's weight gradient by chunks) then wrote over each
+ * other's partial sums: results off by more than their own size, and bf16
+ * training that learned visibly slower on 2 threads than on 1. */
 static dnnl_primitive_t prim_make(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, float alpha,
-                                  float beta)
+                                  float beta, size_t *scratch)
 {
     dnnl_memory_desc_t a, b, c;
     descs(ta, tb, M, N, K, ldc, &a, &b, &c);
@@ -111,13 +118,18 @@ static dnnl_primitive_t prim_make(int ta, int tb, int64_t M, int64_t N, int64_t 
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t p = NULL;
     int ok = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
-             dnnl_primitive_attr_create(&attr) == dnnl_success;
+             dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
     if (ok && alpha != 1.0f) ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
     if (ok && beta != 0.0f)
         ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
     if (ok) ok = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL) == dnnl_success;
     if (ok && dnnl_primitive_create(&p, pd) != dnnl_success) p = NULL;
+    if (p) {
+        const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        *scratch = sm ? dnnl_memory_desc_get_size(sm) : 0;
+    }
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -139,11 +151,27 @@ static int dnnl_ready(void)
     return s > 0;
 }
 
+/* The calling thread's scratchpad for oneDNN, kept and grown for the
+ * thread's life; NULL when out of memory. */
+static _Thread_local void *pad_buf;
+static _Thread_local size_t pad_cap;
+
+static void *pad_get(size_t bytes)
+{
+    if (bytes > pad_cap) {
+        free(pad_buf);
+        pad_buf = malloc(bytes);
+        pad_cap = pad_buf ? bytes : 0;
+    }
+    return pad_buf;
+}
+
 /* Runs the product on compact bf16 Ah, Bh; 0 when oneDNN declined. */
 static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
                      const uint16_t *Bh, float beta, float *C, int64_t ldc)
 {
     dnnl_primitive_t p = NULL;
+    size_t scratch = 0;
     int owned = 0;
 #pragma omp critical(qkv_dnnl)
     {
@@ -151,28 +179,40 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
             prim_entry *e = &prims[i];
             if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->ldc == ldc &&
                 e->alpha == alpha && e->beta == beta)
-                p = e->p;
+                p = e->p, scratch = e->scratch;
         }
         if (!p) {
-            p = prim_make(ta, tb, M, N, K, ldc, alpha, beta);
-            if (p && n_prims < PRIM_CAP) prims[n_prims++] = (prim_entry){ta, tb, M, N, K, ldc, alpha, beta, p};
+            p = prim_make(ta, tb, M, N, K, ldc, alpha, beta, &scratch);
+            if (p && n_prims < PRIM_CAP)
+                prims[n_prims++] = (prim_entry){ta, tb, M, N, K, ldc, alpha, beta, p, scratch};
             else owned = p != NULL;
         }
     }
     if (!p) return 0;
-    dnnl_memory_desc_t a, b, c;
+    void *pad = scratch ? pad_get(scratch) : NULL; /* this thread's own */
+    if (scratch && !pad) {
+        if (owned) dnnl_primitive_destroy(p);
+        return 0;
+    }
+    dnnl_memory_desc_t a, b, c, pd;
     descs(ta, tb, M, N, K, ldc, &a, &b, &c);
-    dnnl_memory_t am = NULL, bm = NULL, cm = NULL;
+    dnnl_dims_t pdims = {(dnnl_dim_t)(scratch ? scratch : 1)};
+    dnnl_memory_t am = NULL, bm = NULL, cm = NULL, pm = NULL;
     dnnl_stream_t st = NULL;
     int ok = dnnl_memory_create(&am, &a, dnnl_eng, (void *)Ah) == dnnl_success &&
              dnnl_memory_create(&bm, &b, dnnl_eng, (void *)Bh) == dnnl_success &&
              dnnl_memory_create(&cm, &c, dnnl_eng, C) == dnnl_success &&
+             (!scratch || (dnnl_memory_desc_init_by_tag(&pd, 1, pdims, dnnl_u8, dnnl_a) == dnnl_success &&
+                           dnnl_memory_create(&pm, &pd, dnnl_eng, pad) == dnnl_success)) &&
              dnnl_stream_create(&st, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
     if (ok) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-        ok = dnnl_primitive_execute(p, st, 3, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+                                   {DNNL_ARG_SCRATCHPAD, pm}};
+        ok = dnnl_primitive_execute(p, st, scratch ? 4 : 3, args) == dnnl_success &&
+             dnnl_stream_wait(st) == dnnl_success;
     }
     if (st) dnnl_stream_destroy(st);
+    if (pm) dnnl_memory_destroy(pm);
     if (cm) dnnl_memory_destroy(cm);
     if (bm) dnnl_memory_destroy(bm);
     if (am) dnnl_memory_destroy(am);
