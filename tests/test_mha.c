@@ -82,6 +82,36 @@ static void check_grads(mha_case *t, qkv_params *p, const char *what)
     qkv_set_reference(0);
 }
 
+/* Self-attention (query, key and value the same tensor) with the packed
+ * in_proj_weight: one product and one head split for q, k and v
+ * (mha_project_qkv), both layouts. */
+static void test_gradcheck_self(void)
+{
+    for (int bf = 0; bf < 2; bf++) {
+        qkv_params *p;
+        qkv_params_new(&p);
+        mha_case t;
+        qkv_mha_opts o = qkv_mha_opts_default(6, 2);
+        o.batch_first = bf;
+        CHECK_OK(qkv_mha_init(&t.m, &o, p, "", &R));
+        for (int i = 0; i < qkv_params_count(p); i++)
+            qkv_rng_fill_uniform(&R, qkv_params_at(p, i)->data, qkv_tensor_numel(qkv_params_at(p, i)), -0.7f, 0.7f);
+        t.q = t.k = t.v = h_input(A, &R, 3, bf ? (int64_t[]){2, 4, 6} : (int64_t[]){4, 2, 6}, 1);
+        t.args = qkv_mha_args_default();
+        t.args.causal = QKV_CAUSAL_TOP_LEFT;
+        qkv_tensor *in[8] = {t.q};
+        int n = 1;
+        for (int i = 0; i < qkv_params_count(p) && n < 8; i++) in[n++] = qkv_params_at(p, i);
+        for (int ref = 0; ref < 2; ref++) {
+            qkv_set_reference(ref);
+            double e = h_gradcheck(f_mha, &t, in, n, 1e-2f, 1e-2);
+            CHECK(e < 1e-2, "self-attention (batch_first %d) gradcheck (%s kernels): %g", bf, ref ? "reference" : "fast", e);
+        }
+        qkv_set_reference(0);
+        qkv_params_free(p);
+    }
+}
+
 static void test_gradcheck(void)
 {
     qkv_params *p;
@@ -408,6 +438,7 @@ int main(void)
     qkv_rng_seed(&R, 5);
     test_params();
     test_gradcheck();
+    test_gradcheck_self();
     test_consistency();
     test_capture();
     test_bad_input();
