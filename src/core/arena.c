@@ -112,7 +112,7 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
     /* Zeroed, as callers expect; blocks of 4 MB or more on OpenMP's
      * threads. Smaller ones are cheaper on one: one thread clears 1 MB in
      * about 30 us, and waking a sleeping team (OMP_WAIT_POLICY=PASSIVE)
-     * costs about 34 us (docs/benchmarks.md, "Parallel regions"). */
+     * costs 30-60 us (docs/benchmarks.md, "Parallel regions"). */
     int64_t pages = (int64_t)(need >> 16);
 #pragma omp parallel for if (pages >= 64)
     for (int64_t i = 0; i <= pages; i++) {

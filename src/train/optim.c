@@ -217,7 +217,7 @@ qkv_status qkv_optim_step(qkv_optim *o)
     o->step++;
     const int64_t span = o->hi - o->lo;
     /* One parallel region for every parameter (waking the threads once per
-     * tensor cost about 34 us each under OMP_WAIT_POLICY=PASSIVE); each
+     * tensor cost 30-60 us each under OMP_WAIT_POLICY=PASSIVE, bench/omp_wake); each
      * tensor's elements are shared out by the update's `omp for`. Every
      * element is updated on its own, so the bits do not depend on the split. */
 #pragma omp parallel if (span >= QKV_PAR_MIN)
