@@ -1,7 +1,8 @@
 /* test_bf16_attention.c: the fused attention kernels with bf16 operands
  * (the BF16 precision mode, src/kernels/attention_bf16.h), forward and every
  * gradient, against the FP32 reference kernel run on the same inputs
- * rounded to bf16, on every mask kind, dropout, a fully masked row, odd
+ * rounded to bf16, on every mask kind (local windows and ALiBi included),
+ * dropout, a fully masked row, odd
  * lengths and head dims 32/64/80; each bf16 build this CPU runs. And the
  * FP32 mode unchanged around it.
  *
@@ -33,6 +34,8 @@ typedef struct {
     const char *name;
     int64_t N, H, L, S, D;
     int causal, kpm, fmask, bmask_row, dropout;
+    int64_t local; /* a local window of this many keys each side; 0: none */
+    int alibi;     /* ALiBi slopes, one per head */
 } bcase;
 
 static float *rnd_buf(qkv_rng *r, int64_t n, float lo, float hi)
@@ -105,6 +108,12 @@ static void run_case(const bcase *c, const char *isa)
     if (c->dropout) {
         d.dropout_p = 0.25f;
         d.dropout_seed = 99;
+    }
+    if (c->local) d.window = c->local;
+    float slopes[16];
+    if (c->alibi) { /* the ALiBi paper's slopes for H heads: 2^(-8 h / H) */
+        for (int64_t h = 0; h < H && h < 16; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
+        d.alibi = slopes;
     }
     int threads = omp_get_max_threads();
     /* the bf16 kernel on the raw inputs */
@@ -214,16 +223,20 @@ static void run_case(const bcase *c, const char *isa)
 }
 
 static const bcase CASES[] = {
-    {"plain L67 S131 D64", 1, 2, 67, 131, 64, 0, 0, 0, 0, 0},
-    {"causal L150 S150 D32", 1, 2, 150, 150, 32, 1, 0, 0, 0, 0},
-    {"kpm N2 L33 S70 D80", 2, 2, 33, 70, 80, 0, 1, 0, 0, 0},
-    {"float mask L65 S257 D64", 1, 1, 65, 257, 64, 0, 0, 1, 0, 0},
-    {"bool mask, masked row L40 S140 D32", 1, 2, 40, 140, 32, 0, 0, 0, 1, 0},
-    {"dropout L70 S129 D64", 1, 2, 70, 129, 64, 0, 0, 0, 0, 1},
-    {"everything L77 S133 D80", 2, 1, 77, 133, 80, 1, 1, 1, 1, 1},
-    {"short S9 D80", 1, 3, 5, 9, 80, 0, 0, 0, 0, 0},
-    {"odd head dim D33 L20 S45, causal", 1, 2, 20, 45, 33, 1, 0, 0, 0, 0},
-    {"head dim 8, L130 S200 kpm", 1, 2, 130, 200, 8, 0, 1, 0, 0, 0},
+    {"plain L67 S131 D64", 1, 2, 67, 131, 64, 0, 0, 0, 0, 0, 0, 0},
+    {"causal L150 S150 D32", 1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0, 0},
+    {"kpm N2 L33 S70 D80", 2, 2, 33, 70, 80, 0, 1, 0, 0, 0, 0, 0},
+    {"float mask L65 S257 D64", 1, 1, 65, 257, 64, 0, 0, 1, 0, 0, 0, 0},
+    {"bool mask, masked row L40 S140 D32", 1, 2, 40, 140, 32, 0, 0, 0, 1, 0, 0, 0},
+    {"dropout L70 S129 D64", 1, 2, 70, 129, 64, 0, 0, 0, 0, 1, 0, 0},
+    {"everything L77 S133 D80", 2, 1, 77, 133, 80, 1, 1, 1, 1, 1, 0, 0},
+    {"short S9 D80", 1, 3, 5, 9, 80, 0, 0, 0, 0, 0, 0, 0},
+    {"odd head dim D33 L20 S45, causal", 1, 2, 20, 45, 33, 1, 0, 0, 0, 0, 0, 0},
+    {"head dim 8, L130 S200 kpm", 1, 2, 130, 200, 8, 0, 1, 0, 0, 0, 0, 0},
+    {"local window 7, causal L90 S90 D64", 1, 2, 90, 90, 64, 1, 0, 0, 0, 0, 7, 0},
+    {"local window 20 L70 S150 D32", 1, 2, 70, 150, 32, 0, 0, 0, 0, 0, 20, 0},
+    {"ALiBi, causal L100 S100 D64", 1, 4, 100, 100, 64, 1, 0, 0, 0, 0, 0, 1},
+    {"ALiBi, kpm, window 9, causal N2 L60 S60 D48", 2, 2, 60, 60, 48, 1, 1, 0, 0, 0, 9, 1},
 };
 
 /* The mode through qkv_sdpa: BF16 gives the bf16 kernel's result, FP32
