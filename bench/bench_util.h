@@ -1,11 +1,13 @@
 /* bench_util.h: what the benchmark programs share: TRY (a failed qkv call
  * prints the library's message and exits: a benchmark has nothing to
- * recover), a monotonic clock in seconds and the encoder layer whose
- * training step several of them time. */
+ * recover), a monotonic clock in seconds, the precision QKV_BENCH_PRECISION
+ * asks for, and the encoder layer whose training step several of them
+ * time. */
 #ifndef QKV_BENCH_UTIL_H
 #define QKV_BENCH_UTIL_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "qkv.h"
 #include "qkv/transformer.h"
@@ -23,6 +25,20 @@ static inline double bench_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The ctx's precision as QKV_BENCH_PRECISION asks: fp32 (also when unset)
+ * or bf16 (docs/bf16.md); any other value stops the benchmark with a
+ * message. */
+static inline void bench_set_precision(qkv_ctx *c)
+{
+    const char *e = getenv("QKV_BENCH_PRECISION");
+    int bf16 = e && !strcmp(e, "bf16");
+    if (e && !bf16 && strcmp(e, "fp32")) {
+        fprintf(stderr, "QKV_BENCH_PRECISION=%s: expected fp32 or bf16\n", e);
+        exit(2);
+    }
+    TRY(qkv_ctx_set_precision(c, bf16 ? QKV_BF16 : QKV_FP32));
 }
 
 /* TransformerEncoderLayer(E, H, F) without dropout, initialised from r, in

@@ -60,13 +60,6 @@
         }                                                                             \
     } while (0)
 
-/* The precision QKV_BENCH_PRECISION asks for (fp32 when unset). */
-static void set_precision(qkv_ctx *c)
-{
-    const char *e = getenv("QKV_BENCH_PRECISION");
-    CHECK(qkv_ctx_set_precision(c, e && !strcmp(e, "bf16") ? QKV_BF16 : QKV_FP32));
-}
-
 static double status_mib(const char *key)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -232,7 +225,7 @@ static void run_mha(int64_t B, int64_t L, int causal, const char *name)
     qkv_mha_opts mo = qkv_mha_opts_default(E, H);
     CHECK(qkv_params_new(&p));
     CHECK(qkv_ctx_new(&c));
-    set_precision(c);
+    bench_set_precision(c);
     CHECK(qkv_mha_init(&m, &mo, p, "", &r));
     qkv_ctx_set_grad(c, 0); /* torch.no_grad() */
     size_t n = (size_t)(L * B * E);
@@ -278,7 +271,7 @@ static void run_encoder(int64_t B, int64_t L, const char *name)
     qkv_transformer_encoder_layer layer;
     bench_encoder_new(E, H, F, &r, &p, &layer, &o);
     CHECK(qkv_ctx_new(&c));
-    set_precision(c);
+    bench_set_precision(c);
     qkv_ctx_set_training(c, 1);
     size_t n = (size_t)(L * B * E);
     float *x = malloc(n * 4), *dout = malloc(n * 4);

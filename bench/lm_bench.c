@@ -76,8 +76,7 @@ static void train(int64_t steps)
     TRY(qkv_optim_new(&opt, p, &oo));
     qkv_ctx *c;
     TRY(qkv_ctx_new(&c));
-    const char *prec = getenv("QKV_BENCH_PRECISION"); /* bf16: products in bf16 (docs/bf16.md) */
-    if (prec && !strcmp(prec, "bf16")) TRY(qkv_ctx_set_precision(c, QKV_BF16));
+    bench_set_precision(c); /* QKV_BENCH_PRECISION=bf16: products in bf16 */
     train_data *d = malloc(sizeof *d);
     d->m = &m;
     qkv_trainer t = {.params = p, .optim = opt, .clip_norm = 1, .steps = 2, .batch = batch, .user = d};

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
-#include "qkv.h"
+#include "bench_util.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -53,8 +53,7 @@ static double qkv_steps(const cfg *g, int64_t *nparams)
     if (qkv_params_new(&p) || qkv_ctx_new(&c) || qkv_vit_init(&m, &vo, p, "", &r) ||
         qkv_optim_new(&o, p, &oo))
         return fail(), -1;
-    const char *prec = getenv("QKV_BENCH_PRECISION"); /* bf16: products in bf16 (docs/bf16.md) */
-    if (prec && !strcmp(prec, "bf16") && qkv_ctx_set_precision(c, QKV_BF16)) return fail(), -1;
+    bench_set_precision(c); /* QKV_BENCH_PRECISION=bf16: products in bf16 */
     *nparams = qkv_params_numel(p);
     int64_t B = g->batch;
     float *img = malloc((size_t)(B * 28 * 28) * sizeof *img);

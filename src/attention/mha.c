@@ -271,16 +271,16 @@ static qkv_status mha_split3(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, qkv_t
     return qkv_ctx_record(c, split3_backward, sv);
 }
 
-qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, int bf, qkv_tensor **q,
-                           qkv_tensor **k, qkv_tensor **v)
+qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
+                           qkv_tensor *value, int bf, qkv_tensor **q, qkv_tensor **k, qkv_tensor **v)
 {
-    if (!m->packed) {
-        QKV_TRY(mha_project_heads(c, m, MHA_Q, x, bf, q));
-        QKV_TRY(mha_project_heads(c, m, MHA_K, x, bf, k));
-        return mha_project_heads(c, m, MHA_V, x, bf, v);
+    if (!m->packed || query != key || key != value) {
+        QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, q));
+        QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, k));
+        return mha_project_heads(c, m, MHA_V, value, bf, v);
     }
     qkv_tensor *y, *out[3]; // (A,B,3E); (N,H,L,hd) each
-    QKV_TRY(qkv_linear(c, x, m->in_proj_weight, m->in_proj_bias, &y));
+    QKV_TRY(qkv_linear(c, query, m->in_proj_weight, m->in_proj_bias, &y));
     QKV_TRY(mha_split3(c, y, bf, m->o.num_heads, out));
     *q = out[0], *k = out[1], *v = out[2];
     return QKV_OK;
@@ -384,13 +384,7 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
      * heads split. */
     int bf = dm.batched && m->o.batch_first;
     qkv_tensor *q, *k, *v; // (N,H,L,hd), (N,H,S,hd), (N,H,S,hd)
-    if (query == key && key == value) { /* self-attention: one product for the three */
-        QKV_TRY(mha_project_qkv(c, m, query, bf, &q, &k, &v));
-    } else {
-        QKV_TRY(mha_project_heads(c, m, MHA_Q, query, bf, &q));
-        QKV_TRY(mha_project_heads(c, m, MHA_K, key, bf, &k));
-        QKV_TRY(mha_project_heads(c, m, MHA_V, value, bf, &v));
-    }
+    QKV_TRY(mha_project_qkv(c, m, query, key, value, bf, &q, &k, &v));
     if (m->o.rotary) { /* q and k rotated to their positions */
         qkv_tensor *pos; // (N,L) I64 or NULL
         QKV_TRY(mha_positions(c, &a, &dm, &pos));

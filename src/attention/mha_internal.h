@@ -19,12 +19,12 @@ typedef enum { MHA_Q = 0, MHA_K = 1, MHA_V = 2 } mha_which;
 qkv_status mha_project_heads(qkv_ctx *c, const qkv_mha *m, mha_which which, qkv_tensor *x,
                              int bf, qkv_tensor **out);
 
-/* Self-attention's in-projection of x for q, k and v at once, heads split
- * (N,H,L,hd) each: with the packed in_proj_weight one product (A,B,3E)
- * and one split (PyTorch's _in_projection_packed), else mha_project_heads
- * three times. */
-qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *x, int bf, qkv_tensor **q,
-                           qkv_tensor **k, qkv_tensor **v);
+/* The in-projections of query, key and value, heads split (N,H,L,hd)
+ * each: for self-attention (the same tensor three times) with the packed
+ * in_proj_weight one product (A,B,3E) and one split (PyTorch's
+ * _in_projection_packed), else mha_project_heads three times. */
+qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
+                           qkv_tensor *value, int bf, qkv_tensor **q, qkv_tensor **k, qkv_tensor **v);
 
 /* The rotary module's rotation of q or k (N,H,L,hd) at positions, I64
  * (N,L) or NULL for 0..L-1 (qkv_rope, rotate_half, m->o.rotary_base). */

@@ -104,6 +104,9 @@ extern const qkv_attn_simd qkv_attn_simd_bf16_avx512, qkv_attn_simd_bf16_avx2,
  * runs it. qkv_attn_simd_force(name) switches (NULL: back to the default);
  * it returns 0, changing nothing, for a name unknown or not runnable here. */
 const qkv_attn_simd *qkv_attn_simd_current(void);
+/* 1 when this CPU runs build s (its instruction set is there and the build
+ * is not empty); other kernels built with the same flags ask it too. */
+int qkv_attn_simd_runs(const qkv_attn_simd *s);
 int qkv_attn_simd_force(const char *name);
 /* The build d->bf16 uses, following the FP32 choice: bf16_avx512 where the
  * FP32 build is avx512 and the CPU has AVX512-BF16, bf16_portable where it

@@ -8,7 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
 
-static int simd_runs(const qkv_attn_simd *s)
+int qkv_attn_simd_runs(const qkv_attn_simd *s)
 {
     if (!s->forward) return 0;
 #if defined(__x86_64__) || defined(__i386__)
@@ -18,7 +18,7 @@ static int simd_runs(const qkv_attn_simd *s)
     if (s == &qkv_attn_simd_avx2 || s == &qkv_attn_simd_bf16_avx2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (s == &qkv_attn_simd_bf16_avx512)
-        return simd_runs(&qkv_attn_simd_avx512) && qkv_bf16_dot_supported();
+        return qkv_attn_simd_runs(&qkv_attn_simd_avx512) && qkv_bf16_dot_supported();
 #endif
     return 1;
 }
@@ -30,7 +30,7 @@ static const qkv_attn_simd *simd_forced;
 static const qkv_attn_simd *simd_named(const char *name)
 {
     for (size_t i = 0; i < sizeof simd_all / sizeof *simd_all; i++)
-        if (name && !strcmp(name, simd_all[i]->name) && simd_runs(simd_all[i])) return simd_all[i];
+        if (name && !strcmp(name, simd_all[i]->name) && qkv_attn_simd_runs(simd_all[i])) return simd_all[i];
     return NULL;
 }
 
@@ -40,7 +40,7 @@ const qkv_attn_simd *qkv_attn_simd_current(void)
     const qkv_attn_simd *s = simd_named(getenv("QKV_ISA"));
     if (s) return s;
     for (size_t i = 0; i < sizeof simd_all / sizeof *simd_all; i++)
-        if (simd_runs(simd_all[i])) return simd_all[i];
+        if (qkv_attn_simd_runs(simd_all[i])) return simd_all[i];
     return &qkv_attn_simd_portable;
 }
 
@@ -58,9 +58,9 @@ int qkv_attn_simd_force(const char *name)
 const qkv_attn_simd *qkv_attn_simd_bf16_current(void)
 {
     const qkv_attn_simd *f = qkv_attn_simd_current();
-    if (f == &qkv_attn_simd_avx512 && simd_runs(&qkv_attn_simd_bf16_avx512))
+    if (f == &qkv_attn_simd_avx512 && qkv_attn_simd_runs(&qkv_attn_simd_bf16_avx512))
         return &qkv_attn_simd_bf16_avx512;
-    if (f != &qkv_attn_simd_portable && simd_runs(&qkv_attn_simd_bf16_avx2)) return &qkv_attn_simd_bf16_avx2;
+    if (f != &qkv_attn_simd_portable && qkv_attn_simd_runs(&qkv_attn_simd_bf16_avx2)) return &qkv_attn_simd_bf16_avx2;
     return &qkv_attn_simd_bf16_portable;
 }
 

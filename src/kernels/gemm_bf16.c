@@ -57,6 +57,36 @@ static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, f
             Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j]));
 }
 
+/* A buffer of the calling thread, kept and grown for the thread's life;
+ * NULL when out of memory. */
+typedef struct {
+    void *p;
+    size_t cap;
+} thread_buf;
+
+static void *thread_buf_get(thread_buf *b, size_t bytes)
+{
+    if (bytes > b->cap) {
+        free(b->p);
+        b->p = malloc(bytes);
+        b->cap = b->p ? bytes : 0;
+    }
+    return b->p;
+}
+
+/* The copies of the inputs go to a buffer of the calling thread (up to
+ * SCRATCH_KEEP bytes; larger ones are freed after the product): a fresh
+ * malloc per product cost the page faults of its first touch on every call
+ * (about 1% of an encoder layer's training step in perf). NULL when out of
+ * memory. */
+enum { SCRATCH_KEEP = 32 << 20 };
+static _Thread_local thread_buf copies;
+
+static void *scratch_get(size_t bytes)
+{
+    return bytes > SCRATCH_KEEP ? malloc(bytes) : thread_buf_get(&copies, bytes);
+}
+
 #ifdef QKV_DNNL
 /* ---- oneDNN ------------------------------------------------------------ */
 
@@ -151,21 +181,6 @@ static int dnnl_ready(void)
     return s > 0;
 }
 
-/* The calling thread's scratchpad for oneDNN, kept and grown for the
- * thread's life; NULL when out of memory. */
-static _Thread_local void *pad_buf;
-static _Thread_local size_t pad_cap;
-
-static void *pad_get(size_t bytes)
-{
-    if (bytes > pad_cap) {
-        free(pad_buf);
-        pad_buf = malloc(bytes);
-        pad_cap = pad_buf ? bytes : 0;
-    }
-    return pad_buf;
-}
-
 /* Runs the product on compact bf16 Ah, Bh; 0 when oneDNN declined. */
 static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
                      const uint16_t *Bh, float beta, float *C, int64_t ldc)
@@ -189,7 +204,8 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
         }
     }
     if (!p) return 0;
-    void *pad = scratch ? pad_get(scratch) : NULL; /* this thread's own */
+    static _Thread_local thread_buf pads; /* oneDNN's scratchpad: this thread's own */
+    void *pad = scratch ? thread_buf_get(&pads, scratch) : NULL;
     if (scratch && !pad) {
         if (owned) dnnl_primitive_destroy(p);
         return 0;
@@ -224,26 +240,6 @@ int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && d
 #else
 int qkv_gemm_bf16_accelerated(void) { return 0; }
 #endif
-
-/* The copies of the inputs go to a buffer of the calling thread, kept and
- * grown for the thread's life (up to SCRATCH_KEEP bytes; larger ones are
- * freed after the product): a fresh malloc per product cost the page
- * faults of its first touch on every call (about 1% of an encoder layer's
- * training step in perf). NULL when out of memory. */
-enum { SCRATCH_KEEP = 32 << 20 };
-static _Thread_local void *scratch_buf;
-static _Thread_local size_t scratch_cap;
-
-static void *scratch_get(size_t bytes)
-{
-    if (bytes > SCRATCH_KEEP) return malloc(bytes);
-    if (bytes > scratch_cap) {
-        free(scratch_buf);
-        scratch_buf = malloc(bytes);
-        scratch_cap = scratch_buf ? bytes : 0;
-    }
-    return scratch_buf;
-}
 
 static void scratch_put(void *p, size_t bytes)
 {

@@ -1,8 +1,8 @@
 /* rows.c: row loops shared by several ops (rows.h). */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "kernels/attention.h"
 #include "kernels/rows.h"
 #include "kernels/vmath.h"
 
@@ -70,32 +70,25 @@ void qkv_vec_add_into(float *y, const float *x, int64_t n)
 /* ---- exp, sigmoid, tanh, erf and erfc of a vector (vmath.h) ----------
  * The AVX-512 build of the loops where the CPU has it: on this machine's
  * Zen 4, erfc took 0.90 ns an element against 1.53 in the baseline build,
- * exp 0.38 against 0.54 (256 elements in L1, one thread); the loops are
- * bound by their dependency chains, and one instruction does 16 lanes.
+ * exp 0.38 against 0.54 (build/bench/vmath: 256 elements in L1, one
+ * thread); the loops are bound by their dependency chains, and one
+ * instruction does 16 lanes. It goes with the AVX-512 attention kernels:
  * QKV_ISA=avx2 or portable (docs/attention.md) keeps the baseline build;
  * qkv_vmath_force picks one for tests. Both give the same bits. */
 static const qkv_vmath vmath_base = {"base", vm_exp, vm_tanh, vm_sigmoid, vm_erf, vm_erfc};
 static const qkv_vmath *vmath_forced;
 
-static int vmath_avx512_runs(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return qkv_vmath_avx512.exp && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#else
-    return 0;
-#endif
-}
+/* vmath_avx512.c is built with attention_avx512.c's flags: it runs where
+ * that build runs, and is picked where that build is (QKV_ISA included). */
+static int vmath_avx512_runs(void) { return qkv_vmath_avx512.exp && qkv_attn_simd_runs(&qkv_attn_simd_avx512); }
 
 static const qkv_vmath *vmath(void)
 {
     static const qkv_vmath *picked; /* a benign race: every thread picks the same */
     if (vmath_forced) return vmath_forced;
-    if (!picked) {
-        const char *isa = getenv("QKV_ISA");
-        int base = isa && (!strcmp(isa, "avx2") || !strcmp(isa, "portable"));
-        picked = !base && vmath_avx512_runs() ? &qkv_vmath_avx512 : &vmath_base;
-    }
+    if (!picked)
+        picked = qkv_vmath_avx512.exp && qkv_attn_simd_current() == &qkv_attn_simd_avx512 ? &qkv_vmath_avx512
+                                                                                         : &vmath_base;
     return picked;
 }
 

@@ -351,7 +351,7 @@ static qkv_status cached_self_attn(qkv_ctx *c, const qkv_mha *m, const cache_arg
     int bf = ca->batch_first;
     qkv_arena *a = qkv_ctx_arena(c);
     qkv_tensor *q, *k, *v; // (N,H,T,hd) each
-    QKV_TRY(mha_project_qkv(c, m, x, bf, &q, &k, &v));
+    QKV_TRY(mha_project_qkv(c, m, x, x, x, bf, &q, &k, &v));
     int64_t N = q->shape[0], H = q->shape[1], T = q->shape[2], hd = q->shape[3];
     if (m->o.rotary) {
         qkv_tensor *pos; // (N,T)
