@@ -412,12 +412,63 @@ static void test_bad_input(void)
     qkv_ctx_free(c);
 }
 
+/* q, k and v whose gradients the backward meets first (a multi-head
+ * attention's, from its head split): the fast kernels zero them head by
+ * head as they go instead of adding into zeroed buffers. The gradients must
+ * equal, bit for bit, those added into zeros (run_problem's). Two runs in
+ * one ctx: the second run's new buffers hold the first run's numbers (the
+ * arena is reused), not zeros. One key tile (S <= 128, dq added directly)
+ * and several (dq summed from per-thread buffers). */
+static void test_unset_grads(void)
+{
+    int64_t sizes[][6] = {{2, 4, 50, 50, 16, 16}, {1, 2, 150, 200, 64, 64}, {1, 2, 70, 130, 8, 5}};
+    int flag_sets[] = {0, 4 | 8, 64};
+    for (int isa = 0; isa < NISA; isa++) {
+        if (!isa_use(isa)) continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+            for (size_t f = 0; f < sizeof flag_sets / sizeof *flag_sets; f++) {
+                int64_t *z = sizes[s];
+                problem p;
+                problem_make(&p, z[0], z[1], z[2], z[3], z[4], z[5], flag_sets[f]);
+                int64_t no = z[0] * z[1] * z[2] * z[5];
+                int64_t n3[3] = {qkv_tensor_numel(p.q), qkv_tensor_numel(p.k), qkv_tensor_numel(p.v)};
+                float *o1 = malloc(no * 4), *g1 = malloc((n3[0] + n3[1] + n3[2]) * 4), *dout = malloc(no * 4);
+                run_problem(&p, o1, g1);
+                qkv_rng r2;
+                qkv_rng_seed(&r2, 7); /* run_problem's dout */
+                qkv_rng_fill_uniform(&r2, dout, no, -1, 1);
+                qkv_ctx *c;
+                qkv_ctx_new(&c);
+                for (int run = 0; run < 2; run++) {
+                    qkv_ctx_reset(c);
+                    problem p2 = p;
+                    qkv_tensor **t[3] = {&p2.q, &p2.k, &p2.v}, *src[3] = {p.q, p.k, p.v}, *o;
+                    for (int i = 0; i < 3; i++) {
+                        CHECK_OK(qkv_tensor_wrap(qkv_ctx_arena(c), src[i]->data, 4, src[i]->shape, t[i]));
+                        qkv_tensor_set_requires_grad(*t[i], 1);
+                    }
+                    CHECK_OK(problem_forward(c, &p2, &o));
+                    CHECK_OK(qkv_backward(c, o, dout));
+                    int same = 1;
+                    for (int i = 0, off = 0; i < 3; off += (int)n3[i], i++)
+                        same &= (*t[i])->grad && !memcmp((*t[i])->grad, g1 + off, (size_t)n3[i] * 4);
+                    CHECK(same, "%s size %zu flags %d run %d: new gradient buffers differ from added-into zeros",
+                          ISAS[isa], s, flag_sets[f], run);
+                }
+                qkv_ctx_free(c);
+                free(o1), free(g1), free(dout);
+            }
+    }
+    qkv_attn_simd_force(NULL);
+}
+
 int main(void)
 {
     qkv_arena_new(&A, 0);
     qkv_rng_seed(&R, 42);
     test_worked_example();
     test_fast_vs_reference();
+    test_unset_grads();
     test_gradcheck();
     test_permutation();
     test_wide_window();

@@ -27,8 +27,20 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
     qkv_arena *a = qkv_ctx_arena(c);
     float *g[3] = {NULL, NULL, NULL};
     qkv_tensor *in[3] = {s->q, s->k, s->v};
+    /* Three tensors of their own whose gradients are met here first (q, k
+     * and v of a multi-head attention): the fast kernels zero them head by
+     * head as they go. Otherwise (shared or viewed inputs, the reference)
+     * they are zeroed here and added into. */
+    qkv_attn_desc d = s->d;
+    d.grads_unset = !qkv_reference() && in[0] != in[1] && in[1] != in[2] && in[0] != in[2];
     for (int i = 0; i < 3; i++)
-        if (in[i]->requires_grad && !(g[i] = qkv_tensor_grad(a, in[i]))) return QKV_ERR_NOMEM;
+        d.grads_unset &= !in[i]->base && !in[i]->grad;
+    for (int i = 0; i < 3; i++) {
+        int fresh = 0;
+        if (!in[i]->requires_grad) continue;
+        g[i] = d.grads_unset ? qkv_tensor_grad_fresh(a, in[i], &fresh) : qkv_tensor_grad(a, in[i]);
+        if (!g[i]) return QKV_ERR_NOMEM;
+    }
     /* Kernel scratch comes after the gradients and goes back at the end. */
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     int threads = omp_get_max_threads();
@@ -38,9 +50,10 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
         qkv_attn_backward_ref(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
                               dout, g[0], g[1], g[2], scratch);
     } else {
-        float *scratch = qkv_arena_alloc(a, qkv_attn_backward_scratch(&s->d, threads) * sizeof(float));
+        /* not zeroed: the kernels set what they read (the dq buffers too) */
+        float *scratch = qkv_arena_alloc_uninit(a, qkv_attn_backward_scratch(&d, threads) * sizeof(float));
         if (!scratch) return QKV_ERR_NOMEM;
-        qkv_attn_backward_flash(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
+        qkv_attn_backward_flash(&d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
                                 dout, g[0], g[1], g[2], scratch, threads);
     }
     qkv_arena_release(a, mark);
@@ -175,8 +188,9 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     int rec = qkv_ctx_recording(c, in, 3);
     int h = q->ndim == 4;
     int64_t oshape[4] = {d.N, d.H, d.L, d.Dv};
-    QKV_TRY(qkv_ctx_tensor(c, q->ndim, h ? oshape : (int64_t[]){d.N, d.L, d.Dv}, rec, out));
-    float *lse = qkv_ctx_alloc(c, (size_t)(d.N * d.H * d.L) * sizeof(float)); // (N,H,L)
+    /* out and lse: every element written by either kernel */
+    QKV_TRY(qkv_ctx_tensor_uninit(c, q->ndim, h ? oshape : (int64_t[]){d.N, d.L, d.Dv}, rec, out));
+    float *lse = qkv_ctx_alloc_uninit(c, (size_t)(d.N * d.H * d.L) * sizeof(float)); // (N,H,L)
     float *w = NULL;
     if (!lse) return QKV_ERR_NOMEM;
     if (o.need_weights) {
@@ -193,7 +207,7 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
         qkv_attn_forward_ref(&d, q->data, k->data, v->data, (*out)->data, lse, w, scratch);
     } else {
         int threads = omp_get_max_threads();
-        float *scratch = qkv_arena_alloc(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
+        float *scratch = qkv_arena_alloc_uninit(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
         if (!scratch) return QKV_ERR_NOMEM;
         qkv_attn_forward_flash(&d, q->data, k->data, v->data, (*out)->data, lse, scratch, threads);
         if (w) qkv_attn_weights(&d, q->data, k->data, lse, w);

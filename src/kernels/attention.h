@@ -34,6 +34,10 @@ typedef struct {
      * mode): Q, K, V, P, dO and dS rounded to bf16, FP32 accumulation and
      * softmax statistics (attention_bf16_*.c). 0: FP32 throughout. */
     int bf16;
+    /* Backward only: dq, dk and dv are new buffers, not yet set (the op's
+     * gradients met for the first time): the fast kernels zero each head's
+     * part just before adding into it, not in a pass of their own. */
+    int grads_unset;
 } qkv_attn_desc;
 
 /* True when any mask is present (the kernels skip the per-element test

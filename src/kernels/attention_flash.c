@@ -117,7 +117,7 @@ void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float
         for (int64_t i = 0; i < (int64_t)nq; i++) {
             float acc = 0;
             for (int th = 0; th < threads; th++) acc += dqs[(size_t)th * nq + i];
-            dq[i] += d->scale * acc;
+            dq[i] = (d->grads_unset ? 0.0f : dq[i]) + d->scale * acc;
         }
     }
 }

@@ -593,6 +593,11 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
 #pragma omp for schedule(static, 1)
         for (int64_t t = 0; t < NH * ntiles; t++) {
             int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
+            if (d->grads_unset) { /* the parts this tile alone adds into */
+                if (direct && mydq) memset(mydq + nh * L * D, 0, (size_t)(L * D) * sizeof(float));
+                if (dk) memset(dk + (nh * S + j0) * D, 0, (size_t)((j1 - j0) * D) * sizeof(float));
+                if (dv) memset(dv + (nh * S + j0) * Dv, 0, (size_t)((j1 - j0) * Dv) * sizeof(float));
+            }
             backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
                           v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
                           mydq ? mydq + nh * L * D : NULL, direct ? d->scale : 1.0f,

@@ -54,11 +54,33 @@ void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n)
         for (int64_t j = 0; j < n; j++) y[r * n + j] = b[j];
 }
 
+/* Flat blocks of this many elements go to the threads: a residual
+ * connection adds two tensors of one shape (one row of 409,600 floats in a
+ * ViT step), which a loop over rows ran on one thread. */
+enum { FLAT_BLK = 16384 };
+
 void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n)
 {
-#pragma omp parallel for if (rows * n >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < n; j++) y[r * n + j] = a[r * n + j] + (b ? b[j] : 0.0f);
+    int64_t total = rows * n, nblk = (total + FLAT_BLK - 1) / FLAT_BLK;
+#pragma omp parallel for if (total >= QKV_PAR_MIN)
+    for (int64_t k = 0; k < nblk; k++) {
+        int64_t i = k * FLAT_BLK, end = i + FLAT_BLK < total ? i + FLAT_BLK : total;
+        while (i < end) { /* the block's pieces of rows */
+            int64_t j = i % n, m = n - j < end - i ? n - j : end - i;
+            for (int64_t t = 0; t < m; t++) y[i + t] = a[i + t] + (b ? b[j + t] : 0.0f);
+            i += m;
+        }
+    }
+}
+
+void qkv_vec_copy(float *y, const float *x, int64_t n)
+{
+    int64_t nblk = (n + FLAT_BLK - 1) / FLAT_BLK;
+#pragma omp parallel for if (n >= QKV_PAR_MIN)
+    for (int64_t k = 0; k < nblk; k++) {
+        int64_t i = k * FLAT_BLK, m = i + FLAT_BLK < n ? FLAT_BLK : n - i;
+        memcpy(y + i, x + i, (size_t)m * sizeof(float));
+    }
 }
 
 void qkv_vec_add_into(float *y, const float *x, int64_t n)

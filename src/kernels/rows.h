@@ -12,6 +12,8 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n);
 void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
 /* y[r, j] = a[r, j] + b[j] (b NULL: y = a): y, a (rows,n), b (n). */
 void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n);
+/* y[i] = x[i] for i < n (y and x do not overlap). */
+void qkv_vec_copy(float *y, const float *x, int64_t n);
 /* y[i] += x[i] for i < n. */
 void qkv_vec_add_into(float *y, const float *x, int64_t n);
 /* y[i] = tanh(x[i]), sigmoid(x[i]) = 1 / (1 + exp(-x[i])), exp(x[i]) for

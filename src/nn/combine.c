@@ -11,7 +11,20 @@ typedef struct {
     int64_t rows, nb;      /* y as (rows,nb) */
 } add_saved;
 
-/* Differentiates y[r, j] = a[r, j] + b[j]: da += dy, db[j] += sum_r dy[r, j]. */
+/* t's gradient += dy (n floats); a new buffer is a copy of dy, not zeroed
+ * and added into. */
+static qkv_status add_grad(qkv_arena *ar, qkv_tensor *t, const float *dy, int64_t n)
+{
+    int fresh;
+    float *g = qkv_tensor_grad_fresh(ar, t, &fresh); // (n)
+    if (!g) return QKV_ERR_NOMEM;
+    if (fresh) qkv_vec_copy(g, dy, n);
+    else qkv_vec_add_into(g, dy, n);
+    return QKV_OK;
+}
+
+/* Differentiates y[r, j] = a[r, j] + b[j]: da += dy, db[j] += sum_r dy[r, j]
+ * (a residual connection, b of a's shape: rows is 1 and db += dy). */
 static qkv_status add_backward(qkv_ctx *c, void *p)
 {
     add_saved *s = p;
@@ -19,14 +32,9 @@ static qkv_status add_backward(qkv_ctx *c, void *p)
     if (!dy) return QKV_OK;
     qkv_arena *ar = qkv_ctx_arena(c);
     int64_t nb = s->nb;
-    if (s->a->requires_grad) {
-        int fresh; /* a new buffer is dy itself: copied, not zeroed and added into */
-        float *da = qkv_tensor_grad_fresh(ar, s->a, &fresh); // (rows,nb)
-        if (!da) return QKV_ERR_NOMEM;
-        if (fresh) memcpy(da, dy, (size_t)(s->rows * nb) * sizeof(float));
-        else qkv_vec_add_into(da, dy, s->rows * nb);
-    }
+    if (s->a->requires_grad) QKV_TRY(add_grad(ar, s->a, dy, s->rows * nb));
     if (s->b->requires_grad) {
+        if (s->rows == 1) return add_grad(ar, s->b, dy, nb);
         float *db = qkv_tensor_grad(ar, s->b); // (nb)
         if (!db) return QKV_ERR_NOMEM;
         qkv_rows_sum_into(db, dy, s->rows, nb);

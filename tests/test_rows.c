@@ -1,0 +1,92 @@
+/* test_rows.c: the row loops of kernels/rows.h against plain loops written
+ * here (sizes below and above the parallel bound, flat blocks that cut rows
+ * in the middle, one long row as a residual connection's add has), and the
+ * add op's gradients when both operands have one shape (a residual
+ * connection: each operand's gradient is dy, new or added into). */
+#include <omp.h>
+#include "harness.h"
+#include "kernels/rows.h"
+
+static void fill(float *x, int64_t n, unsigned seed)
+{
+    srand(seed);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)rand() / RAND_MAX * 4.0f - 2.0f;
+}
+
+static void test_rows_add(void)
+{
+    /* (rows, n): small, rows cut by the 16,384-element blocks (n = 3, 100,
+     * 5,000), one row of 409,600 (a ViT's residual), and empty */
+    const int64_t shapes[][2] = {{4, 5}, {20000, 3}, {700, 100}, {9, 5000}, {1, 409600}, {0, 7}, {5, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int64_t rows = shapes[s][0], n = shapes[s][1], total = rows * n;
+        float *a = malloc((size_t)(total + 1) * sizeof(float)), *b = malloc((size_t)(n + 1) * sizeof(float));
+        float *y = malloc((size_t)(total + 1) * sizeof(float)), *c = malloc((size_t)(total + 1) * sizeof(float));
+        fill(a, total, 1);
+        fill(b, n, 2);
+        for (int with_b = 0; with_b < 2; with_b++) {
+            for (int64_t i = 0; i <= total; i++) y[i] = NAN;
+            qkv_rows_add(y, a, with_b ? b : NULL, rows, n);
+            int64_t bad = 0;
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = 0; j < n; j++) {
+                    float want = a[r * n + j] + (with_b ? b[j] : 0.0f);
+                    bad += memcmp(&y[r * n + j], &want, sizeof want) != 0;
+                }
+            CHECK(bad == 0 && isnan(y[total]), "rows_add (%lld,%lld)%s: %lld elements wrong or one past written",
+                  (long long)rows, (long long)n, with_b ? "" : " without b", (long long)bad);
+        }
+        for (int64_t i = 0; i <= total; i++) c[i] = NAN;
+        qkv_vec_copy(c, a, total);
+        CHECK(!memcmp(c, a, (size_t)total * sizeof(float)) && isnan(c[total]),
+              "vec_copy of %lld floats", (long long)total);
+        free(a), free(b), free(y), free(c);
+    }
+}
+
+/* y = a + b with a and b of one shape (409,600 elements, above the parallel
+ * bound): da = db = dy when the gradients are new; added into when a
+ * gradient was already there (b used twice: y2 = y + b). */
+static void test_add_residual_grads(void)
+{
+    enum { N = 409600 };
+    qkv_ctx *c;
+    qkv_ctx_new(&c);
+    qkv_arena *A = qkv_ctx_arena(c);
+    float *ad = malloc(N * sizeof(float)), *bd = malloc(N * sizeof(float)), *dy = malloc(N * sizeof(float));
+    float *ga = malloc(N * sizeof(float)), *gb = malloc(N * sizeof(float));
+    fill(ad, N, 3), fill(bd, N, 4), fill(dy, N, 5);
+    for (int twice = 0; twice < 2; twice++) {
+        qkv_ctx_reset(c);
+        qkv_tensor *a, *b, *y;
+        CHECK_OK(qkv_tensor_wrap(A, ad, 3, (int64_t[]){128, 50, 64}, &a));
+        CHECK_OK(qkv_tensor_wrap(A, bd, 3, (int64_t[]){128, 50, 64}, &b));
+        qkv_tensor_set_requires_grad(a, 1);
+        qkv_tensor_set_requires_grad(b, 1);
+        CHECK_OK(qkv_add(c, a, b, &y));
+        if (twice) CHECK_OK(qkv_add(c, y, b, &y));
+        CHECK_OK(qkv_backward(c, y, dy));
+        CHECK_OK(qkv_tensor_read_grad(a, ga, N));
+        CHECK_OK(qkv_tensor_read_grad(b, gb, N));
+        int64_t bad_a = 0, bad_b = 0;
+        for (int64_t i = 0; i < N; i++) {
+            float wb = twice ? dy[i] + dy[i] : dy[i];
+            bad_a += ga[i] != dy[i];
+            bad_b += gb[i] != wb;
+        }
+        CHECK(bad_a == 0 && bad_b == 0, "residual add%s: %lld of da and %lld of db differ from dy%s",
+              twice ? " with b used twice" : "", (long long)bad_a, (long long)bad_b, twice ? " + dy" : "");
+    }
+    free(ad), free(bd), free(dy), free(ga), free(gb);
+    qkv_ctx_free(c);
+}
+
+int main(void)
+{
+    test_rows_add();
+    omp_set_num_threads(1); /* the same on one thread */
+    test_rows_add();
+    omp_set_num_threads(2);
+    test_add_residual_grads();
+    return h_finish("test_rows");
+}
