@@ -374,15 +374,44 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
     int64_t E = m->o.embed_dim;
     qkv_arena *ar = qkv_ctx_arena(c);
 
+    int self = query == key && key == value;
     /* Unbatched inputs become batched with N = 1 ((L,E) -> (L,1,E)). */
     if (!dm.batched) {
         QKV_TRY(qkv_reshape(c, query, 3, (int64_t[]){dm.L, 1, E}, &query));
         QKV_TRY(qkv_reshape(c, key, 3, (int64_t[]){dm.S, 1, m->o.kdim}, &key));
         QKV_TRY(qkv_reshape(c, value, 3, (int64_t[]){dm.S, 1, m->o.vdim}, &value));
     }
+    qkv_sdpa_opts so = qkv_sdpa_opts_default();
+    so.attn_mask = a.attn_mask;
+    so.key_padding_mask = a.key_padding_mask;
+    if (so.key_padding_mask && !dm.batched) {
+        qkv_tensor *kp;
+        QKV_TRY(qkv_tensor_view(ar, (qkv_tensor *)a.key_padding_mask, 2, (int64_t[]){1, dm.S}, &kp));
+        so.key_padding_mask = kp;
+    }
+    so.causal = a.causal;
+    so.window = a.window;
+    so.alibi_slopes = a.alibi_slopes;
+    so.dropout_p = m->o.dropout;
+    int capture = qkv_ctx_capturing(c); /* the weights for figures, asked for or not */
+    so.need_weights = a.need_weights || capture;
+    so.mask_keys = dm.S;
+    int bf = dm.batched && m->o.batch_first;
+    /* Self-attention with the packed weight, nothing between the
+     * projection and the attention, no weights asked for: one product, the
+     * heads read and written in place (no split, no merge), the
+     * out-projection. The same numbers as the path below. */
+    if (self && m->packed && !m->o.rotary && !m->bias_k && !m->o.add_zero_attn && !so.need_weights &&
+        !qkv_reference() && dm.N > 0 && dm.L > 0) {
+        qkv_tensor *y, *o3; // (A,B,3E), (A,B,E)
+        QKV_TRY(qkv_linear(c, query, m->in_proj_weight, m->in_proj_bias, &y));
+        QKV_TRY(mha_attend_packed(c, y, bf, m->o.num_heads, &so, &o3));
+        QKV_TRY(qkv_linear(c, o3, m->out_proj_weight, m->out_proj_bias, out));
+        if (!dm.batched) QKV_TRY(qkv_reshape(c, *out, 2, (int64_t[]){dm.L, E}, out));
+        return QKV_OK;
+    }
     /* In-projection (the packed weight's row blocks, or the three weights),
      * heads split. */
-    int bf = dm.batched && m->o.batch_first;
     qkv_tensor *q, *k, *v; // (N,H,L,hd), (N,H,S,hd), (N,H,S,hd)
     QKV_TRY(mha_project_qkv(c, m, query, key, value, bf, &q, &k, &v));
     if (m->o.rotary) { /* q and k rotated to their positions */
@@ -400,21 +429,6 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
         QKV_TRY(qkv_append_row(c, k, NULL, &k));
         QKV_TRY(qkv_append_row(c, v, NULL, &v));
     }
-    qkv_sdpa_opts so = qkv_sdpa_opts_default();
-    so.attn_mask = a.attn_mask;
-    so.key_padding_mask = a.key_padding_mask;
-    if (so.key_padding_mask && !dm.batched) {
-        qkv_tensor *kp;
-        QKV_TRY(qkv_tensor_view(ar, (qkv_tensor *)a.key_padding_mask, 2, (int64_t[]){1, dm.S}, &kp));
-        so.key_padding_mask = kp;
-    }
-    so.causal = a.causal;
-    so.window = a.window;
-    so.alibi_slopes = a.alibi_slopes;
-    so.dropout_p = m->o.dropout;
-    int capture = qkv_ctx_capturing(c); /* the weights for figures, asked for or not */
-    so.need_weights = a.need_weights || capture;
-    so.mask_keys = dm.S;
     qkv_tensor *o, *w = NULL; // (N,H,L,hd), (N,H,L,S')
     QKV_TRY(qkv_sdpa(c, q, k, v, &so, &o, so.need_weights ? &w : NULL));
     if (capture) QKV_TRY(qkv_ctx_capture_add(c, w));

@@ -31,6 +31,14 @@ qkv_status mha_project_qkv(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
 qkv_status mha_rotate(qkv_ctx *c, const qkv_mha *m, const qkv_tensor *positions, qkv_tensor *x,
                       qkv_tensor **y);
 
+/* Self-attention on the packed in-projection y (A,B,3E) = (N,L,3E) when
+ * bf, else (L,N,3E), H heads: q, k and v read where they lie in y (no head
+ * split), the output written as (A,B,E) (no merge), o's masks, dropout
+ * and scale as qkv_sdpa's, with the fast kernels (callers take the split
+ * path under qkv_reference()); the backward writes y's gradient. */
+qkv_status mha_attend_packed(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, const qkv_sdpa_opts *o,
+                             qkv_tensor **out);
+
 /* The heads merged and the out-projection: o (N,H,L,hd) -> (L,N,E), or
  * (N,L,E) when bf -> out_proj (y like the merged tensor). */
 qkv_status mha_merge_heads(qkv_ctx *c, const qkv_mha *m, qkv_tensor *o, int bf, qkv_tensor **y);

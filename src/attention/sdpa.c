@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include "attention/mha_internal.h"
 #include "kernels/attention.h"
 
 qkv_sdpa_opts qkv_sdpa_opts_default(void)
@@ -15,9 +16,22 @@ qkv_sdpa_opts qkv_sdpa_opts_default(void)
 
 typedef struct {
     qkv_attn_desc d;
-    qkv_tensor *q, *k, *v, *out;
-    float *lse; // (N,H,L)
+    qkv_tensor *q, *k, *v, *out; /* packed: q = k = v = the projection (A,B,3E) */
+    float *lse;                  // (N,H,L)
+    int64_t E;                   /* packed: k and v from columns E and 2E on; else 0 */
 } sdpa_saved;
+
+/* The packed projection's gradient: written (grads_unset) when new. */
+static qkv_status sdpa_packed_grads(qkv_arena *a, sdpa_saved *s, qkv_attn_desc *d, float *g[3])
+{
+    if (!s->q->requires_grad) return QKV_OK;
+    int fresh;
+    float *dy = qkv_tensor_grad_fresh(a, s->q, &fresh); // (A,B,3E)
+    if (!dy) return QKV_ERR_NOMEM;
+    d->grads_unset = fresh;
+    g[0] = dy, g[1] = dy + s->E, g[2] = dy + 2 * s->E;
+    return QKV_OK;
+}
 
 static qkv_status sdpa_backward(qkv_ctx *c, void *p)
 {
@@ -27,24 +41,28 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
     qkv_arena *a = qkv_ctx_arena(c);
     float *g[3] = {NULL, NULL, NULL};
     qkv_tensor *in[3] = {s->q, s->k, s->v};
-    /* Three tensors of their own whose gradients are met here first (q, k
-     * and v of a multi-head attention): the fast kernels zero them head by
-     * head as they go. Otherwise (shared or viewed inputs, the reference)
-     * they are zeroed here and added into. */
     qkv_attn_desc d = s->d;
-    d.grads_unset = !qkv_reference() && in[0] != in[1] && in[1] != in[2] && in[0] != in[2];
-    for (int i = 0; i < 3; i++)
-        d.grads_unset &= !in[i]->base && !in[i]->grad;
-    for (int i = 0; i < 3; i++) {
-        int fresh = 0;
-        if (!in[i]->requires_grad) continue;
-        g[i] = d.grads_unset ? qkv_tensor_grad_fresh(a, in[i], &fresh) : qkv_tensor_grad(a, in[i]);
-        if (!g[i]) return QKV_ERR_NOMEM;
+    if (s->E) { /* the packed projection's gradient */
+        QKV_TRY(sdpa_packed_grads(a, s, &d, g));
+    } else {
+        /* Three tensors of their own whose gradients are met here first (q,
+         * k and v of a multi-head attention's split): the fast kernels zero
+         * them head by head as they go. Otherwise (shared or viewed inputs,
+         * the reference) they are zeroed here and added into. */
+        d.grads_unset = !qkv_reference() && in[0] != in[1] && in[1] != in[2] && in[0] != in[2];
+        for (int i = 0; i < 3; i++)
+            d.grads_unset &= !in[i]->base && !in[i]->grad;
+        for (int i = 0; i < 3; i++) {
+            int fresh = 0;
+            if (!in[i]->requires_grad) continue;
+            g[i] = d.grads_unset ? qkv_tensor_grad_fresh(a, in[i], &fresh) : qkv_tensor_grad(a, in[i]);
+            if (!g[i]) return QKV_ERR_NOMEM;
+        }
     }
     /* Kernel scratch comes after the gradients and goes back at the end. */
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     int threads = omp_get_max_threads();
-    if (qkv_reference()) {
+    if (qkv_reference() && !s->E) { /* (a packed forward ran the fast kernels) */
         double *scratch = qkv_arena_alloc(a, qkv_attn_ref_scratch(&s->d) * sizeof(double));
         if (!scratch) return QKV_ERR_NOMEM;
         qkv_attn_backward_ref(&s->d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
@@ -53,8 +71,8 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
         /* not zeroed: the kernels set what they read (the dq buffers too) */
         float *scratch = qkv_arena_alloc_uninit(a, qkv_attn_backward_scratch(&d, threads) * sizeof(float));
         if (!scratch) return QKV_ERR_NOMEM;
-        qkv_attn_backward_flash(&d, s->q->data, s->k->data, s->v->data, s->out->data, s->lse,
-                                dout, g[0], g[1], g[2], scratch, threads);
+        qkv_attn_backward_flash(&d, s->q->data, s->k->data + s->E, s->v->data + 2 * s->E, s->out->data,
+                                s->lse, dout, g[0], g[1], g[2], scratch, threads);
     }
     qkv_arena_release(a, mark);
     return QKV_OK;
@@ -158,6 +176,22 @@ static qkv_status sdpa_masks(const qkv_sdpa_opts *o, qkv_attn_desc *d)
     return QKV_OK;
 }
 
+/* d's scale, dropout and precision from o and c (after sdpa_masks). */
+static qkv_status sdpa_setup(qkv_ctx *c, const qkv_sdpa_opts *o, qkv_attn_desc *d)
+{
+    float scale = isnan(o->scale) ? (d->D > 0 ? 1.0f / sqrtf((float)d->D) : 1.0f) : o->scale;
+    if (!isfinite(scale)) return qkv_fail(QKV_ERR_ARG, "sdpa: scale %g is not finite", scale);
+    d->scale = scale;
+    if (!(o->dropout_p >= 0.0f && o->dropout_p <= 1.0f))
+        return qkv_fail(QKV_ERR_ARG, "sdpa: dropout_p %g outside [0,1]", o->dropout_p);
+    d->dropout_p = qkv_ctx_training(c) ? o->dropout_p : 0.0f;
+    if (d->dropout_p > 0) d->dropout_seed = qkv_ctx_next_seed(c);
+    /* The ctx's BF16 mode: the fast path's products with bf16 operands
+     * (kernels/attention_bf16.h); the reference kernel stays FP32. */
+    d->bf16 = qkv_ctx_precision(c) == QKV_BF16;
+    return QKV_OK;
+}
+
 qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                     const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights)
 {
@@ -173,16 +207,7 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     qkv_attn_desc d = {0};
     QKV_TRY(sdpa_shapes(q, k, v, &d));
     QKV_TRY(sdpa_masks(&o, &d));
-    if (isnan(o.scale)) o.scale = d.D > 0 ? 1.0f / sqrtf((float)d.D) : 1.0f;
-    if (!isfinite(o.scale)) return qkv_fail(QKV_ERR_ARG, "sdpa: scale %g is not finite", o.scale);
-    d.scale = o.scale;
-    if (!(o.dropout_p >= 0.0f && o.dropout_p <= 1.0f))
-        return qkv_fail(QKV_ERR_ARG, "sdpa: dropout_p %g outside [0,1]", o.dropout_p);
-    d.dropout_p = qkv_ctx_training(c) ? o.dropout_p : 0.0f;
-    if (d.dropout_p > 0) d.dropout_seed = qkv_ctx_next_seed(c);
-    /* The ctx's BF16 mode: the fast path's products with bf16 operands
-     * (kernels/attention_bf16.h); the reference kernel stays FP32. */
-    d.bf16 = qkv_ctx_precision(c) == QKV_BF16;
+    QKV_TRY(sdpa_setup(c, &o, &d));
 
     qkv_tensor *in[3] = {q, k, v};
     int rec = qkv_ctx_recording(c, in, 3);
@@ -216,6 +241,37 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     if (!rec) return QKV_OK;
     sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (sdpa_saved){d, q, k, v, *out, lse};
+    *s = (sdpa_saved){d, q, k, v, *out, lse, 0};
+    return qkv_ctx_record(c, sdpa_backward, s);
+}
+
+qkv_status mha_attend_packed(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, const qkv_sdpa_opts *o,
+                             qkv_tensor **out)
+{
+    int64_t A = y->shape[0], B = y->shape[1], E = y->shape[2] / 3, hd = E / H;
+    int64_t N = bf ? A : B, L = bf ? B : A;
+    qkv_attn_desc d = {.N = N, .H = H, .L = L, .S = L, .D = hd, .Dv = hd};
+    /* row (n, l) of y at (n L + l) 3E when bf, else (l N + n) 3E; head h
+     * from column h hd of each third */
+    d.q_rows = d.k_rows = d.v_rows = bf ? (qkv_attn_rows){L * 3 * E, hd, 3 * E} : (qkv_attn_rows){3 * E, hd, N * 3 * E};
+    d.o_rows = bf ? (qkv_attn_rows){L * E, hd, E} : (qkv_attn_rows){E, hd, N * E};
+    QKV_TRY(sdpa_masks(o, &d));
+    QKV_TRY(sdpa_setup(c, o, &d));
+    qkv_tensor *in[1] = {y};
+    int rec = qkv_ctx_recording(c, in, 1);
+    QKV_TRY(qkv_ctx_tensor_uninit(c, 3, (int64_t[]){A, B, E}, rec, out)); /* every element written */
+    float *lse = qkv_ctx_alloc_uninit(c, (size_t)(N * H * L) * sizeof(float)); // (N,H,L)
+    if (!lse) return QKV_ERR_NOMEM;
+    qkv_arena *ar = qkv_ctx_arena(c);
+    qkv_arena_mark mark = qkv_arena_get_mark(ar);
+    int threads = omp_get_max_threads();
+    float *scratch = qkv_arena_alloc_uninit(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
+    if (!scratch) return QKV_ERR_NOMEM;
+    qkv_attn_forward_flash(&d, y->data, y->data + E, y->data + 2 * E, (*out)->data, lse, scratch, threads);
+    qkv_arena_release(ar, mark);
+    if (!rec) return QKV_OK;
+    sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (sdpa_saved){d, y, y, y, *out, lse, E};
     return qkv_ctx_record(c, sdpa_backward, s);
 }

@@ -13,6 +13,15 @@
 #include <math.h>
 #include "core/internal.h"
 
+/* Where the heads' rows lie in q, k, v or out (and in dq, dk, dv, dout):
+ * element x of row i of head (n,h) at n*sn + h*sh + i*ld + x. All zero:
+ * compact (N,H,rows,width), qkv_sdpa's tensors. A multi-head attention's
+ * packed projection (N,L,3E) is read in place through them, and its output
+ * written as (N,L,E), with no head split or merge (the fast kernels only). */
+typedef struct {
+    int64_t sn, sh, ld;
+} qkv_attn_rows;
+
 typedef struct {
     int64_t N, H, L, S, D, Dv;
     float scale;
@@ -38,7 +47,17 @@ typedef struct {
      * gradients met for the first time): the fast kernels zero each head's
      * part just before adding into it, not in a pass of their own. */
     int grads_unset;
+    qkv_attn_rows q_rows, k_rows, v_rows, o_rows; /* all zero: compact */
 } qkv_attn_desc;
+
+/* Row stride and head offset of a head's rows (qkv_attn_rows): width and
+ * (n H + h) rows width when compact. */
+static inline int64_t qkv_attn_ld(const qkv_attn_rows *r, int64_t width) { return r->ld ? r->ld : width; }
+static inline int64_t qkv_attn_head(const qkv_attn_rows *r, int64_t H, int64_t n, int64_t h, int64_t rows,
+                                    int64_t width)
+{
+    return r->ld ? n * r->sn + h * r->sh : (n * H + h) * rows * width;
+}
 
 /* True when any mask is present (the kernels skip the per-element test
  * otherwise). */

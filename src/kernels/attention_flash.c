@@ -113,11 +113,15 @@ void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float
     simd_for(d)->backward(d, q, k, v, out, lse, dout, Di, dq ? (direct ? dq : dqs) : NULL,
                                       dk, dv, tiles, threads);
     if (dq && !direct) {
+        int64_t D = d->D, ld = qkv_attn_ld(&d->q_rows, D);
 #pragma omp parallel for num_threads(threads)
-        for (int64_t i = 0; i < (int64_t)nq; i++) {
-            float acc = 0;
-            for (int th = 0; th < threads; th++) acc += dqs[(size_t)th * nq + i];
-            dq[i] = (d->grads_unset ? 0.0f : dq[i]) + d->scale * acc;
+        for (int64_t r = 0; r < NH * L; r++) { /* row r % L of head r / L, rows as q's */
+            float *row = dq + qkv_attn_head(&d->q_rows, d->H, r / L / d->H, r / L % d->H, L, D) + r % L * ld;
+            for (int64_t x = 0; x < D; x++) {
+                float acc = 0;
+                for (int th = 0; th < threads; th++) acc += dqs[(size_t)th * nq + r * D + x];
+                row[x] = (d->grads_unset ? 0.0f : row[x]) + d->scale * acc;
+            }
         }
     }
 }

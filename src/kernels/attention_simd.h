@@ -183,34 +183,44 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
 
 /* ---- operands ------------------------------------------------------------ */
 
-/* Rows [r0,r1) of x (rows of w floats) as a block of `rows` rows, wp >= w
- * floats apart: x itself when the block is whole and w == wp, otherwise a
- * zero-padded copy in buf (rows, wp). */
-static const float *rows_block(const float *x, int64_t w, int64_t r0, int64_t r1, int64_t rows,
-                               int64_t wp, float *buf)
+/* y = x, or 0 (x NULL), over w floats: vector moves, not a call to
+ * memcpy or memset per row (a ViT head's rows are 16 floats). */
+static inline void row_set(float *y, const float *x, int64_t w)
 {
-    if (r1 - r0 == rows && w == wp) return x + r0 * w;
+    int64_t c = 0;
+    for (; c + VW <= w; c += VW) vstore(y + c, x ? vload(x + c) : vsplat(0));
+    for (; c < w; c++) y[c] = x ? x[c] : 0.0f;
+}
+
+/* Rows [r0,r1) of x (rows of w floats, ld apart) as a block of `rows`
+ * rows, wp >= w floats apart: x itself when the block is whole and
+ * ld == w == wp, otherwise a zero-padded copy in buf (rows, wp). */
+static const float *rows_block(const float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1,
+                               int64_t rows, int64_t wp, float *buf)
+{
+    if (r1 - r0 == rows && w == wp && ld == w) return x + r0 * w;
     /* row copies and zero fills, no test per element (at a ViT's head size
      * 16 these copies cost about what the tile's products do); rows that
      * need no padding (w == wp: a ViT's 50 keys of 16 worked as 52) in one
      * copy, not one call of 64 bytes per row */
-    if (w == wp)
+    if (w == wp && ld == w)
         memcpy(buf, x + r0 * w, (size_t)((r1 - r0) * w) * sizeof(float));
     else
         for (int64_t r = 0; r < r1 - r0; r++) {
-            memcpy(buf + r * wp, x + (r0 + r) * w, (size_t)w * sizeof(float));
-            memset(buf + r * wp + w, 0, (size_t)(wp - w) * sizeof(float));
+            row_set(buf + r * wp, x + (r0 + r) * ld, w);
+            row_set(buf + r * wp + w, NULL, wp - w);
         }
     memset(buf + (r1 - r0) * wp, 0, (size_t)((rows - (r1 - r0)) * wp) * sizeof(float));
     return buf;
 }
 
-/* xt (w, rows) = rows [r0,r1) of x transposed, zero columns past r1 - r0. */
-static void rows_transpose(const float *x, int64_t w, int64_t r0, int64_t r1, int64_t rows,
+/* xt (w, rows) = rows [r0,r1) of x (rows of w floats, ld apart)
+ * transposed, zero columns past r1 - r0. */
+static void rows_transpose(const float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1, int64_t rows,
                            float *xt)
 {
     for (int64_t r = 0; r < r1 - r0; r++)
-        for (int64_t c = 0; c < w; c++) xt[c * rows + r] = x[(r0 + r) * w + c];
+        for (int64_t c = 0; c < w; c++) xt[c * rows + r] = x[(r0 + r) * ld + c];
     for (int64_t c = 0; c < w; c++)
         for (int64_t r = r1 - r0; r < rows; r++) xt[c * rows + r] = 0.0f;
 }
@@ -352,12 +362,14 @@ static size_t fwd_scratch(const qkv_attn_desc *d)
 }
 
 /* Query rows [i0,i1) of head (n,h). q (L,D), k (S,D), v (S,Dv) of this
- * head; out (L,Dv), lse (L). */
+ * head, out (L,Dv), rows d's q_rows, k_rows, ... apart; lse (L). */
 static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
                           const float *q, const float *k, const float *v, float *out, float *lse,
                           float *scratch)
 {
     int64_t D = d->D, Dv = d->Dv, Dvp = round_up(Dv, VW), nh = n * d->H + h;
+    int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
+    int64_t ldv = qkv_attn_ld(&d->v_rows, Dv), ldo = qkv_attn_ld(&d->o_rows, Dv);
     float *qt = scratch;                  // (D,BQ) the block's queries, transposed
     float *kbuf = qt + round_up(D, 16) * BQ; // (BK,Dp) a short key tile, padded
     float *vbuf = kbuf + BK * round_up(D, 16); // (BK,Dvp)
@@ -365,7 +377,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *ob = st + BK * BQ;             // (BQ,Dvp) unnormalised output
     float *m = ob + BQ * round_up(Dv, 16), *l = m + BQ; // (BQ) running max and sum
     packs pk = packs_make(d, l + BQ);
-    rows_transpose(q, D, i0, i1, BQ, qt);
+    rows_transpose(q, ldq, D, i0, i1, BQ, qt);
     memset(ob, 0, (size_t)(BQ * Dvp) * sizeof(float));
     for (int64_t i = 0; i < BQ; i += VW) {
         vstore(m + i, vsplat(-INFINITY));
@@ -377,8 +389,8 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         /* A short tile (S < BK, a ViT's 50 tokens) is worked on njp rows,
          * nj rounded up to the register block, not on all BK. */
         int64_t nj = j1 - j0, njp = round_up(nj, R);
-        const float *kt = rows_block(k, D, j0, j1, njp, D, kbuf);
-        const float *vt = rows_block(v, Dv, j0, j1, njp, Dvp, vbuf);
+        const float *kt = rows_block(k, ldk, D, j0, j1, njp, D, kbuf);
+        const float *vt = rows_block(v, ldv, Dv, j0, j1, njp, Dvp, vbuf);
         tile_gemm(njp, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0, pk); /* st = K Q^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* Online softmax, BQ queries at once: new max, correction
@@ -412,12 +424,12 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     for (int64_t i = i0; i < i1; i++) {
         float mi = m[i - i0], li = l[i - i0];
         if (mi == -INFINITY) { /* every key masked: output 0 */
-            memset(out + i * Dv, 0, (size_t)Dv * sizeof(float));
+            memset(out + i * ldo, 0, (size_t)Dv * sizeof(float));
             lse[i] = -INFINITY;
             continue;
         }
         float inv = 1.0f / li;
-        for (int64_t x = 0; x < Dv; x++) out[i * Dv + x] = ob[(i - i0) * Dvp + x] * inv;
+        for (int64_t x = 0; x < Dv; x++) out[i * ldo + x] = ob[(i - i0) * Dvp + x] * inv;
         lse[i] = mi + logf(li);
     }
 }
@@ -425,15 +437,16 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
 static void forward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                     float *out, float *lse, float *scratch, int threads)
 {
-    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+    int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
 #pragma omp parallel num_threads(threads)
     {
         float *mine = scratch + (size_t)omp_get_thread_num() * fwd_scratch(d);
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < NH * nb; t++) {
-            int64_t nh = t / nb, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
-            forward_block(d, nh / d->H, nh % d->H, i0, i1, q + nh * L * D, k + nh * S * D,
-                          v + nh * S * Dv, out + nh * L * Dv, lse + nh * L, mine);
+            int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
+            forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
+                          k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
+                          out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L, mine);
         }
     }
 }
@@ -476,19 +489,21 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
 }
 
 /* The backward of key tile [j0,j1) of head (n,h): every query block that
- * sees it. q (L,D), k (S,D), v (S,Dv), dout (L,Dv), lse and Di (L) of this
- * head; adds into dk, dv (S,..) (either may be NULL) and dq (L,D), the
- * calling thread's own buffer (or NULL), dq unscaled (the caller multiplies
- * by scale). Differentiates out_i = sum_j z_ij p_ij v_j,
+ * sees it. q (L,D), k (S,D), v (S,Dv), dout (L,Dv) of this head, rows d's
+ * q_rows, ... apart, lse and Di (L); adds into dk, dv (S,..) (either may be
+ * NULL; rows as k's and v's) and dq (L,D), rows dq_ld apart (NULL for
+ * none), times dq_scale. Differentiates out_i = sum_j z_ij p_ij v_j,
  * p_ij = exp(s_ij - lse_i), s_ij = scale q_i.k_j + mask_ij:
  *   dv_j += z p dout_i;  dp = z dout_i.v_j;  ds = p (dp - D_i)
  *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
-                          const float *Di, const float *dout, float *dq, float dq_scale, float *dk,
-                          float *dv, float *scratch)
+                          const float *Di, const float *dout, float *dq, int64_t dq_ld, float dq_scale,
+                          float *dk, float *dv, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
+    int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
+    int64_t ldv = qkv_attn_ld(&d->v_rows, Dv), ldo = qkv_attn_ld(&d->o_rows, Dv);
     int64_t njp = round_up(nj, R); /* rows worked on: a short tile is not padded to BK */
     int64_t Dp = round_up(D, VW), Dvp = round_up(Dv, VW);
     int64_t D16 = round_up(D, 16), Dv16 = round_up(Dv, 16);
@@ -505,8 +520,8 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *dqb = dpt + BK * BQ;      // (BQ,Dp) dq of the block
     float *lb = dqb + D16 * BQ, *db = lb + BQ; // (BQ) lse (+inf where no key), D_i
     packs pk = packs_make(d, db + BQ);
-    const float *kt = rows_block(k, D, j0, j1, njp, Dp, kbuf);
-    const float *vt = rows_block(v, Dv, j0, j1, njp, Dv, vbuf);
+    const float *kt = rows_block(k, ldk, D, j0, j1, njp, Dp, kbuf);
+    const float *vt = rows_block(v, ldv, Dv, j0, j1, njp, Dv, vbuf);
     memset(dkt, 0, (size_t)(njp * Dp) * sizeof(float));
     memset(dvt, 0, (size_t)(njp * Dvp) * sizeof(float));
     int k_finite = rows_finite(kt, nj, Dp);
@@ -520,10 +535,10 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             lb[i] = live ? lse[i0 + i] : INFINITY; /* p = exp(s - inf) = 0 */
             db[i] = live ? Di[i0 + i] : 0.0f;
         }
-        rows_transpose(q, D, i0, i1, BQ, qt);
-        rows_transpose(dout, Dv, i0, i1, BQ, dot);
-        const float *qb = rows_block(q, D, i0, i1, BQ, Dp, qbuf);
-        const float *dob = rows_block(dout, Dv, i0, i1, BQ, Dvp, dobuf);
+        rows_transpose(q, ldq, D, i0, i1, BQ, qt);
+        rows_transpose(dout, ldo, Dv, i0, i1, BQ, dot);
+        const float *qb = rows_block(q, ldq, D, i0, i1, BQ, Dp, qbuf);
+        const float *dob = rows_block(dout, ldo, Dv, i0, i1, BQ, Dvp, dobuf);
         tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, pk);   /* st = K Q^T */
         tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, pk); /* dpt = V dO^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
@@ -555,54 +570,67 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             else
                 tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, pk);
             for (int64_t i = 0; i < i1 - i0; i++)
-                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * D + x] += dq_scale * dqb[i * Dp + x];
+                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * dq_ld + x] += dq_scale * dqb[i * Dp + x];
         }
     }
     for (int64_t j = 0; j < nj; j++) {
         if (dk)
-            for (int64_t x = 0; x < D; x++) dk[(j0 + j) * D + x] += d->scale * dkt[j * Dp + x];
+            for (int64_t x = 0; x < D; x++) dk[(j0 + j) * ldk + x] += d->scale * dkt[j * Dp + x];
         if (dv)
-            for (int64_t x = 0; x < Dv; x++) dv[(j0 + j) * Dv + x] += dvt[j * Dvp + x];
+            for (int64_t x = 0; x < Dv; x++) dv[(j0 + j) * ldv + x] += dvt[j * Dvp + x];
     }
 }
 
-/* Di (N*H*L) and the dq buffers (threads of them, N*H*L*D each) are the
- * caller's (attention_flash.c sizes them); tiles is threads x bwd_scratch.
- * With one key tile per head (S <= BK), a head's dq rows get additions from
- * that tile alone: dqs is then dq itself, added into scaled, by whichever
- * thread has the head (the same sums as through the buffers: one addition
- * to 0, times scale). */
+/* Rows [r0,r1) of a head, rows ld apart, set to 0 (w floats each). */
+static void rows_zero(float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; r++) row_set(x + r * ld, NULL, w);
+}
+
+/* Di (N*H*L) and the dq buffers (threads of them, compact (N,H,L,D) each)
+ * are the caller's (attention_flash.c sizes them); tiles is threads x
+ * bwd_scratch. With one key tile per head (S <= BK), a head's dq rows get
+ * additions from that tile alone: dqs is then dq itself (rows as q's),
+ * added into scaled, by whichever thread has the head (the same sums as
+ * through the buffers: one addition to 0, times scale). */
 static void backward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                      const float *out, const float *lse, const float *dout, float *Di,
                      float *dqs, float *dk, float *dv, float *tiles, int threads)
 {
-    int64_t NH = d->N * d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
-    int64_t ntiles = (S + BK - 1) / BK;
+    int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
+    int64_t ntiles = (S + BK - 1) / BK, ldo = qkv_attn_ld(&d->o_rows, Dv);
     size_t nq = (size_t)(NH * L * D);
 #pragma omp parallel for num_threads(threads)
-    for (int64_t r = 0; r < NH * L; r++) Di[r] = row_dot(dout + r * Dv, out + r * Dv, Dv);
+    for (int64_t r = 0; r < NH * L; r++) {
+        int64_t o = qkv_attn_head(&d->o_rows, H, r / L / H, r / L % H, L, Dv) + r % L * ldo;
+        Di[r] = row_dot(dout + o, out + o, Dv);
+    }
 #pragma omp parallel num_threads(threads)
     {
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
         int direct = ntiles == 1;
         float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
+        int64_t dq_ld = direct ? qkv_attn_ld(&d->q_rows, D) : D;
         /* Tiles dealt round-robin, the same way on every run: which tiles
          * add into which dq buffer, and so dq's rounding, repeat exactly
          * for a given thread count (a dynamic schedule would not). */
 #pragma omp for schedule(static, 1)
         for (int64_t t = 0; t < NH * ntiles; t++) {
-            int64_t nh = t / ntiles, j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
+            int64_t nh = t / ntiles, n = nh / H, h = nh % H;
+            int64_t j0 = (t % ntiles) * BK, j1 = j0 + BK < S ? j0 + BK : S;
+            float *hdq = mydq ? mydq + (direct ? qkv_attn_head(&d->q_rows, H, n, h, L, D) : nh * L * D) : NULL;
+            float *hdk = dk ? dk + qkv_attn_head(&d->k_rows, H, n, h, S, D) : NULL;
+            float *hdv = dv ? dv + qkv_attn_head(&d->v_rows, H, n, h, S, Dv) : NULL;
             if (d->grads_unset) { /* the parts this tile alone adds into */
-                if (direct && mydq) memset(mydq + nh * L * D, 0, (size_t)(L * D) * sizeof(float));
-                if (dk) memset(dk + (nh * S + j0) * D, 0, (size_t)((j1 - j0) * D) * sizeof(float));
-                if (dv) memset(dv + (nh * S + j0) * Dv, 0, (size_t)((j1 - j0) * Dv) * sizeof(float));
+                if (direct && hdq) rows_zero(hdq, dq_ld, D, 0, L);
+                if (hdk) rows_zero(hdk, qkv_attn_ld(&d->k_rows, D), D, j0, j1);
+                if (hdv) rows_zero(hdv, qkv_attn_ld(&d->v_rows, Dv), Dv, j0, j1);
             }
-            backward_tile(d, nh / d->H, nh % d->H, j0, j1, q + nh * L * D, k + nh * S * D,
-                          v + nh * S * Dv, lse + nh * L, Di + nh * L, dout + nh * L * Dv,
-                          mydq ? mydq + nh * L * D : NULL, direct ? d->scale : 1.0f,
-                          dk ? dk + nh * S * D : NULL,
-                          dv ? dv + nh * S * Dv : NULL, mine);
+            backward_tile(d, n, h, j0, j1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
+                          k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
+                          lse + nh * L, Di + nh * L, dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), hdq, dq_ld,
+                          direct ? d->scale : 1.0f, hdk, hdv, mine);
         }
     }
 }
