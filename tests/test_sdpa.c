@@ -421,8 +421,11 @@ static void test_bad_input(void)
  * and several (dq summed from per-thread buffers). */
 static void test_unset_grads(void)
 {
-    int64_t sizes[][6] = {{2, 4, 50, 50, 16, 16}, {1, 2, 150, 200, 64, 64}, {1, 2, 70, 130, 8, 5}};
-    int flag_sets[] = {0, 4 | 8, 64};
+    /* 129 queries on 65 keys, bottom-right causal: the first query block
+     * sees no key (its dq rows get no addition) */
+    int64_t sizes[][6] = {{2, 4, 50, 50, 16, 16}, {1, 2, 150, 200, 64, 64}, {1, 2, 70, 130, 8, 5},
+                          {2, 1, 129, 65, 16, 16}};
+    int flag_sets[] = {0, 4 | 8, 64, 16};
     for (int isa = 0; isa < NISA; isa++) {
         if (!isa_use(isa)) continue;
         for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)

@@ -192,6 +192,12 @@ static inline void row_set(float *y, const float *x, int64_t w)
     for (; c < w; c++) y[c] = x ? x[c] : 0.0f;
 }
 
+/* Rows [r0,r1) of a head, rows ld apart, set to 0 (w floats each). */
+static void rows_zero(float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; r++) row_set(x + r * ld, NULL, w);
+}
+
 /* Rows [r0,r1) of x (rows of w floats, ld apart) as a block of `rows`
  * rows, wp >= w floats apart: x itself when the block is whole and
  * ld == w == wp, otherwise a zero-padded copy in buf (rows, wp). */
@@ -499,7 +505,7 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
                           const float *Di, const float *dout, float *dq, int64_t dq_ld, float dq_scale,
-                          float *dk, float *dv, float *scratch)
+                          float *dk, float *dv, int unset, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
@@ -529,7 +535,10 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
         key_walk w = key_walk_make(d, i0, i1);
         /* Does this query block see any key of the tile: [lo,hi) or [mk,S)? */
-        if (!((j0 < w.hi && j1 > w.lo) || j1 > w.mk)) continue;
+        if (!((j0 < w.hi && j1 > w.lo) || j1 > w.mk)) {
+            if (dq && (unset & 1)) rows_zero(dq, dq_ld, D, i0, i1); /* no addition comes */
+            continue;
+        }
         for (int64_t i = 0; i < BQ; i++) {
             int live = i < i1 - i0 && lse[i0 + i] != -INFINITY;
             lb[i] = live ? lse[i0 + i] : INFINITY; /* p = exp(s - inf) = 0 */
@@ -570,21 +579,24 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             else
                 tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, pk);
             for (int64_t i = 0; i < i1 - i0; i++)
-                for (int64_t x = 0; x < D; x++) dq[(i0 + i) * dq_ld + x] += dq_scale * dqb[i * Dp + x];
+                for (int64_t x = 0; x < D; x++) {
+                    float *g = dq + (i0 + i) * dq_ld + x;
+                    *g = ((unset & 1) ? 0.0f : *g) + dq_scale * dqb[i * Dp + x];
+                }
         }
     }
     for (int64_t j = 0; j < nj; j++) {
         if (dk)
-            for (int64_t x = 0; x < D; x++) dk[(j0 + j) * ldk + x] += d->scale * dkt[j * Dp + x];
+            for (int64_t x = 0; x < D; x++) {
+                float *g = dk + (j0 + j) * ldk + x;
+                *g = ((unset & 2) ? 0.0f : *g) + d->scale * dkt[j * Dp + x];
+            }
         if (dv)
-            for (int64_t x = 0; x < Dv; x++) dv[(j0 + j) * ldv + x] += dvt[j * Dvp + x];
+            for (int64_t x = 0; x < Dv; x++) {
+                float *g = dv + (j0 + j) * ldv + x;
+                *g = ((unset & 2) ? 0.0f : *g) + dvt[j * Dvp + x];
+            }
     }
-}
-
-/* Rows [r0,r1) of a head, rows ld apart, set to 0 (w floats each). */
-static void rows_zero(float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1)
-{
-    for (int64_t r = r0; r < r1; r++) row_set(x + r * ld, NULL, w);
 }
 
 /* Di (N*H*L) and the dq buffers (threads of them, compact (N,H,L,D) each)
@@ -622,15 +634,14 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
             float *hdq = mydq ? mydq + (direct ? qkv_attn_head(&d->q_rows, H, n, h, L, D) : nh * L * D) : NULL;
             float *hdk = dk ? dk + qkv_attn_head(&d->k_rows, H, n, h, S, D) : NULL;
             float *hdv = dv ? dv + qkv_attn_head(&d->v_rows, H, n, h, S, Dv) : NULL;
-            if (d->grads_unset) { /* the parts this tile alone adds into */
-                if (direct && hdq) rows_zero(hdq, dq_ld, D, 0, L);
-                if (hdk) rows_zero(hdk, qkv_attn_ld(&d->k_rows, D), D, j0, j1);
-                if (hdv) rows_zero(hdv, qkv_attn_ld(&d->v_rows, Dv), Dv, j0, j1);
-            }
+            /* New gradient buffers: the tile writes its dk and dv rows (its
+             * own) and, the only key tile, its head's dq rows (0 + each
+             * value: the bits of adding into zeros) */
+            int unset = d->grads_unset ? 2 | direct : 0;
             backward_tile(d, n, h, j0, j1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
                           k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
                           lse + nh * L, Di + nh * L, dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), hdq, dq_ld,
-                          direct ? d->scale : 1.0f, hdk, hdv, mine);
+                          direct ? d->scale : 1.0f, hdk, hdv, unset, mine);
         }
     }
 }
