@@ -437,7 +437,7 @@ static void test_rotary(void)
  * merge, mha_attend_packed); asked for weights it takes the split path.
  * Both must give the same bits: output, input gradient, every parameter's
  * gradient. Batch-first and not, unbatched, masks, dropout, and 150 keys
- * (two key tiles: dq summed from per-thread buffers). */
+ * (two key tiles: dq summed from per-thread buffers); FP32 and BF16. */
 static void test_packed_path(void)
 {
     struct {
@@ -446,18 +446,21 @@ static void test_packed_path(void)
         float dropout;
     } cases[] = {{3, 50, 64, 4, 1, 0, 0, 0, 0.0f}, {2, 150, 16, 2, 0, 0, 1, 1, 0.0f},
                  {2, 37, 24, 3, 1, 0, 0, 1, 0.2f}, {1, 9, 8, 2, 0, 1, 1, 0, 0.0f}};
-    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+    for (size_t t = 0; t < 2 * sizeof cases / sizeof *cases; t++) {
+        /* each case in FP32, then in the BF16 mode (bf16 products and attention) */
+        qkv_precision prec = t < sizeof cases / sizeof *cases ? QKV_FP32 : QKV_BF16;
+        size_t ci = t % (sizeof cases / sizeof *cases);
         qkv_params *p;
         qkv_mha m;
         qkv_params_new(&p);
-        qkv_mha_opts o = qkv_mha_opts_default(cases[t].E, cases[t].H);
-        o.batch_first = cases[t].bf;
-        o.dropout = cases[t].dropout;
+        qkv_mha_opts o = qkv_mha_opts_default(cases[ci].E, cases[ci].H);
+        o.batch_first = cases[ci].bf;
+        o.dropout = cases[ci].dropout;
         CHECK_OK(qkv_mha_init(&m, &o, p, "", &R));
-        int64_t N = cases[t].N, L = cases[t].L, E = cases[t].E, n = N * L * E;
-        int64_t shape[3] = {cases[t].bf ? N : L, cases[t].bf ? L : N, E};
+        int64_t N = cases[ci].N, L = cases[ci].L, E = cases[ci].E, n = N * L * E;
+        int64_t shape[3] = {cases[ci].bf ? N : L, cases[ci].bf ? L : N, E};
         qkv_tensor *kp = NULL;
-        if (cases[t].kpm) {
+        if (cases[ci].kpm) {
             qkv_tensor_new(A, QKV_BOOL, 2, (int64_t[]){N, L}, &kp);
             for (int64_t j = L - 5; j < L; j++) kp->mask[j] = 1; /* batch 0's last 5 keys */
         }
@@ -469,17 +472,18 @@ static void test_packed_path(void)
             qkv_ctx *c;
             qkv_ctx_new(&c);
             qkv_ctx_set_training(c, 1);
+            CHECK_OK(qkv_ctx_set_precision(c, prec));
             qkv_params_zero_grad(p);
             qkv_tensor *x, *y, *w = NULL;
             /* unbatched: against the split path on (L,1,E) (unbatched, the
              * split path projects query, key and value one by one) */
-            int unb = cases[t].unbatched && path == 1;
+            int unb = cases[ci].unbatched && path == 1;
             CHECK_OK(qkv_tensor_wrap(qkv_ctx_arena(c), xd, unb ? 2 : 3, unb ? (int64_t[]){L, E} : shape, &x));
             qkv_tensor_set_requires_grad(x, 1);
             qkv_mha_args a = qkv_mha_args_default();
             a.need_weights = path == 0;
             a.key_padding_mask = kp;
-            a.causal = cases[t].causal ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
+            a.causal = cases[ci].causal ? QKV_CAUSAL_TOP_LEFT : QKV_CAUSAL_NONE;
             CHECK_OK(qkv_mha_forward(c, &m, x, x, x, &a, &y, path == 0 ? &w : NULL));
             CHECK_OK(qkv_backward(c, y, dy));
             res[path][0] = malloc(n * 4), res[path][1] = malloc(n * 4), res[path][2] = malloc(np * 4);
@@ -493,9 +497,9 @@ static void test_packed_path(void)
             }
             qkv_ctx_free(c);
         }
-        CHECK(!memcmp(res[0][0], res[1][0], n * 4), "case %zu: packed path's output differs from the split's", t);
-        CHECK(!memcmp(res[0][1], res[1][1], n * 4), "case %zu: input gradients differ", t);
-        CHECK(!memcmp(res[0][2], res[1][2], np * 4), "case %zu: parameter gradients differ", t);
+        CHECK(!memcmp(res[0][0], res[1][0], n * 4), "case %zu%s: packed path's output differs from the split's", ci, prec ? " (BF16)" : "");
+        CHECK(!memcmp(res[0][1], res[1][1], n * 4), "case %zu%s: input gradients differ", ci, prec ? " (BF16)" : "");
+        CHECK(!memcmp(res[0][2], res[1][2], np * 4), "case %zu%s: parameter gradients differ", ci, prec ? " (BF16)" : "");
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 3; j++) free(res[i][j]);
         free(xd), free(dy);
