@@ -379,8 +379,9 @@ static void test_fast_layer_norm(void)
 
 /* ---- linear's weight gradient by chunks of rows ------------------------------
  * A tall product (rows >= 4 max(in, out), >= 1024) is summed by fixed
- * chunks of rows on the threads: against the reference (one plain loop in
- * double), and bit for bit the same on one thread and on two. */
+ * chunks of rows on the threads, the bias gradient beside it: against the
+ * reference (one plain loop in double; the bias's column sums), and bit for
+ * bit the same on one thread and on two. */
 static void test_linear_chunked_grad(void)
 {
     int64_t M = 2051, in = 48, out = 40;
@@ -388,7 +389,7 @@ static void test_linear_chunked_grad(void)
     CHECK_OK(qkv_arena_new(&a, 0));
     qkv_tensor *x = h_input(a, &R, 2, (int64_t[]){M, in}, 1.0f);
     qkv_tensor *w = h_input(a, &R, 2, (int64_t[]){out, in}, 1.0f), *b = h_input(a, &R, 1, (int64_t[]){out}, 1.0f);
-    float *dy = malloc((size_t)(M * out) * sizeof *dy), *dw[3], *dx[3];
+    float *dy = malloc((size_t)(M * out) * sizeof *dy), *dw[3], *dx[3], db[3][40];
     qkv_rng_fill_uniform(&R, dy, M * out, -1, 1);
     int max_threads = omp_get_max_threads();
     for (int run = 0; run < 3; run++) { /* reference; fast on all threads; fast on one */
@@ -399,6 +400,7 @@ static void test_linear_chunked_grad(void)
         memset(w->grad, 0, (size_t)(out * in) * sizeof(float));
         memset(x->grad, 0, (size_t)(M * in) * sizeof(float));
         for (int64_t i = 0; i < out * in; i++) w->grad[i] = 0.25f; /* added into */
+        for (int64_t j = 0; j < out; j++) b->grad[j] = -0.5f;
         qkv_tensor *y = NULL;
         CHECK_OK(qkv_linear(c, x, w, b, &y));
         if (y) CHECK_OK(qkv_backward(c, y, dy));
@@ -406,6 +408,7 @@ static void test_linear_chunked_grad(void)
         dx[run] = malloc((size_t)(M * in) * sizeof(float));
         memcpy(dw[run], w->grad, (size_t)(out * in) * sizeof(float));
         memcpy(dx[run], x->grad, (size_t)(M * in) * sizeof(float));
+        memcpy(db[run], b->grad, (size_t)out * sizeof(float));
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
@@ -414,6 +417,10 @@ static void test_linear_chunked_grad(void)
     CHECK(ew <= 1e-6 && ex <= 1e-6, "linear (%lld rows) fast vs reference: dW %.3g, dx %.3g", (long long)M, ew, ex);
     CHECK(!memcmp(dw[1], dw[2], (size_t)(out * in) * sizeof(float)),
           "linear's chunked dW is the same on %d threads and on one", max_threads);
+    double eb = h_rel_err(db[1], db[0], out);
+    CHECK(eb <= 1e-5, "linear (%lld rows) fast vs reference: db %.3g", (long long)M, eb);
+    CHECK(!memcmp(db[1], db[2], (size_t)out * sizeof(float)), "linear's db is the same on %d threads and on one",
+          max_threads);
     for (int run = 0; run < 3; run++) free(dw[run]), free(dx[run]);
     free(dy);
     qkv_arena_free(a);

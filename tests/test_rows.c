@@ -2,7 +2,7 @@
  * here (sizes below and above the parallel bound, flat blocks that cut rows
  * in the middle, one long row as a residual connection's add has), and the
  * add op's gradients when both operands have one shape (a residual
- * connection: each operand's gradient is dy, new or added into). */
+ * connection: each operand's gradient is dy, new or added into; a + a). */
 #include <omp.h>
 #include "harness.h"
 #include "kernels/rows.h"
@@ -36,10 +36,18 @@ static void test_rows_add(void)
             CHECK(bad == 0 && isnan(y[total]), "rows_add (%lld,%lld)%s: %lld elements wrong or one past written",
                   (long long)rows, (long long)n, with_b ? "" : " without b", (long long)bad);
         }
-        for (int64_t i = 0; i <= total; i++) c[i] = NAN;
-        qkv_vec_copy(c, a, total);
-        CHECK(!memcmp(c, a, (size_t)total * sizeof(float)) && isnan(c[total]),
-              "vec_copy of %lld floats", (long long)total);
+        /* vec_to2: y (= y) copied, c added into; then one buffer both ways */
+        for (int64_t i = 0; i <= total; i++) y[i] = NAN, c[i] = (float)(i % 7);
+        qkv_vec_to2(y, 0, c, 1, a, total);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < total; i++) bad += y[i] != a[i] || c[i] != (float)(i % 7) + a[i];
+        CHECK(bad == 0 && isnan(y[total]) && c[total] == (float)(total % 7),
+              "vec_to2 (copy, add) of %lld floats: %lld wrong", (long long)total, (long long)bad);
+        qkv_vec_to2(c, 0, c, 1, a, total);
+        qkv_vec_to2(NULL, 0, y, 1, a, total);
+        bad = 0;
+        for (int64_t i = 0; i < total; i++) bad += c[i] != a[i] + a[i] || y[i] != a[i] + a[i];
+        CHECK(bad == 0, "vec_to2 on one buffer, and without y1: %lld wrong", (long long)bad);
         free(a), free(b), free(y), free(c);
     }
 }
@@ -77,6 +85,17 @@ static void test_add_residual_grads(void)
         CHECK(bad_a == 0 && bad_b == 0, "residual add%s: %lld of da and %lld of db differ from dy%s",
               twice ? " with b used twice" : "", (long long)bad_a, (long long)bad_b, twice ? " + dy" : "");
     }
+    /* a + a: a's gradient is dy + dy */
+    qkv_ctx_reset(c);
+    qkv_tensor *a, *y;
+    CHECK_OK(qkv_tensor_wrap(A, ad, 3, (int64_t[]){128, 50, 64}, &a));
+    qkv_tensor_set_requires_grad(a, 1);
+    CHECK_OK(qkv_add(c, a, a, &y));
+    CHECK_OK(qkv_backward(c, y, dy));
+    CHECK_OK(qkv_tensor_read_grad(a, ga, N));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < N; i++) bad += ga[i] != dy[i] + dy[i];
+    CHECK(bad == 0, "a + a: %lld of da differ from dy + dy", (long long)bad);
     free(ad), free(bd), free(dy), free(ga), free(gb);
     qkv_ctx_free(c);
 }

@@ -612,13 +612,13 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
     int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv;
     int64_t ntiles = (S + BK - 1) / BK, ldo = qkv_attn_ld(&d->o_rows, Dv);
     size_t nq = (size_t)(NH * L * D);
-#pragma omp parallel for num_threads(threads)
-    for (int64_t r = 0; r < NH * L; r++) {
-        int64_t o = qkv_attn_head(&d->o_rows, H, r / L / H, r / L % H, L, Dv) + r % L * ldo;
-        Di[r] = row_dot(dout + o, out + o, Dv);
-    }
 #pragma omp parallel num_threads(threads)
     {
+#pragma omp for
+        for (int64_t r = 0; r < NH * L; r++) { /* every D_i before any tile (the for's barrier) */
+            int64_t o = qkv_attn_head(&d->o_rows, H, r / L / H, r / L % H, L, Dv) + r % L * ldo;
+            Di[r] = row_dot(dout + o, out + o, Dv);
+        }
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
         int direct = ntiles == 1;

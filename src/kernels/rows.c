@@ -73,13 +73,16 @@ void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_
     }
 }
 
-void qkv_vec_copy(float *y, const float *x, int64_t n)
+void qkv_vec_to2(float *y1, int add1, float *y2, int add2, const float *x, int64_t n)
 {
     int64_t nblk = (n + FLAT_BLK - 1) / FLAT_BLK;
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t k = 0; k < nblk; k++) {
-        int64_t i = k * FLAT_BLK, m = i + FLAT_BLK < n ? FLAT_BLK : n - i;
-        memcpy(y + i, x + i, (size_t)m * sizeof(float));
+        int64_t i0 = k * FLAT_BLK, i1 = i0 + FLAT_BLK < n ? i0 + FLAT_BLK : n;
+        for (int64_t i = i0; i < i1; i++) { /* y1 first, then y2: right when they are one buffer */
+            if (y1) y1[i] = add1 ? y1[i] + x[i] : x[i];
+            if (y2) y2[i] = add2 ? y2[i] + x[i] : x[i];
+        }
     }
 }
 

@@ -12,8 +12,10 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n);
 void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
 /* y[r, j] = a[r, j] + b[j] (b NULL: y = a): y, a (rows,n), b (n). */
 void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n);
-/* y[i] = x[i] for i < n (y and x do not overlap). */
-void qkv_vec_copy(float *y, const float *x, int64_t n);
+/* y1[i] = x[i] (add1 0) or y1[i] += x[i], and the same for y2, for i < n,
+ * in one pass (either y may be NULL; y1 and y2 may be one buffer, then
+ * the two apply in turn; neither may overlap x). */
+void qkv_vec_to2(float *y1, int add1, float *y2, int add2, const float *x, int64_t n);
 /* y[i] += x[i] for i < n. */
 void qkv_vec_add_into(float *y, const float *x, int64_t n);
 /* y[i] = tanh(x[i]), sigmoid(x[i]) = 1 / (1 + exp(-x[i])), exp(x[i]) for

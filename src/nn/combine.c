@@ -11,33 +11,25 @@ typedef struct {
     int64_t rows, nb;      /* y as (rows,nb) */
 } add_saved;
 
-/* t's gradient += dy (n floats); a new buffer is a copy of dy, not zeroed
- * and added into. */
-static qkv_status add_grad(qkv_arena *ar, qkv_tensor *t, const float *dy, int64_t n)
-{
-    int fresh;
-    float *g = qkv_tensor_grad_fresh(ar, t, &fresh); // (n)
-    if (!g) return QKV_ERR_NOMEM;
-    if (fresh) qkv_vec_copy(g, dy, n);
-    else qkv_vec_add_into(g, dy, n);
-    return QKV_OK;
-}
-
-/* Differentiates y[r, j] = a[r, j] + b[j]: da += dy, db[j] += sum_r dy[r, j]
- * (a residual connection, b of a's shape: rows is 1 and db += dy). */
+/* Differentiates y[r, j] = a[r, j] + b[j]: da += dy, db[j] += sum_r dy[r, j].
+ * A residual connection (b of a's shape: rows is 1) gives both dy, in one
+ * pass; a new gradient buffer gets dy's copy, not zeros and an addition. */
 static qkv_status add_backward(qkv_ctx *c, void *p)
 {
     add_saved *s = p;
     const float *dy = s->y->grad; // (rows,nb)
     if (!dy) return QKV_OK;
     qkv_arena *ar = qkv_ctx_arena(c);
-    int64_t nb = s->nb;
-    if (s->a->requires_grad) QKV_TRY(add_grad(ar, s->a, dy, s->rows * nb));
-    if (s->b->requires_grad) {
-        if (s->rows == 1) return add_grad(ar, s->b, dy, nb);
+    int same = s->rows == 1, fresh[2] = {0, 0};
+    qkv_tensor *t[2] = {s->a, s->b};
+    float *g[2] = {NULL, NULL}; // (rows,nb) each
+    for (int i = 0; i < 1 + same; i++)
+        if (t[i]->requires_grad && !(g[i] = qkv_tensor_grad_fresh(ar, t[i], &fresh[i]))) return QKV_ERR_NOMEM;
+    if (g[0] || g[1]) qkv_vec_to2(g[0], !fresh[0], g[1], !fresh[1], dy, s->rows * s->nb);
+    if (!same && s->b->requires_grad) {
         float *db = qkv_tensor_grad(ar, s->b); // (nb)
         if (!db) return QKV_ERR_NOMEM;
-        qkv_rows_sum_into(db, dy, s->rows, nb);
+        qkv_rows_sum_into(db, dy, s->rows, s->nb);
     }
     return QKV_OK;
 }

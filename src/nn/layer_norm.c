@@ -72,13 +72,14 @@ static void ln_forward_fast(const float *x, const float *w, const float *b, floa
     }
 }
 
-/* dw += sum_rows dy * xhat and db += sum_rows dy, by chunks of rows (part:
- * 2 * nch * C doubles of scratch). */
-static void ln_affine_grads_fast(const float *x, const float *dy, const double *mean, const double *rstd,
-                                 float *dw, float *db, int64_t rows, int64_t C, double *part)
+/* The chunks' sums of dy * xhat and dy (part: 2 * nch * C doubles), each
+ * chunk of rows on some thread: a worksharing loop without its barrier,
+ * called inside ln_backward's parallel region (or on one thread). */
+static void ln_affine_chunks(const float *x, const float *dy, const double *mean, const double *rstd,
+                             int64_t rows, int64_t C, double *part)
 {
     int64_t nch = (rows + LN_CHUNK - 1) / LN_CHUNK;
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN && nch > 1)
+#pragma omp for nowait
     for (int64_t k = 0; k < nch; k++) {
         double *pw = part + k * 2 * C, *pb = pw + C; // (C) each
         for (int64_t j = 0; j < C; j++) pw[j] = pb[j] = 0.0;
@@ -91,6 +92,12 @@ static void ln_affine_grads_fast(const float *x, const float *dy, const double *
             }
         }
     }
+}
+
+/* dw += sum of the chunks' dy * xhat, db += theirs of dy, in chunk order. */
+static void ln_affine_sum(const double *part, int64_t rows, int64_t C, float *dw, float *db)
+{
+    int64_t nch = (rows + LN_CHUNK - 1) / LN_CHUNK;
     for (int64_t j = 0; j < C; j++) {
         double sw = 0, sb = 0;
         for (int64_t k = 0; k < nch; k++) {
@@ -104,10 +111,10 @@ static void ln_affine_grads_fast(const float *x, const float *dy, const double *
 
 /* dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w; dx is
  * written, not added into, when fresh. */
-static void ln_backward_fast(const float *x, const float *w, const float *dy, const double *mean,
-                             const double *rstd, float *dx, int fresh, int64_t rows, int64_t C)
+static void ln_dx_rows(const float *x, const float *w, const float *dy, const double *mean,
+                       const double *rstd, float *dx, int fresh, int64_t rows, int64_t C)
 {
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
+#pragma omp for /* inside ln_backward's region, as ln_affine_chunks */
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * C, *gr = dy + r * C;
         float *dr = dx + r * C;
@@ -147,13 +154,18 @@ static qkv_status ln_backward(qkv_ctx *c, void *p)
     int64_t C = s->C, rows = s->rows;
     const double *mean = s->mean, *rstd = s->rstd; // (rows) each
     if (fast) {
+        double *part = NULL; // (nch,2,C)
         if (dw || db) {
             int64_t nch = (rows + LN_CHUNK - 1) / LN_CHUNK;
-            double *part = qkv_ctx_alloc_uninit(c, (size_t)(2 * nch * C) * sizeof(double)); // (nch,2,C)
-            if (!part) return QKV_ERR_NOMEM;
-            ln_affine_grads_fast(x, dy, mean, rstd, dw, db, rows, C, part);
+            if (!(part = qkv_ctx_alloc_uninit(c, (size_t)(2 * nch * C) * sizeof(double)))) return QKV_ERR_NOMEM;
         }
-        if (dx) ln_backward_fast(x, w, dy, mean, rstd, dx, fresh, rows, C);
+        /* the affine gradients' chunks and dx's rows in one region */
+#pragma omp parallel if (rows * C >= QKV_PAR_MIN)
+        {
+            if (part) ln_affine_chunks(x, dy, mean, rstd, rows, C, part);
+            if (dx) ln_dx_rows(x, w, dy, mean, rstd, dx, fresh, rows, C);
+        }
+        if (part) ln_affine_sum(part, rows, C, dw, db);
         return QKV_OK;
     }
     if (db) qkv_rows_sum_into(db, dy, rows, C);

@@ -19,21 +19,32 @@ typedef struct {
  * shape only, so the result does not depend on the thread count. */
 enum { LIN_CHUNKS = 4 };
 
-static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, float *dw)
+/* db += sum_rows dy too (db not NULL) in the chunked case: each chunk's
+ * column sums in row order beside its product, in the same region, added
+ * in chunk order; *db_done says whether it was taken here. */
+static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, float *dw, float *db,
+                                     int *db_done)
 {
     int64_t M = s->M, in = s->in, out = s->out, big = in > out ? in : out;
+    *db_done = 0;
     if (qkv_reference() || M < 4 * big || M < 1024) {
         qkv_gemm_ctx(c, 1, 0, out, in, M, 1.0f, dy, out, s->x->data, in, 1.0f, dw, in);
         return QKV_OK;
     }
-    float *part = qkv_ctx_alloc_uninit(c, (size_t)(LIN_CHUNKS * out * in) * sizeof(float)); // (chunks,out,in)
-    if (!part) return QKV_ERR_NOMEM;
     int64_t len = (M + LIN_CHUNKS - 1) / LIN_CHUNKS, n = out * in;
+    float *part = qkv_ctx_alloc_uninit(c, (size_t)(LIN_CHUNKS * (n + out)) * sizeof(float)); // (chunks,out,in)
+    if (!part) return QKV_ERR_NOMEM;
+    float *pb = part + LIN_CHUNKS * n; // (chunks,out): the bias gradient's
 #pragma omp parallel for
     for (int k = 0; k < LIN_CHUNKS; k++) {
         int64_t r0 = k * len, rows = M - r0 < len ? M - r0 : len;
         qkv_gemm_ctx(c, 1, 0, out, in, rows, 1.0f, dy + r0 * out, out, s->x->data + r0 * in, in, 0.0f,
                      part + k * n, in);
+        if (!db) continue;
+        float *acc = pb + k * out;
+        for (int64_t j = 0; j < out; j++) acc[j] = 0.0f;
+        for (int64_t r = r0; r < r0 + rows; r++)
+            for (int64_t j = 0; j < out; j++) acc[j] += dy[r * out + j];
     }
 #pragma omp parallel for if (n >= QKV_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
@@ -41,6 +52,12 @@ static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const fl
         for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
         dw[i] += acc;
     }
+    for (int64_t j = 0; db && j < out; j++) {
+        float acc = pb[j];
+        for (int k = 1; k < LIN_CHUNKS; k++) acc += pb[k * out + j];
+        db[j] += acc;
+    }
+    *db_done = db != NULL;
     return QKV_OK;
 }
 
@@ -59,16 +76,15 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
         qkv_gemm_ctx(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, fresh ? 0.0f : 1.0f,
                      dx, s->in);
     }
+    float *db = NULL; // (out)
+    if (s->b && s->b->requires_grad && !(db = qkv_tensor_grad(a, s->b))) return QKV_ERR_NOMEM;
+    int db_done = 0;
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        QKV_TRY(linear_weight_grad(c, s, dy, dw));
+        QKV_TRY(linear_weight_grad(c, s, dy, dw, db, &db_done));
     }
-    if (s->b && s->b->requires_grad) {
-        float *db = qkv_tensor_grad(a, s->b); // (out)
-        if (!db) return QKV_ERR_NOMEM;
-        qkv_rows_sum_into(db, dy, s->M, s->out);
-    }
+    if (db && !db_done) qkv_rows_sum_into(db, dy, s->M, s->out);
     return QKV_OK;
 }
 
