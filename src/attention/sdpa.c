@@ -192,6 +192,30 @@ static qkv_status sdpa_setup(qkv_ctx *c, const qkv_sdpa_opts *o, qkv_attn_desc *
     return QKV_OK;
 }
 
+/* The fast kernels' forward into out and lse, their scratch taken from
+ * the arena and given back. */
+static qkv_status sdpa_flash(qkv_ctx *c, const qkv_attn_desc *d, const float *q, const float *k,
+                             const float *v, float *out, float *lse)
+{
+    qkv_arena *ar = qkv_ctx_arena(c);
+    qkv_arena_mark mark = qkv_arena_get_mark(ar);
+    int threads = omp_get_max_threads();
+    float *scratch = qkv_arena_alloc_uninit(ar, qkv_attn_forward_scratch(d, threads) * sizeof(float));
+    if (!scratch) return QKV_ERR_NOMEM;
+    qkv_attn_forward_flash(d, q, k, v, out, lse, scratch, threads);
+    qkv_arena_release(ar, mark);
+    return QKV_OK;
+}
+
+/* The tape entry of either forward. */
+static qkv_status sdpa_record(qkv_ctx *c, sdpa_saved saved)
+{
+    sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = saved;
+    return qkv_ctx_record(c, sdpa_backward, s);
+}
+
 qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                     const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights)
 {
@@ -224,25 +248,18 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                h ? wshape : (int64_t[]){d.N, d.L, d.S}, weights));
         w = (*weights)->data;
     }
-    qkv_arena *ar = qkv_ctx_arena(c);
-    qkv_arena_mark mark = qkv_arena_get_mark(ar); /* kernel scratch, released below */
     if (qkv_reference()) {
+        qkv_arena *ar = qkv_ctx_arena(c);
+        qkv_arena_mark mark = qkv_arena_get_mark(ar); /* kernel scratch, released below */
         double *scratch = qkv_arena_alloc(ar, qkv_attn_ref_scratch(&d) * sizeof(double));
         if (!scratch) return QKV_ERR_NOMEM;
         qkv_attn_forward_ref(&d, q->data, k->data, v->data, (*out)->data, lse, w, scratch);
+        qkv_arena_release(ar, mark);
     } else {
-        int threads = omp_get_max_threads();
-        float *scratch = qkv_arena_alloc_uninit(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
-        if (!scratch) return QKV_ERR_NOMEM;
-        qkv_attn_forward_flash(&d, q->data, k->data, v->data, (*out)->data, lse, scratch, threads);
+        QKV_TRY(sdpa_flash(c, &d, q->data, k->data, v->data, (*out)->data, lse));
         if (w) qkv_attn_weights(&d, q->data, k->data, lse, w);
     }
-    qkv_arena_release(ar, mark);
-    if (!rec) return QKV_OK;
-    sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
-    if (!s) return QKV_ERR_NOMEM;
-    *s = (sdpa_saved){d, q, k, v, *out, lse, 0};
-    return qkv_ctx_record(c, sdpa_backward, s);
+    return rec ? sdpa_record(c, (sdpa_saved){d, q, k, v, *out, lse, 0}) : QKV_OK;
 }
 
 qkv_status mha_attend_packed(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, const qkv_sdpa_opts *o,
@@ -262,16 +279,6 @@ qkv_status mha_attend_packed(qkv_ctx *c, qkv_tensor *y, int bf, int64_t H, const
     QKV_TRY(qkv_ctx_tensor_uninit(c, 3, (int64_t[]){A, B, E}, rec, out)); /* every element written */
     float *lse = qkv_ctx_alloc_uninit(c, (size_t)(N * H * L) * sizeof(float)); // (N,H,L)
     if (!lse) return QKV_ERR_NOMEM;
-    qkv_arena *ar = qkv_ctx_arena(c);
-    qkv_arena_mark mark = qkv_arena_get_mark(ar);
-    int threads = omp_get_max_threads();
-    float *scratch = qkv_arena_alloc_uninit(ar, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
-    if (!scratch) return QKV_ERR_NOMEM;
-    qkv_attn_forward_flash(&d, y->data, y->data + E, y->data + 2 * E, (*out)->data, lse, scratch, threads);
-    qkv_arena_release(ar, mark);
-    if (!rec) return QKV_OK;
-    sdpa_saved *s = qkv_ctx_alloc(c, sizeof *s);
-    if (!s) return QKV_ERR_NOMEM;
-    *s = (sdpa_saved){d, y, y, y, *out, lse, E};
-    return qkv_ctx_record(c, sdpa_backward, s);
+    QKV_TRY(sdpa_flash(c, &d, y->data, y->data + E, y->data + 2 * E, (*out)->data, lse));
+    return rec ? sdpa_record(c, (sdpa_saved){d, y, y, y, *out, lse, E}) : QKV_OK;
 }

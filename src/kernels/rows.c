@@ -86,12 +86,6 @@ void qkv_vec_to2(float *y1, int add1, float *y2, int add2, const float *x, int64
     }
 }
 
-void qkv_vec_add_into(float *y, const float *x, int64_t n)
-{
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
-}
-
 /* ---- exp, sigmoid, tanh, erf and erfc of a vector (vmath.h) ----------
  * The AVX-512 build of the loops where the CPU has it: on this machine's
  * Zen 4, erfc took 0.90 ns an element against 1.53 in the baseline build,

@@ -16,8 +16,6 @@ void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_
  * in one pass (either y may be NULL; y1 and y2 may be one buffer, then
  * the two apply in turn; neither may overlap x). */
 void qkv_vec_to2(float *y1, int add1, float *y2, int add2, const float *x, int64_t n);
-/* y[i] += x[i] for i < n. */
-void qkv_vec_add_into(float *y, const float *x, int64_t n);
 /* y[i] = tanh(x[i]), sigmoid(x[i]) = 1 / (1 + exp(-x[i])), exp(x[i]) for
  * i < n, vectorised, within a few ulp of tanhf, expf (exp: x clamped to
  * [-87, 88]); callers use the libm functions under qkv_reference(). y may

@@ -279,8 +279,8 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
             qkv_gemm(0, 0, N, H, GH, 1.0f, daht, GH, Whh, H, 1.0f, dh, H);
     }
     /* The gradients were allocated by rnn_backward, before this scratch. */
-    if (s->h0 && s->h0->requires_grad) qkv_vec_add_into(s->h0->grad + row0 * N * H, dh, N * H);
-    if (lstm && s->c0 && s->c0->requires_grad) qkv_vec_add_into(s->c0->grad + row0 * N * H, dc, N * H);
+    if (s->h0 && s->h0->requires_grad) qkv_vec_to2(s->h0->grad + row0 * N * H, 1, NULL, 0, dh, N * H);
+    if (lstm && s->c0 && s->c0->requires_grad) qkv_vec_to2(s->c0->grad + row0 * N * H, 1, NULL, 0, dc, N * H);
     float *gw[4] = {NULL, NULL, NULL, NULL};
     for (int j = 0; j < 4; j++)
         if (w[j] && w[j]->requires_grad) gw[j] = w[j]->grad;
