@@ -26,11 +26,11 @@ static int find_runs(const float *x, int64_t T, run *r)
 
 /* The toy's attention network (the lecture's, 64 channels, kernel 5) on a
  * tiny pairs task: T 40, 200 sequences, batch 20, standardised inputs, MSE,
- * Adam lr 3e-3, TOY_STEPS steps, the same initialisation, data and order
- * in both precisions. Fills loss[step]; returns 0 on failure. */
-enum { TOY_T = 40, TOY_N = 200, TOY_B = 20, TOY_STEPS = 60 };
+ * Adam lr 2e-3, TOY_STEPS steps, the same initialisation (from seed), data
+ * and order in both precisions. Fills loss[step]; returns 0 on failure. */
+enum { TOY_T = 40, TOY_N = 200, TOY_B = 20, TOY_STEPS = 60, TOY_SEEDS = 6 };
 
-static int toy_train(qkv_precision prec, const float *in, const float *tg, double *loss)
+static int toy_train(qkv_precision prec, uint64_t seed, const float *in, const float *tg, double *loss)
 {
     int ok = 0;
     qkv_params *p = NULL;
@@ -38,9 +38,9 @@ static int toy_train(qkv_precision prec, const float *in, const float *tg, doubl
     qkv_optim *o = NULL;
     qkv_toy_net net = {0};
     qkv_rng r;
-    qkv_rng_seed(&r, 5);
+    qkv_rng_seed(&r, seed);
     qkv_optim_opts oo = qkv_optim_adam_default();
-    oo.lr = 3e-3;
+    oo.lr = 2e-3;
     if (qkv_params_new(&p) || qkv_ctx_new(&c) || qkv_ctx_set_precision(c, prec) ||
         qkv_toy_net_init(&net, QKV_TOY_ATTENTION, 1, 64, 5, 0, p, &r) || qkv_optim_new(&o, p, &oo))
         goto done;
@@ -74,35 +74,54 @@ static double mean_of(const double *loss, int a, int b)
     return s / (b - a);
 }
 
-static void test_bf16_training(void)
+/* One seed's data and training in both precisions; adds the first and last
+ * epochs' (10 steps') mean losses to f[0], f[1] (FP32) and b[0], b[1]
+ * (BF16); *same stays 1 while the two precisions' losses are equal. */
+static int toy_pair(uint64_t seed, double *f, double *b, int *same)
 {
     float *in = malloc(sizeof(float) * TOY_N * TOY_T), *tg = malloc(sizeof(float) * TOY_N * TOY_T);
-    qkv_rng r;
-    qkv_rng_seed(&r, 7);
-    CHECK_OK(qkv_toy_generate(&r, QKV_TOY_PAIRS, TOY_N, TOY_T, 0.3f, in, tg));
-    double m = 0, v = 0; /* standardised as qkv toy does */
-    for (int i = 0; i < TOY_N * TOY_T; i++) m += in[i];
-    m /= TOY_N * TOY_T;
-    for (int i = 0; i < TOY_N * TOY_T; i++) v += (in[i] - m) * (in[i] - m);
-    for (int i = 0; i < TOY_N * TOY_T; i++) in[i] = (float)((in[i] - m) / sqrt(v / (TOY_N * TOY_T - 1)));
     double f32[TOY_STEPS], b16[TOY_STEPS];
-    int ok = toy_train(QKV_FP32, in, tg, f32) && toy_train(QKV_BF16, in, tg, b16);
-    CHECK(ok, "toy training failed: %s", qkv_last_error());
+    qkv_rng r;
+    qkv_rng_seed(&r, seed + 100);
+    int ok = in && tg && qkv_toy_generate(&r, QKV_TOY_PAIRS, TOY_N, TOY_T, 0.3f, in, tg) == QKV_OK;
+    if (ok) { /* standardised as qkv toy does */
+        double m = 0, v = 0;
+        for (int i = 0; i < TOY_N * TOY_T; i++) m += in[i];
+        m /= TOY_N * TOY_T;
+        for (int i = 0; i < TOY_N * TOY_T; i++) v += (in[i] - m) * (in[i] - m);
+        for (int i = 0; i < TOY_N * TOY_T; i++) in[i] = (float)((in[i] - m) / sqrt(v / (TOY_N * TOY_T - 1)));
+        ok = toy_train(QKV_FP32, seed, in, tg, f32) && toy_train(QKV_BF16, seed, in, tg, b16);
+    }
     if (ok) {
-        /* the first and last epochs' (10 steps') mean losses */
         int E = TOY_N / TOY_B;
-        double f0 = mean_of(f32, 0, E), f1 = mean_of(f32, TOY_STEPS - E, TOY_STEPS);
-        double b0 = mean_of(b16, 0, E), b1 = mean_of(b16, TOY_STEPS - E, TOY_STEPS);
-        printf("toy attention network, mean loss of the first and last epochs: %.5f -> %.5f in FP32, "
-               "%.5f -> %.5f in BF16\n", f0, f1, b0, b1);
-        CHECK(f1 < 0.5 * f0 && b1 < 0.5 * b0, "toy training: the loss did not halve (%g -> %g, %g -> %g)", f0,
-              f1, b0, b1);
-        CHECK(fabs(b1 - f1) <= 0.05 * f1, "toy training: BF16's final loss %g is not within 5%% of FP32's %g",
-              b1, f1);
-        CHECK(memcmp(f32, b16, sizeof f32) != 0, "toy training: BF16 gave FP32's losses bit for bit: not in BF16");
+        f[0] += mean_of(f32, 0, E), f[1] += mean_of(f32, TOY_STEPS - E, TOY_STEPS);
+        b[0] += mean_of(b16, 0, E), b[1] += mean_of(b16, TOY_STEPS - E, TOY_STEPS);
+        *same &= !memcmp(f32, b16, sizeof f32);
     }
     free(in);
     free(tg);
+    return ok;
+}
+
+/* Single runs of this network are chaotic (the lecture's unscaled scores
+ * make attention nearly hard): one seed's BF16 run ended 0.96-1.06x its
+ * FP32 twin's loss, and the ratio moved by 3% between an -O3 and an -O1
+ * build. The check takes the mean over TOY_SEEDS seeds of each precision. */
+static void test_bf16_training(void)
+{
+    double f[2] = {0, 0}, b[2] = {0, 0};
+    int ok = 1, same = 1;
+    for (uint64_t seed = 1; seed <= TOY_SEEDS && ok; seed++) ok = toy_pair(seed, f, b, &same);
+    CHECK(ok, "toy training failed: %s", qkv_last_error());
+    if (!ok) return;
+    for (int i = 0; i < 2; i++) f[i] /= TOY_SEEDS, b[i] /= TOY_SEEDS;
+    printf("toy attention network, mean over %d seeds of the first and last epochs' loss: %.5f -> %.5f in FP32, "
+           "%.5f -> %.5f in BF16\n", TOY_SEEDS, f[0], f[1], b[0], b[1]);
+    CHECK(f[1] < 0.5 * f[0] && b[1] < 0.5 * b[0], "toy training: the loss did not halve (%g -> %g, %g -> %g)", f[0],
+          f[1], b[0], b[1]);
+    CHECK(fabs(b[1] - f[1]) <= 0.05 * f[1], "toy training: BF16's final loss %g is not within 5%% of FP32's %g",
+          b[1], f[1]);
+    CHECK(!same, "toy training: BF16 gave FP32's losses bit for bit: not in BF16");
 }
 
 int main(void)
