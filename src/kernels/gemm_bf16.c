@@ -51,10 +51,10 @@ void qkv_gemm_ctx_bias(const qkv_ctx *c, int64_t M, int64_t N, int64_t K, const 
  * each value rounded to bf16 and kept as a float. */
 static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, float *Y)
 {
-#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++)
-            Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j]));
+    QKV_PAR_FOR(rows * cols >= 4 * QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++)
+                Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j])));
 }
 
 /* A buffer of the calling thread, kept and grown for the thread's life;
@@ -93,9 +93,9 @@ static void *scratch_get(size_t bytes)
 /* X (rows,cols) with leading dimension ld into Y (rows,cols) compact. */
 static void pack_bf16(const float *X, int64_t rows, int64_t cols, int64_t ld, uint16_t *Y)
 {
-#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]);
+    QKV_PAR_FOR(rows * cols >= 4 * QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]));
 }
 
 static dnnl_engine_t dnnl_eng;

@@ -46,12 +46,12 @@ static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const fl
         for (int64_t r = r0; r < r0 + rows; r++)
             for (int64_t j = 0; j < out; j++) acc[j] += dy[r * out + j];
     }
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float acc = part[i];
-        for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
-        dw[i] += acc;
-    }
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t i = 0; i < n; i++) {
+            float acc = part[i];
+            for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
+            dw[i] += acc;
+        });
     for (int64_t j = 0; db && j < out; j++) {
         float acc = pb[j];
         for (int k = 1; k < LIN_CHUNKS; k++) acc += pb[k * out + j];

@@ -276,11 +276,11 @@ qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_n
     int64_t all = qkv_params_numel(params);
     float *norms = malloc((size_t)(np ? np : 1) * sizeof *norms);
     if (!norms) return qkv_fail(QKV_ERR_NOMEM, "clip_grad_norm: out of memory for %d norms", np);
-#pragma omp parallel for schedule(dynamic) if (all >= QKV_PAR_MIN)
-    for (int i = 0; i < np; i++) {
-        qkv_tensor *t = qkv_params_at(params, i);
-        norms[i] = (float)sqrt(qkv_sum_sq_dev(t->grad, 0.0, qkv_tensor_numel(t)));
-    }
+    QKV_PAR_FOR_WITH(all >= QKV_PAR_MIN, schedule(dynamic),
+        for (int i = 0; i < np; i++) {
+            qkv_tensor *t = qkv_params_at(params, i);
+            norms[i] = (float)sqrt(qkv_sum_sq_dev(t->grad, 0.0, qkv_tensor_numel(t)));
+        });
     double sq = 0;
     for (int i = 0; i < np; i++) sq += (double)norms[i] * norms[i];
     free(norms);
