@@ -7,12 +7,19 @@
  *   build/bench/bf16_gemm [-r REPS]
  *   build/bench/bf16_gemm --step B L [-r REPS]
  *   build/bench/bf16_gemm --sweep [-r REPS]
+ *   build/bench/bf16_gemm --rnn [-r REPS]
  * The second form times the TransformerEncoderLayer(512, 8, 2048) training
  * step (dropout 0; forward, backward, AdamW) at (B, L) in FP32 and in BF16
  * mode (qkv_ctx_set_precision), interleaved in one process: best of REPS
  * rounds of 3 steps each, and their ratio. The third times qkv_gemm
  * against qkv_gemm_bf16 (conversion included) on small and thin products
- * (x W^T with M rows), interleaved, to show where bf16 stops paying.
+ * (x W^T with M rows), interleaved, to show where bf16 stops paying. The
+ * fourth times a GRU and an LSTM layer (batch 64, input and hidden 256,
+ * length 12: the translation model's recurrent layers), forward and
+ * forward + backward, in FP32 and BF16 mode interleaved; then a GRU step's
+ * product h W_hh^T (64 x 768 x 256) in FP32, in bf16 converting W_hh in
+ * the call (qkv_gemm_bf16) and in bf16 from W_hh converted beforehand
+ * (qkv_gemm_bf16_b16, what the layer does), interleaved.
  * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
  * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
  * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
@@ -221,6 +228,83 @@ static int run_step(long long B, long long L, int reps)
     return 0;
 }
 
+/* A GRU and an LSTM layer, forward and forward + backward, FP32 against
+ * BF16 mode, interleaved: best of REPS rounds of 5 calls each. */
+static int run_rnn(int reps)
+{
+    const int64_t N = 64, In = 256, H = 256, L = 12;
+    float *x = malloc((size_t)(L * N * In) * 4), *dy = malloc((size_t)(L * N * H) * 4);
+    if (!x || !dy) return 1;
+    qkv_rng r;
+    qkv_rng_seed(&r, 1);
+    qkv_rng_fill_normal(&r, x, L * N * In, 0, 1);
+    qkv_rng_fill_normal(&r, dy, L * N * H, 0, 1);
+    printf("GRU / LSTM layer, (L, N, input, hidden) = (%lld, %lld, %lld, %lld), %d threads, best of %d rounds "
+           "of 5 calls, ms per call:\n", (long long)L, (long long)N, (long long)In, (long long)H,
+           omp_get_max_threads(), reps);
+    for (int lstm = 0; lstm < 2; lstm++) {
+        qkv_params *p;
+        qkv_ctx *c[2];
+        qkv_nn_rnn m;
+        qkv_rnn_opts ro = qkv_rnn_opts_default(In, H);
+        TRY(qkv_params_new(&p));
+        TRY((lstm ? qkv_nn_lstm_init : qkv_nn_gru_init)(&m, &ro, p, "", &r));
+        for (int k = 0; k < 2; k++) {
+            TRY(qkv_ctx_new(&c[k]));
+            TRY(qkv_ctx_set_precision(c[k], k ? QKV_BF16 : QKV_FP32));
+        }
+        double best[2][2] = {{1e30, 1e30}, {1e30, 1e30}}; /* [backward][precision] */
+        for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
+            for (int bw = 0; bw < 2; bw++)
+                for (int k = 0; k < 2; k++) {
+                    double t0 = bench_now();
+                    for (int it = 0; it < 5; it++) {
+                        qkv_ctx_reset(c[k]);
+                        qkv_ctx_set_grad(c[k], bw);
+                        qkv_tensor *xt, *y;
+                        TRY(qkv_tensor_wrap(qkv_ctx_arena(c[k]), x, 3, (int64_t[]){L, N, In}, &xt));
+                        if (lstm) TRY(qkv_nn_lstm_forward(c[k], &m, xt, NULL, NULL, NULL, &y, NULL, NULL));
+                        else TRY(qkv_nn_gru_forward(c[k], &m, xt, NULL, NULL, &y, NULL));
+                        if (bw) TRY(qkv_backward(c[k], y, dy));
+                        if (bw) qkv_params_zero_grad(p);
+                    }
+                    double ms = (bench_now() - t0) * 1e3 / 5;
+                    if (rep >= 0) best[bw][k] = fmin(best[bw][k], ms);
+                }
+        for (int bw = 0; bw < 2; bw++)
+            printf("  %s %-18s FP32 %7.3f ms, BF16 %7.3f ms: BF16 is %.2fx FP32's speed\n", lstm ? "LSTM" : "GRU ",
+                   bw ? "forward + backward" : "forward", best[bw][0], best[bw][1], best[bw][0] / best[bw][1]);
+        qkv_ctx_free(c[0]);
+        qkv_ctx_free(c[1]);
+        qkv_nn_gru_free(&m); /* the same for an LSTM */
+        qkv_params_free(p);
+    }
+    /* one step's product, h (N,H) W_hh^T, W_hh (3H,H) */
+    int64_t G = 3 * H;
+    float *w = malloc((size_t)(G * H) * 4), *C = malloc((size_t)(N * G) * 4);
+    uint16_t *w16 = malloc((size_t)(G * H) * 2);
+    if (!w || !C || !w16) return 1;
+    qkv_rng_fill_normal(&r, w, G * H, 0, 0.06f);
+    qkv_bf16_from_floats(w, w16, G * H);
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int rep = -1; rep < reps; rep++)
+        for (int k = 0; k < 3; k++) {
+            double t0 = bench_now();
+            for (int it = 0; it < 200; it++) {
+                if (k == 0) qkv_gemm(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
+                if (k == 1) qkv_gemm_bf16(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
+                if (k == 2) qkv_gemm_bf16_b16(0, 1, N, G, H, 1.0f, x, H, w16, 0.0f, C, G);
+            }
+            if (rep >= 0) best[k] = fmin(best[k], (bench_now() - t0) / 200 * 1e6);
+        }
+    printf("  a GRU step's h W_hh^T (%lld x %lld x %lld), us per call: FP32 %.1f, bf16 converting W_hh %.1f, "
+           "bf16 from W_hh converted once %.1f\n", (long long)N, (long long)G, (long long)H, best[0], best[1],
+           best[2]);
+    free(w), free(C), free(w16);
+    free(x), free(dy);
+    return 0;
+}
+
 /* qkv_gemm against qkv_gemm_bf16 on small and thin products. */
 static int run_sweep(int reps)
 {
@@ -259,19 +343,21 @@ int main(int argc, char **argv)
 {
     int reps = 5;
     long long sB = 0, sL = 0;
-    int sweep = 0;
+    int sweep = 0, rnn = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sweep")) sweep = 1;
+        else if (!strcmp(argv[i], "--rnn")) rnn = 1;
         else if (!strcmp(argv[i], "--step") && i + 2 < argc) sB = atoll(argv[i + 1]), sL = atoll(argv[i + 2]), i += 2;
         else reps = 0;
     }
     if (reps < 1 || reps > 100 || sB < 0 || sL < 0 || (sB > 0) != (sL > 0) || sB * sL > (1 << 20)) {
-        fprintf(stderr, "usage: bf16_gemm [-r REPS] | --step B L [-r REPS] | --sweep [-r REPS]\n");
+        fprintf(stderr, "usage: bf16_gemm [-r REPS] | --step B L [-r REPS] | --sweep [-r REPS] | --rnn [-r REPS]\n");
         return 2;
     }
     if (sB) return run_step(sB, sL, reps);
     if (sweep) return run_sweep(reps);
+    if (rnn) return run_rnn(reps);
     int nt = omp_get_max_threads();
 #ifdef HAVE_DNNL
     if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&stream, eng, dnnl_stream_default_flags)) {

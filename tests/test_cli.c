@@ -176,6 +176,8 @@ static void test_bad_values(void)
         {{"--format", "svg"}, "--format needs --plots PREFIX"},
         {{"--plots", "x.PNG", "--format", "svg"}, "--format svg, but the prefix 'x.PNG' ends in .png"},
         {{"extra"}, "unexpected argument 'extra'"},
+        {{"--compare-precision", "--precision", "bf16"}, "--compare-precision runs both precisions"},
+        {{"--compare-precision=1"}, "option '--compare-precision' takes no value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *const *a = cases[i].args;

@@ -33,6 +33,7 @@ typedef struct {
     int task, model, pe; /* run only these (-1: all) */
     int threads, zero1;  /* OpenMP threads per process (0: as set); ZeRO-1 */
     qkv_precision precision; /* of the matmuls (--precision) */
+    int compare;         /* --compare-precision: every run in FP32, then in BF16 */
     qkv_dist *dist;      /* mpirun: data-parallel; else one process */
 } toy_opts;
 
@@ -48,6 +49,7 @@ typedef struct {
     qkv_toy_task task;
     qkv_toy_model model;
     pe_kind pe;
+    qkv_precision precision;
     int64_t params;
     double train_mse, test_mse, seconds;
     toy_curve loss; /* training loss, every tenth of an epoch */
@@ -213,8 +215,9 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     if (!s) s = qkv_optim_new(&opt, p, &oo);
     r->params = qkv_params_numel(p);
     if (o->log && !s)
-        fprintf(o->log, "%s network on the %s task, positional encoding: %s\n", model_names[r->model],
-                task_names[r->task], pe_names[r->pe]);
+        fprintf(o->log, "%s network on the %s task, positional encoding: %s%s\n", model_names[r->model],
+                task_names[r->task], pe_names[r->pe],
+                !o->compare ? "" : o->precision == QKV_BF16 ? ", bf16" : ", fp32");
     int64_t saved = 0;
     if (!s && o->zero1) s = qkv_dist_zero1(o->dist, opt, &saved);
     if (o->log && !s && o->zero1)
@@ -242,18 +245,20 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     return s;
 }
 
-/* A run's name in legends: "conv", "attention + binary positions". */
-static void run_name(char *buf, size_t cap, const toy_result *r)
+/* A run's name in legends: "conv", "attention + binary positions", with
+ * ", bf16" or ", fp32" after it when precision. */
+static void run_name(char *buf, size_t cap, const toy_result *r, int precision)
 {
-    if (r->pe == PE_NONE) snprintf(buf, cap, "%s", model_names[r->model]);
-    else snprintf(buf, cap, "%s + %s positions", model_names[r->model], pe_names[r->pe]);
+    const char *p = !precision ? "" : r->precision == QKV_BF16 ? ", bf16" : ", fp32";
+    if (r->pe == PE_NONE) snprintf(buf, cap, "%s%s", model_names[r->model], p);
+    else snprintf(buf, cap, "%s + %s positions%s", model_names[r->model], pe_names[r->pe], p);
 }
 
 /* A task's figure: four test sequences as panels with axes: the input
  * (grey), the target (blue) and each run's prediction (red, green,
  * orange, purple); the legend in the first panel. */
 static qkv_status plot_sequences(const char *path, int task, const toy_set *test, int64_t T, int nruns,
-                                 float *const *preds, const toy_result *const *runs)
+                                 float *const *preds, const toy_result *const *runs, int compare)
 {
     enum { NPANEL = 4, MAXS = 6 };
     static const uint32_t colours[MAXS] = {0x9a9a9a, 0x1f5fbf, 0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd};
@@ -263,7 +268,7 @@ static qkv_status plot_sequences(const char *path, int task, const toy_set *test
     char names[MAXS][64] = {"input", "target"}, titles[NPANEL][32], title[96];
     double *ys = malloc((size_t)(NPANEL * ns * T) * sizeof(double)); /* (NPANEL, ns, T) */
     if (!ys) return QKV_ERR_NOMEM;
-    for (int r = 0; r < nruns; r++) run_name(names[2 + r], sizeof names[0], runs[r]);
+    for (int r = 0; r < nruns; r++) run_name(names[2 + r], sizeof names[0], runs[r], compare);
     for (int k = 0; k < NPANEL; k++) {
         for (int q = 0; q < ns; q++) {
             const float *src = q == 0   ? test->in + k * T
@@ -285,37 +290,49 @@ static qkv_status plot_sequences(const char *path, int task, const toy_set *test
 }
 
 /* The runs' training loss (solid) and test MSE after each epoch (dashed,
- * the same colour), one panel per task, on a log scale. */
-static qkv_status plot_losses(const char *path, const toy_result *res, int nres)
+ * the same colour) on a log scale: one panel per task, or with compare
+ * (--compare-precision) one per task and network, FP32 and BF16 in it. */
+static qkv_status plot_losses(const char *path, const toy_result *res, int nres, int compare)
 {
+    enum { MAXP = 6, MAXS = 8 };
     static const uint32_t colours[4] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728};
-    qkv_line_plot panels[2];
-    qkv_series series[2][8];
-    char names[8][64], vnames[8][72], titles[2][64];
-    int np = 0;
-    for (int k = 0; k < 2; k++) {
-        int n = 0;
-        for (int i = 0; i < nres && n < 8; i++) {
-            if ((int)res[i].task != k || res[i].loss.n == 0) continue;
-            run_name(names[i], sizeof names[0], &res[i]);
-            snprintf(vnames[i], sizeof vnames[0], "%s, test", names[i]);
-            uint32_t col = colours[(n / 2) % 4];
-            const toy_curve *cv = &res[i].loss, *vv = &res[i].val;
-            series[np][n++] = (qkv_series){.label = names[i], .x = cv->x, .y = cv->y, .n = cv->n,
-                                           .colour = col};
-            series[np][n++] = (qkv_series){.label = vnames[i], .x = vv->x, .y = vv->y, .n = vv->n,
-                                           .colour = col, .dashed = 1};
+    qkv_line_plot panels[MAXP];
+    qkv_series series[MAXP][MAXS];
+    char names[12][64], vnames[12][72], titles[MAXP][96];
+    int np = 0, lead[MAXP]; /* each panel's first run */
+    for (int i = 0; i < nres && i < 12; i++) {
+        const toy_result *r = &res[i];
+        if (r->loss.n == 0) continue;
+        int k = 0;
+        while (k < np && !(res[lead[k]].task == r->task &&
+                           (!compare || (res[lead[k]].model == r->model && res[lead[k]].pe == r->pe))))
+            k++;
+        if (k == np) {
+            if (np == MAXP) continue;
+            lead[np] = i;
+            char net[64] = "";
+            if (compare) run_name(net, sizeof net, r, 0);
+            snprintf(titles[np], sizeof titles[0], "%s task%s%.63s", task_names[r->task], compare ? ", " : "", net);
+            panels[np++] = (qkv_line_plot){.series = series[k], .title = titles[k], .x_label = "epoch",
+                                           .y_label = "MSE", .log_y = 1, .width = 560, .height = 340};
         }
-        if (!n) continue;
-        snprintf(titles[np], sizeof titles[0], "%s task", task_names[k]);
-        panels[np] = (qkv_line_plot){.series = series[np], .n_series = n, .title = titles[np],
-                                     .x_label = "epoch", .y_label = "MSE", .log_y = 1,
-                                     .width = 560, .height = 340};
-        np++;
+        int n = panels[k].n_series;
+        if (n + 2 > MAXS) continue;
+        /* with compare the panel's title names the network, the legend the precision */
+        if (compare) snprintf(names[i], sizeof names[0], "%s", r->precision == QKV_BF16 ? "bf16" : "fp32");
+        else run_name(names[i], sizeof names[0], r, 0);
+        snprintf(vnames[i], sizeof vnames[0], "%.63s, test", names[i]);
+        uint32_t col = colours[(n / 2) % 4];
+        series[k][n] = (qkv_series){.label = names[i], .x = r->loss.x, .y = r->loss.y, .n = r->loss.n,
+                                    .colour = col};
+        series[k][n + 1] = (qkv_series){.label = vnames[i], .x = r->val.x, .y = r->val.y, .n = r->val.n,
+                                        .colour = col, .dashed = 1};
+        panels[k].n_series = n + 2;
     }
     if (!np) return QKV_OK;
-    return qkv_plot_lines_grid(path, panels, np, np,
-                               "training loss (each tenth of an epoch) and test MSE (each epoch)");
+    return qkv_plot_lines_grid(path, panels, np, np < 2 ? np : 2,
+                               compare ? "FP32 and BF16, same seed: training loss, test MSE"
+                                       : "training loss (each tenth of an epoch) and test MSE (each epoch)");
 }
 
 /* The sizes' bounds: a set holds at most MAX_VALUES floats (1 GiB), so
@@ -351,6 +368,8 @@ const char qkv_cli_toy_usage[] =
     "      --zero1        under mpirun: each rank keeps 1/N of Adam's moments (ZeRO-1)\n"
     "      --precision fp32|bf16  the matmuls' precision (default fp32; bf16: bf16\n"
     "                     inputs, FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
+    "      --compare-precision  train every run in fp32, then again in bf16 (the same\n"
+    "                     seed and data); the table and the loss figure show both\n"
     "  -h, --help         show this usage\n"
     "  Under mpirun -np N the batch of 100 is split between the N ranks\n"
     "  (data-parallel, docs/distributed.md); rank 0 prints and draws.\n"
@@ -364,7 +383,7 @@ static void too_many(qkv_cli_args *a, const char *set, int64_t n, int64_t T)
 /* Fills o from the arguments; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, toy_opts *o)
 {
-    enum { PE = 256, TEST, SCALED, FORMAT, PNG, THREADS, ZERO1, PRECISION }; /* the long-only options */
+    enum { PE = 256, TEST, SCALED, FORMAT, PNG, THREADS, ZERO1, PRECISION, COMPARE }; /* the long-only options */
     static const struct option options[] = {
         {"task", required_argument, NULL, 't'},
         {"model", required_argument, NULL, 'm'},
@@ -382,9 +401,10 @@ static int parse(int argc, char **argv, toy_opts *o)
         {"threads", required_argument, NULL, THREADS},
         {"zero1", no_argument, NULL, ZERO1},
         {"precision", required_argument, NULL, PRECISION},
+        {"compare-precision", no_argument, NULL, COMPARE},
         QKV_CLI_HELP_OPTION};
     const char *plots = NULL;
-    int format = -1;
+    int format = -1, precision_set = 0;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_toy_usage, options, 0, 0);
     int c;
@@ -404,7 +424,8 @@ static int parse(int argc, char **argv, toy_opts *o)
         case FORMAT: format = qkv_cli_choice(&a, format_names, 3); break;
         case THREADS: o->threads = (int)qkv_cli_int(&a, 1, 4096); break;
         case ZERO1: o->zero1 = 1; break;
-        case PRECISION: o->precision = qkv_cli_precision(&a); break;
+        case PRECISION: o->precision = qkv_cli_precision(&a), precision_set = 1; break;
+        case COMPARE: o->compare = 1; break;
         }
     }
     if (c < 0) return a.status;
@@ -417,6 +438,8 @@ static int parse(int argc, char **argv, toy_opts *o)
     else if (o->n_test * o->T > MAX_VALUES) too_many(&a, "test", o->n_test, o->T);
     else if (len > 400) qkv_cli_error(&a, "--plots: the prefix is longer than 400 characters");
     else if (format >= 0 && !plots) qkv_cli_error(&a, "--format needs --plots PREFIX");
+    else if (precision_set && o->compare)
+        qkv_cli_error(&a, "--compare-precision runs both precisions: leave out --precision");
     else if (ext >= 0 && format >= 0 && ext != format)
         qkv_cli_error(&a, "--format %s, but the prefix '%s' ends in .%s", format_names[format], plots,
                       format_names[ext]);
@@ -441,7 +464,7 @@ static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *re
             if ((int)res[i].task == k) rk[n] = &res[i], pk[n++] = preds[i];
         if (!n) continue;
         snprintf(path, sizeof path, "%s_%s.%s", o->plots, task_names[k], ext);
-        if (plot_sequences(path, k, &test[k], o->T, n, pk, rk)) {
+        if (plot_sequences(path, k, &test[k], o->T, n, pk, rk, o->compare)) {
             fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
             return QKV_EXIT_FAILURE;
         }
@@ -449,7 +472,7 @@ static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *re
                "green, orange, purple\n", path);
     }
     snprintf(path, sizeof path, "%s_loss.%s", o->plots, ext);
-    if (plot_losses(path, res, nres)) {
+    if (plot_losses(path, res, nres, o->compare)) {
         fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
         return QKV_EXIT_FAILURE;
     }
@@ -498,10 +521,10 @@ static int toy_main(const toy_opts *op)
      * 4,000, while without it stays near 2). */
     const int64_t task_epochs[2] = {1, 3};
     int nplan = (int)(sizeof plan / sizeof *plan);
-    toy_result res[8];
+    toy_result res[12];
     toy_set train[2], test[2];
     qkv_rng rng;
-    float *preds[8] = {0};
+    float *preds[12] = {0};
     printf("qkv toy: %lld training and %lld test sequences of length %lld, %lld epochs (%lld on the "
            "positional task), batch %lld, Adam lr 1e-3, MSE%s\n", (long long)o.n_train, (long long)o.n_test,
            (long long)o.T, (long long)o.epochs, (long long)(3 * o.epochs), (long long)o.batch,
@@ -517,16 +540,19 @@ static int toy_main(const toy_opts *op)
         }
     }
     int nres = 0;
-    for (int i = 0; i < nplan; i++) {
+    for (int i = 0; i < nplan * (o.compare ? 2 : 1); i++) {
+        int ip = o.compare ? i / 2 : i; /* with compare: each run in FP32, then in BF16 */
+        qkv_precision prec = !o.compare ? o.precision : i % 2 ? QKV_BF16 : QKV_FP32;
         int chosen = o.task >= 0 || o.model >= 0 || o.pe >= 0; /* filters pick from all runs */
-        if ((plan[i].extra && !o.all && !chosen) || (o.task >= 0 && (int)plan[i].task != o.task) ||
-            (o.model >= 0 && (int)plan[i].model != o.model) || (o.pe >= 0 && (int)plan[i].pe != o.pe))
+        if ((plan[ip].extra && !o.all && !chosen) || (o.task >= 0 && (int)plan[ip].task != o.task) ||
+            (o.model >= 0 && (int)plan[ip].model != o.model) || (o.pe >= 0 && (int)plan[ip].pe != o.pe))
             continue;
         toy_result *r = &res[nres];
-        *r = (toy_result){.task = plan[i].task, .model = plan[i].model, .pe = plan[i].pe};
+        *r = (toy_result){.task = plan[ip].task, .model = plan[ip].model, .pe = plan[ip].pe, .precision = prec};
         preds[nres] = malloc((size_t)(o.n_test * o.T) * 4);
         toy_opts oi = o;
         oi.epochs = o.epochs * task_epochs[r->task];
+        oi.precision = prec;
         if (!preds[nres] || curve_init(&r->loss, oi.epochs * (o.n_train / o.batch), o.n_train / o.batch) ||
             curve_init(&r->val, oi.epochs, 0)) {
             fprintf(stderr, "qkv toy: out of memory\n");
@@ -538,13 +564,15 @@ static int toy_main(const toy_opts *op)
         }
         nres++;
     }
-    printf("\n| task | model | positional encoding | parameters | steps | train MSE | test MSE | seconds |\n"
-           "|---|---|---|---|---|---|---|---|\n");
+    /* with compare, a precision column and a digit more, to set the two side by side */
+    printf("\n| task | model | positional encoding |%s parameters | steps | train MSE | test MSE | seconds |\n"
+           "|---|---|---|%s---|---|---|---|---|\n", o.compare ? " precision |" : "", o.compare ? "---|" : "");
     for (int i = 0; i < nres; i++)
-        printf("| %s | %s | %s | %lld | %lld | %.3f | %.3f | %.0f |\n", task_names[res[i].task],
-               model_names[res[i].model], pe_names[res[i].pe], (long long)res[i].params,
-               (long long)(o.epochs * task_epochs[res[i].task] * (o.n_train / o.batch)),
-               res[i].train_mse, res[i].test_mse, res[i].seconds);
+        printf("| %s | %s | %s |%s %lld | %lld | %.*f | %.*f | %.0f |\n", task_names[res[i].task],
+               model_names[res[i].model], pe_names[res[i].pe],
+               !o.compare ? "" : res[i].precision == QKV_BF16 ? " bf16 |" : " fp32 |", (long long)res[i].params,
+               (long long)(o.epochs * task_epochs[res[i].task] * (o.n_train / o.batch)), 3 + o.compare,
+               res[i].train_mse, 3 + o.compare, res[i].test_mse, res[i].seconds);
     rc = o.plots[0] ? plot_all(&o, test, res, nres, preds) : QKV_EXIT_OK;
     for (int i = 0; i < nres; i++)
         free(preds[i]), free(res[i].loss.x), free(res[i].loss.y), free(res[i].val.x), free(res[i].val.y);

@@ -246,16 +246,19 @@ static void scratch_put(void *p, size_t bytes)
     if (bytes > SCRATCH_KEEP) free(p);
 }
 
-/* The fallback without memory to spare: each input rounded as it is read. */
+/* The fallback without memory to spare: each input rounded as it is read
+ * (B from B16 when given, with leading dimension ldb). */
 static void gemm_round_loop(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+                            int64_t lda, const float *B, const uint16_t *B16, int64_t ldb, float beta, float *C,
+                            int64_t ldc)
 {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             float acc = 0;
             for (int64_t k = 0; k < K; k++) {
+                int64_t bi = tb ? j * ldb + k : k * ldb + j;
                 float a = qkv_bf16_to_float(qkv_bf16_from_float(ta ? A[k * lda + i] : A[i * lda + k]));
-                float b = qkv_bf16_to_float(qkv_bf16_from_float(tb ? B[j * ldb + k] : B[k * ldb + j]));
+                float b = qkv_bf16_to_float(B16 ? B16[bi] : qkv_bf16_from_float(B[bi]));
                 acc += a * b;
             }
             float *c = &C[i * ldc + j];
@@ -263,11 +266,12 @@ static void gemm_round_loop(int ta, int tb, int64_t M, int64_t N, int64_t K, flo
         }
 }
 
-void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+/* qkv_gemm_bf16, with B from its bf16 copy B16 (compact) when given. */
+static void gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, const uint16_t *B16, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0 || K <= 0) { /* nothing to round: qkv_gemm's C = beta * C */
-        qkv_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        qkv_gemm(ta, tb, M, N, K, alpha, A, lda, NULL, ldb, beta, C, ldc);
         return;
     }
     /* Stored shapes: A is (M,K), or (K,M) when ta; B is (K,N), or (N,K) when tb. */
@@ -275,12 +279,12 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
 #ifdef QKV_DNNL
     int big = 2.0 * (double)M * (double)N * (double)K >= QKV_BF16_DNNL_MIN_FLOPS;
     if (!qkv_reference() && (bf16_path == QKV_BF16_DNNL || (bf16_path == QKV_BF16_AUTO && big)) && dnnl_ready()) {
-        size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(uint16_t);
+        size_t bytes = (size_t)(ar * ac + (B16 ? 0 : br * bc)) * sizeof(uint16_t);
         uint16_t *Ah = scratch_get(bytes);
         if (Ah) {
-            uint16_t *Bh = Ah + ar * ac;
+            uint16_t *Bh = B16 ? (uint16_t *)B16 : Ah + ar * ac;
             pack_bf16(A, ar, ac, lda, Ah);
-            pack_bf16(B, br, bc, ldb, Bh);
+            if (!B16) pack_bf16(B, br, bc, ldb, Bh);
             int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, beta, C, ldc);
             scratch_put(Ah, bytes);
             if (done) return;
@@ -290,15 +294,28 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
     size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(float);
     float *Ar = scratch_get(bytes);
     if (!Ar) {
-        gemm_round_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_round_loop(ta, tb, M, N, K, alpha, A, lda, B, B16, ldb, beta, C, ldc);
         return;
     }
     float *Br = Ar + ar * ac;
     pack_round(A, ar, ac, lda, Ar);
-    pack_round(B, br, bc, ldb, Br);
+    if (B16) qkv_bf16_to_floats(B16, Br, br * bc);
+    else pack_round(B, br, bc, ldb, Br);
     if (qkv_reference())
         qkv_gemm_ref(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
     else
         qkv_gemm(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
     scratch_put(Ar, bytes);
+}
+
+void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, NULL, ldb, beta, C, ldc);
+}
+
+void qkv_gemm_bf16_b16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const uint16_t *B16, float beta, float *C, int64_t ldc)
+{
+    gemm_bf16(ta, tb, M, N, K, alpha, A, lda, NULL, B16, tb ? K : N, beta, C, ldc);
 }

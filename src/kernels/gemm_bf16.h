@@ -13,6 +13,13 @@
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* qkv_gemm_bf16 with B already in bf16: B16 compact, (K,N), or (N,K) when
+ * tb (a weight converted once for many products, such as an RNN's W_hh
+ * for every time step). The same numbers as qkv_gemm_bf16 on B16's
+ * values as floats. */
+void qkv_gemm_bf16_b16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const uint16_t *B16, float beta, float *C, int64_t ldc);
+
 /* The matmul of ctx c's precision: qkv_gemm (QKV_FP32) or qkv_gemm_bf16. */
 void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,

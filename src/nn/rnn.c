@@ -8,13 +8,20 @@
  * qkv_reference() both directions run plain per-element loops (double
  * accumulation, one dot product per gate unit) instead of the GEMMs and
  * libm's expf and tanhf instead of the vectorised ones (kernels/rows.c);
- * the gate formulas are the same. docs/rnn.md has the equations. */
+ * the gate formulas are the same. docs/rnn.md has the equations.
+ *
+ * The GEMMs follow the ctx's precision (qkv_gemm_ctx): in BF16 mode their
+ * inputs are rounded to bf16, sums in FP32 (docs/bf16.md), and W_hh is
+ * converted once per direction for all the steps' products. The
+ * reference path's loops stay FP32 in both modes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nn/nn_check.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/rows.h"
 
 static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
@@ -176,6 +183,31 @@ static int active(const rnn_saved *s, int64_t t, int64_t n)
     return !s->lengths || t < s->lengths[n];
 }
 
+/* In BF16 mode (fast path), W_hh (GH,H) of direction d converted to bf16
+ * once, in *w16, for every step's product (converting it inside each
+ * product took about a fifth of that product's time: docs/bf16.md); else
+ * NULL. Scratch from the arena (the caller releases). */
+static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, uint16_t **w16)
+{
+    *w16 = NULL;
+    if (s->ref || qkv_ctx_precision(c) != QKV_BF16) return QKV_OK;
+    int64_t n = s->G * s->H * s->H;
+    *w16 = qkv_arena_alloc(qkv_ctx_arena(c), (size_t)n * sizeof(uint16_t));
+    if (!*w16) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    qkv_bf16_from_floats(s->w[d][1]->data, *w16, n);
+    return QKV_OK;
+}
+
+/* A step's product with W_hh (GH,H): C = A op(W_hh) + beta C, op(W_hh) its
+ * transpose when tb; from w16, W_hh in bf16, when given, else in the ctx's
+ * precision. */
+static void whh_gemm(qkv_ctx *c, int tb, int64_t M, int64_t Nc, int64_t K, const float *A, const float *W,
+                     const uint16_t *w16, float beta, float *C)
+{
+    if (w16) qkv_gemm_bf16_b16(0, tb, M, Nc, K, 1.0f, A, K, w16, beta, C, Nc);
+    else qkv_gemm_ctx(c, 0, tb, M, Nc, K, 1.0f, A, K, W, tb ? K : Nc, beta, C, Nc);
+}
+
 /* Forward of direction d. Scratch comes from the arena (caller releases). */
 static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
 {
@@ -192,12 +224,14 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
     float *ah = qkv_arena_alloc(a, (size_t)(N * GH) * sizeof(float)); // (N,GH) h W_hh^T + b_hh
     float *ax = qkv_arena_alloc(a, (size_t)(s->ref ? GH : L * N * GH) * sizeof(float)); // (L,N,GH) or (GH)
     if (!h || !cs || !ah || !ax) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    uint16_t *whh16; // (GH,H) or NULL
+    QKV_TRY(whh_bf16(c, s, d, &whh16));
     int64_t row0 = s->layer * s->D + d; /* this layer and direction's row of h0/h_n */
     if (s->h0) memcpy(h, s->h0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->c0) memcpy(cs, s->c0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (!s->ref) { /* ax = x W_ih^T + b_ih, all steps at once */
         if (bih) qkv_rows_broadcast(ax, bih, L * N, GH);
-        qkv_gemm(0, 1, L * N, GH, In, 1.0f, x, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
+        qkv_gemm_ctx(c, 0, 1, L * N, GH, In, 1.0f, x, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
     }
     for (int64_t st = 0; st < L; st++) {
         int64_t t = d ? L - 1 - st : st;
@@ -205,7 +239,7 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
         if (lstm) memcpy(s->cprev[d] + t * N * H, cs, (size_t)(N * H) * sizeof(float));
         if (!s->ref) { /* ah = h W_hh^T + b_hh */
             if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
-            qkv_gemm(0, 1, N, GH, H, 1.0f, h, H, Whh, H, bhh ? 1.0f : 0.0f, ah, GH);
+            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, bhh ? 1.0f : 0.0f, ah);
         }
         for (int64_t n = 0; n < N; n++) {
             float *yo = y + (t * N + n) * DH + d * H; // (H)
@@ -258,6 +292,8 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
     if (s->hn->grad) memcpy(dh, s->hn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->cn->grad) memcpy(dc, s->cn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     const float *Whh = w[1]->data; // (GH,H)
+    uint16_t *whh16; // (GH,H) or NULL
+    QKV_TRY(whh_bf16(c, s, d, &whh16));
     for (int64_t st = L - 1; st >= 0; st--) {
         int64_t t = d ? L - 1 - st : st;
         float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
@@ -276,7 +312,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
             if (s->ref) ref_matvec_t(GH, H, Whh, daht + n * GH, dhn); /* ah = W_hh h + b_hh */
         }
         if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
-            qkv_gemm(0, 0, N, H, GH, 1.0f, daht, GH, Whh, H, 1.0f, dh, H);
+            whh_gemm(c, 0, N, H, GH, daht, Whh, whh16, 1.0f, dh);
     }
     /* The gradients were allocated by rnn_backward, before this scratch. */
     if (s->h0 && s->h0->requires_grad) qkv_vec_to2(s->h0->grad + row0 * N * H, 1, NULL, 0, dh, N * H);
@@ -296,9 +332,9 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
         }
         return QKV_OK;
     }
-    if (dx) qkv_gemm(0, 0, L * N, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
-    if (gw[0]) qkv_gemm(1, 0, GH, In, L * N, 1.0f, dax, GH, x, In, 1.0f, gw[0], In);
-    if (gw[1]) qkv_gemm(1, 0, GH, H, L * N, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
+    if (dx) qkv_gemm_ctx(c, 0, 0, L * N, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
+    if (gw[0]) qkv_gemm_ctx(c, 1, 0, GH, In, L * N, 1.0f, dax, GH, x, In, 1.0f, gw[0], In);
+    if (gw[1]) qkv_gemm_ctx(c, 1, 0, GH, H, L * N, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
     if (gw[2]) qkv_rows_sum_into(gw[2], dax, L * N, GH);
     if (gw[3]) qkv_rows_sum_into(gw[3], dah, L * N, GH);
     return QKV_OK;
