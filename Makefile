@@ -117,6 +117,10 @@ $(B)/src/kernels/attention_bf16_portable.o: ALL_CFLAGS += -ffp-contract=fast
 # The fast GELU's selects (x < 0 ? a : b) vectorise only where floating-point
 # traps are not part of the semantics (qkv never enables them).
 $(B)/src/nn/activation.o: ALL_CFLAGS += -fno-trapping-math
+# Adam's update vectorises only where sqrtf need not set errno (qkv never
+# reads it after a math function); the values are the same, IEEE sqrt and
+# division being correctly rounded either way.
+$(B)/src/train/optim.o: ALL_CFLAGS += -fno-math-errno -fno-trapping-math
 ifeq ($(ARCH),x86_64)
 $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma

@@ -19,7 +19,7 @@
  * forward + backward, in FP32 and BF16 mode interleaved; then a GRU step's
  * product h W_hh^T (64 x 768 x 256) in FP32, in bf16 converting W_hh in
  * the call (qkv_gemm_bf16) and in bf16 from W_hh converted beforehand
- * (qkv_gemm_bf16_b16, what the layer does), interleaved.
+ * (qkv_gemm_bf16_pre, what the layer does), interleaved.
  * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
  * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
  * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
@@ -293,7 +293,7 @@ static int run_rnn(int reps)
             for (int it = 0; it < 200; it++) {
                 if (k == 0) qkv_gemm(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
                 if (k == 1) qkv_gemm_bf16(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
-                if (k == 2) qkv_gemm_bf16_b16(0, 1, N, G, H, 1.0f, x, H, w16, 0.0f, C, G);
+                if (k == 2) qkv_gemm_bf16_pre(0, 1, N, G, H, 1.0f, x, NULL, H, NULL, w16, H, 0.0f, C, G);
             }
             if (rep >= 0) best[k] = fmin(best[k], (bench_now() - t0) / 200 * 1e6);
         }

@@ -317,6 +317,63 @@ static void test_modes(void)
     qkv_arena_free(a);
 }
 
+/* Linear in BF16 mode keeps the forward's bf16 copies of x and W for its
+ * backward and converts dy once for both products (qkv_gemm_bf16_pre):
+ * y, dx and dW must still be qkv_gemm_bf16's bits on the float
+ * tensors, on products that run on oneDNN (from 4 MFLOP) and with dW taken
+ * by the layer's 4 chunks of rows (M >= 1024 and 4 max(in,out)), whose
+ * results it adds in chunk order. */
+static void test_linear_kept(void)
+{
+    enum { CH = 4 };
+    static const int64_t shapes[2][3] = {{512, 96, 80}, {2048, 64, 48}}; /* M, in, out */
+    qkv_ctx *c = NULL;
+    qkv_arena *a = NULL;
+    qkv_rng r;
+    qkv_rng_seed(&r, 11);
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!c || !a) return;
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_BF16));
+    for (int k = 0; k < 2; k++) {
+        int64_t M = shapes[k][0], in = shapes[k][1], out = shapes[k][2], chunked = k == 1;
+        int64_t xs[2] = {M, in}, ws[2] = {out, in}, bs[1] = {out};
+        qkv_tensor *x = h_input(a, &r, 2, xs, 1.0f), *w = h_input(a, &r, 2, ws, 0.3f);
+        qkv_tensor *b = h_input(a, &r, 1, bs, 0.5f), *y = NULL;
+        size_t n = (size_t)(M * out + M * in + out * in + out + CH * out * in);
+        float *dy = malloc(sizeof(float) * (size_t)(M * out)), *ref = calloc(n, sizeof(float));
+        if (!dy || !ref || !x || !w || !b) break;
+        float *ry = ref, *rdx = ry + M * out, *rdw = rdx + M * in, *rdb = rdw + out * in, *part = rdb + out;
+        qkv_rng_fill_uniform(&r, dy, M * out, -1, 1);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < out; j++) ry[i * out + j] = b->data[j];
+        qkv_gemm_bf16(0, 1, M, out, in, 1.0f, x->data, in, w->data, in, 1.0f, ry, out);
+        qkv_gemm_bf16(0, 0, M, in, out, 1.0f, dy, out, w->data, in, 0.0f, rdx, in);
+        if (!chunked) qkv_gemm_bf16(1, 0, out, in, M, 1.0f, dy, out, x->data, in, 1.0f, rdw, in);
+        for (int64_t q = 0; chunked && q < CH; q++)
+            qkv_gemm_bf16(1, 0, out, in, M / CH, 1.0f, dy + q * (M / CH) * out, out, x->data + q * (M / CH) * in,
+                          in, 0.0f, part + q * out * in, in);
+        for (int64_t i = 0; chunked && i < out * in; i++) {
+            float s = part[i];
+            for (int q = 1; q < CH; q++) s += part[q * out * in + i];
+            rdw[i] = s;
+        }
+        qkv_ctx_reset(c);
+        CHECK_OK(qkv_linear(c, x, w, b, &y));
+        if (y) CHECK_OK(qkv_backward(c, y, dy));
+        CHECK(y && !memcmp(y->data, ry, sizeof(float) * (size_t)(M * out)), "BF16 Linear %lld: y is not qkv_gemm_bf16's",
+              (long long)M);
+        CHECK(!memcmp(x->grad, rdx, sizeof(float) * (size_t)(M * in)), "BF16 Linear %lld: dx is not qkv_gemm_bf16's",
+              (long long)M);
+        CHECK(!memcmp(w->grad, rdw, sizeof(float) * (size_t)(out * in)),
+              "BF16 Linear %lld: dW is not qkv_gemm_bf16's (%s)", (long long)M, chunked ? "4 chunks" : "whole");
+        free(dy);
+        free(ref);
+    }
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
+}
+
 /* ---- training in BF16 tracks FP32 ----------------------------------------- */
 
 /* A TransformerEncoderLayer(32, 4, 64) learns a fixed random one (the
@@ -391,6 +448,7 @@ int main(void)
 {
     test_training();
     test_modes();
+    test_linear_kept();
     test_gemm();
     char dir[] = "/tmp/qkv_bf16_XXXXXX";
     if (h_oracle_run("bf16_oracle.py", dir, NULL)) {

@@ -19,7 +19,7 @@
  * 2^-6 per tensor (the measured errors are in docs/bf16.md). Each case
  * runs with the products' automatic path and again with every product
  * forced through oneDNN (where built), so that the once-converted W_hh
- * (qkv_gemm_bf16_b16) is used on both of qkv_gemm_bf16's paths. */
+ * (qkv_gemm_bf16_pre) is used on both of qkv_gemm_bf16's paths. */
 #include "gradcheck.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm_bf16.h"
@@ -184,26 +184,33 @@ done:
     qkv_arena_free(a);
 }
 
-/* qkv_gemm_bf16_b16 (B already bf16) against qkv_gemm_bf16 on B's floats:
- * the same numbers, bit for bit, both orientations of B, beta 0 and 1. */
-static void test_gemm_b16(const char *path)
+/* qkv_gemm_bf16_pre (inputs already bf16) against qkv_gemm_bf16 on the
+ * floats: the same numbers, bit for bit, with A16, B16 or both, every
+ * orientation, beta 0 and 1. */
+static void test_gemm_pre(const char *path)
 {
     enum { M = 9, N = 37, K = 70 };
     float A[M * K], B[N * K], C0[M * N], C1[M * N];
-    uint16_t B16[N * K];
+    uint16_t A16[M * K], B16[N * K];
     qkv_rng r;
     qkv_rng_seed(&r, 8);
     qkv_rng_fill_uniform(&r, A, M * K, -1, 1);
     qkv_rng_fill_uniform(&r, B, N * K, -1, 1);
+    qkv_bf16_from_floats(A, A16, M * K);
     qkv_bf16_from_floats(B, B16, N * K);
-    for (int tb = 0; tb < 2; tb++)
-        for (int beta = 0; beta < 2; beta++) {
-            for (int i = 0; i < M * N; i++) C0[i] = C1[i] = (float)(i % 7) - 3;
-            qkv_gemm_bf16(0, tb, M, N, K, 1.5f, A, K, B, tb ? K : N, (float)beta, C0, N);
-            qkv_gemm_bf16_b16(0, tb, M, N, K, 1.5f, A, K, B16, (float)beta, C1, N);
-            CHECK(!memcmp(C0, C1, sizeof C0), "gemm_bf16_b16 (%s, tb %d, beta %d) is not qkv_gemm_bf16's product",
-                  path, tb, beta);
-        }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int pre = 1; pre < 4; pre++) /* 1: A16, 2: B16, 3: both */
+                for (int beta = 0; beta < 2; beta++) {
+                    int lda = ta ? M : K, ldb = tb ? K : N;
+                    for (int i = 0; i < M * N; i++) C0[i] = C1[i] = (float)(i % 7) - 3;
+                    qkv_gemm_bf16(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, (float)beta, C0, N);
+                    qkv_gemm_bf16_pre(ta, tb, M, N, K, 1.5f, pre & 1 ? NULL : A, pre & 1 ? A16 : NULL, lda,
+                                      pre & 2 ? NULL : B, pre & 2 ? B16 : NULL, ldb, (float)beta, C1, N);
+                    CHECK(!memcmp(C0, C1, sizeof C0),
+                          "gemm_bf16_pre (%s, ta %d, tb %d, %s, beta %d) is not qkv_gemm_bf16's product", path,
+                          ta, tb, pre == 1 ? "A16" : pre == 2 ? "B16" : "A16 and B16", beta);
+                }
 }
 
 int main(void)
@@ -221,7 +228,7 @@ int main(void)
         const char *path = pth ? "oneDNN forced" : "automatic";
         qkv_gemm_bf16_set_path(pth ? QKV_BF16_DNNL : QKV_BF16_AUTO);
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_case(&cases[i], path);
-        test_gemm_b16(path);
+        test_gemm_pre(path);
     }
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
     printf("largest norm-wise error of BF16 against FP32 on rounded inputs: %.3g (one step, forward), %.3g "

@@ -218,20 +218,20 @@ typedef struct {
 static void split3_walk(const split3_saved *s, float *y, float *const o[3], int mode)
 {
     const int64_t N = s->N, L = s->L, H = s->H, hd = s->hd, E = H * hd;
-#pragma omp parallel for collapse(3) if (3 * N * L * E >= QKV_PAR_MIN)
-    for (int t = 0; t < 3; t++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t l = 0; l < L; l++) {
-                    float *yr = y + (s->bf ? n * L + l : l * N + n) * 3 * E + t * E + h * hd; // (hd)
-                    float *orow = o[t] + ((n * H + h) * L + l) * hd;                           // (hd)
-                    if (mode == 0)
-                        for (int64_t d = 0; d < hd; d++) orow[d] = yr[d];
-                    else if (mode == 1)
-                        for (int64_t d = 0; d < hd; d++) yr[d] += orow[d];
-                    else
-                        for (int64_t d = 0; d < hd; d++) yr[d] = orow[d];
-                }
+    QKV_PAR_FOR_WITH(3 * N * L * E >= QKV_PAR_MIN, collapse(3),
+        for (int t = 0; t < 3; t++)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t l = 0; l < L; l++) {
+                        float *yr = y + (s->bf ? n * L + l : l * N + n) * 3 * E + t * E + h * hd; // (hd)
+                        float *orow = o[t] + ((n * H + h) * L + l) * hd;                           // (hd)
+                        if (mode == 0)
+                            for (int64_t d = 0; d < hd; d++) orow[d] = yr[d];
+                        else if (mode == 1)
+                            for (int64_t d = 0; d < hd; d++) yr[d] += orow[d];
+                        else
+                            for (int64_t d = 0; d < hd; d++) yr[d] = orow[d];
+                    });
 }
 
 static qkv_status split3_backward(qkv_ctx *c, void *p)

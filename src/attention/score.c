@@ -122,23 +122,23 @@ static qkv_status additive_backward(qkv_ctx *c, void *p)
     float *dvn = dv ? qkv_arena_alloc(a, (size_t)(N * R) * sizeof(float)) : NULL; // (N,r)
     if (dv && !dvn) return qkv_fail(QKV_ERR_NOMEM, "score_forward: out of memory for the backward");
     const float *v = s->v->data; // (r)
-#pragma omp parallel for if (N * T * S * R >= QKV_PAR_MIN)
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t t = 0; t < T; t++) {
-            float *dvst = dvs ? dvs + (n * T + t) * R : NULL; // (r)
-            for (int64_t j = 0; j < S; j++) {
-                float g = dy[(n * T + t) * S + j];
-                const float *u = s->u + ((n * T + t) * S + j) * R; // (r)
-                float *dwhj = dwh ? dwh + (n * S + j) * R : NULL;   // (r)
-                if (dvn)
-                    for (int64_t k = 0; k < R; k++) dvn[n * R + k] += g * u[k];
-                for (int64_t k = 0; k < R; k++) {
-                    float e = g * v[k] * (1.0f - u[k] * u[k]);
-                    if (dvst) dvst[k] += e;
-                    if (dwhj) dwhj[k] += e;
+    QKV_PAR_FOR(N * T * S * R >= QKV_PAR_MIN,
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t t = 0; t < T; t++) {
+                float *dvst = dvs ? dvs + (n * T + t) * R : NULL; // (r)
+                for (int64_t j = 0; j < S; j++) {
+                    float g = dy[(n * T + t) * S + j];
+                    const float *u = s->u + ((n * T + t) * S + j) * R; // (r)
+                    float *dwhj = dwh ? dwh + (n * S + j) * R : NULL;   // (r)
+                    if (dvn)
+                        for (int64_t k = 0; k < R; k++) dvn[n * R + k] += g * u[k];
+                    for (int64_t k = 0; k < R; k++) {
+                        float e = g * v[k] * (1.0f - u[k] * u[k]);
+                        if (dvst) dvst[k] += e;
+                        if (dwhj) dwhj[k] += e;
+                    }
                 }
-            }
-        }
+            });
     for (int64_t n = 0; dv && n < N; n++)
         for (int64_t k = 0; k < R; k++) dv[k] += dvn[n * R + k];
     qkv_arena_release(a, mk);
@@ -162,23 +162,23 @@ static qkv_status additive_combine(qkv_ctx *c, qkv_tensor *vs, qkv_tensor *wh, q
     float *us = qkv_ctx_alloc(c, (size_t)(N * T * S * R) * sizeof(float));
     if (!us) return QKV_ERR_NOMEM;
     int ref = qkv_reference();
-#pragma omp parallel for if (N * T * S * R >= QKV_PAR_MIN)
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t t = 0; t < T; t++) {
-            const float *vsr = vs->data + (n * T + t) * R; // (r)
-            for (int64_t j = 0; j < S; j++) {
-                const float *whr = wh->data + (n * S + j) * R; // (r)
-                float *u = us + ((n * T + t) * S + j) * R;     // (r)
-                for (int64_t k = 0; k < R; k++) u[k] = vsr[k] + whr[k];
-                if (ref)
-                    for (int64_t k = 0; k < R; k++) u[k] = tanhf(u[k]);
-                else
-                    qkv_vec_tanh(u, u, R);
-                double acc = 0;
-                for (int64_t k = 0; k < R; k++) acc += (double)v->data[k] * u[k];
-                yd[(n * T + t) * S + j] = (float)acc;
-            }
-        }
+    QKV_PAR_FOR(N * T * S * R >= QKV_PAR_MIN,
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t t = 0; t < T; t++) {
+                const float *vsr = vs->data + (n * T + t) * R; // (r)
+                for (int64_t j = 0; j < S; j++) {
+                    const float *whr = wh->data + (n * S + j) * R; // (r)
+                    float *u = us + ((n * T + t) * S + j) * R;     // (r)
+                    for (int64_t k = 0; k < R; k++) u[k] = vsr[k] + whr[k];
+                    if (ref)
+                        for (int64_t k = 0; k < R; k++) u[k] = tanhf(u[k]);
+                    else
+                        qkv_vec_tanh(u, u, R);
+                    double acc = 0;
+                    for (int64_t k = 0; k < R; k++) acc += (double)v->data[k] * u[k];
+                    yd[(n * T + t) * S + j] = (float)acc;
+                }
+            });
     if (!rec) {
         qkv_arena_release(a, mk);
         return QKV_OK;

@@ -112,9 +112,11 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes)
     /* Zeroed, as callers expect; blocks of 4 MB or more on OpenMP's
      * threads. Smaller ones are cheaper on one: one thread clears 1 MB in
      * about 30 us, and waking a sleeping team (OMP_WAIT_POLICY=PASSIVE)
-     * costs 30-60 us (docs/benchmarks.md, "Parallel regions"). */
+     * costs 30-60 us (docs/benchmarks.md, "Parallel regions"). Not even a
+     * region of one thread for them (QKV_PAR_MIN's comment). */
     int64_t pages = (int64_t)(need >> 16);
-#pragma omp parallel for if (pages >= 64)
+    if (pages < 64) return memset(p, 0, need);
+#pragma omp parallel for
     for (int64_t i = 0; i <= pages; i++) {
         size_t off = (size_t)i << 16;
         if (off < need) memset((unsigned char *)p + off, 0, need - off < 65536 ? need - off : 65536);

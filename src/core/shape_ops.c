@@ -21,20 +21,20 @@ static void permute_walk(const permute_saved *s, const float *from, float *to, i
     /* Rows of y (its last dim) are independent: the permutation maps them to
      * disjoint elements of x. collapse: the indices are stepped, not divided
      * out per row (three divisions per row of a head's 16 floats showed). */
-#pragma omp parallel for collapse(3) if (outer * n[3] >= QKV_PAR_MIN)
-    for (int64_t a = 0; a < n[0]; a++)
-        for (int64_t b = 0; b < n[1]; b++)
-            for (int64_t c = 0; c < n[2]; c++) {
-                int64_t base = a * st[0] + b * st[1] + c * st[2], k = ((a * n[1] + b) * n[2] + c) * n[3];
-                if (mode == 0 && st[3] == 1)
-                    memcpy(to + k, from + base, (size_t)n[3] * sizeof(float));
-                else if (mode == 0)
-                    for (int64_t d = 0; d < n[3]; d++) to[k + d] = from[base + d * st[3]];
-                else if (mode == 2)
-                    for (int64_t d = 0; d < n[3]; d++) to[base + d * st[3]] = from[k + d];
-                else
-                    for (int64_t d = 0; d < n[3]; d++) to[base + d * st[3]] += from[k + d];
-            }
+    QKV_PAR_FOR_WITH(outer * n[3] >= QKV_PAR_MIN, collapse(3),
+        for (int64_t a = 0; a < n[0]; a++)
+            for (int64_t b = 0; b < n[1]; b++)
+                for (int64_t c = 0; c < n[2]; c++) {
+                    int64_t base = a * st[0] + b * st[1] + c * st[2], k = ((a * n[1] + b) * n[2] + c) * n[3];
+                    if (mode == 0 && st[3] == 1)
+                        memcpy(to + k, from + base, (size_t)n[3] * sizeof(float));
+                    else if (mode == 0)
+                        for (int64_t d = 0; d < n[3]; d++) to[k + d] = from[base + d * st[3]];
+                    else if (mode == 2)
+                        for (int64_t d = 0; d < n[3]; d++) to[base + d * st[3]] = from[k + d];
+                    else
+                        for (int64_t d = 0; d < n[3]; d++) to[base + d * st[3]] += from[k + d];
+                });
 }
 
 /* Differentiates y = x.permute(perm): dx[perm^-1 index] += dy. */

@@ -447,13 +447,36 @@ W512 static void chunk_bf16_512(const qkv_decode_desc *d, const float *q, const 
 typedef void (*chunk_fn)(const qkv_decode_desc *d, const float *q, const void *k, const void *v,
                          const uint8_t *kpm, int64_t j0, int64_t j1, float *part, float *s);
 
+/* The chunks' partial attention, then their merge: on the calling
+ * thread, or shared out between a region's threads (the `omp for`s). */
+static void decode_items(const qkv_decode_desc *d, chunk_fn run, const float *q, const void *k,
+                         const void *v, size_t elem, float *parts, float *scores, float *out)
+{
+    int64_t H = d->H, T = d->T, D = d->D, C = chunk_len(d), nc = chunk_count(d);
+    int64_t items = d->N * H * nc, pl = part_len(d);
+    float *s = scores + omp_get_thread_num() * C; // (C)
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
+        const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
+        size_t row0 = (size_t)(nh * d->kv_stride + j0 * D) * elem;    // key j0 of block nh, bytes
+        run(d, q + nh * T * D, (const char *)k + row0, (const char *)v + row0, kpm, j0, j1,
+            parts + it * pl, s);
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < d->N * H * T; i++) {
+        int64_t nh = i / T, t = i % T;
+        chunks_merge(d, parts + nh * nc * pl, nc, t, out + i * D);
+    }
+}
+
 /* k, v of the given kind (floats, fp16 or bf16 elements). */
 static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float *q, const void *k,
                              const void *v, int kind, float *out)
 {
     QKV_NEED(a, "decode_attend", "arena");
     QKV_TRY(decode_check(d, q, k, v, out));
-    int64_t N = d->N, H = d->H, T = d->T, D = d->D, C = chunk_len(d), nc = chunk_count(d);
+    int64_t N = d->N, H = d->H, T = d->T, D = d->D, nc = chunk_count(d);
     int64_t items = N * H * nc, pl = part_len(d);
     size_t elem = kind_f32(kind) ? sizeof(float) : sizeof(uint16_t);
     chunk_fn run = kind == KV_F32 ? chunk_f32 : kind == KV_F16 ? chunk_f16 : chunk_bf16;
@@ -472,23 +495,11 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
     if (!parts)
         return qkv_fail(QKV_ERR_NOMEM, "decode_attend: cannot allocate %zu floats of scratch", n);
     float *scores = parts + items * pl; // (threads, C)
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        float *s = scores + omp_get_thread_num() * C; // (C)
-#pragma omp for schedule(static)
-        for (int64_t it = 0; it < items; it++) {
-            int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
-            const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
-            size_t row0 = (size_t)(nh * d->kv_stride + j0 * D) * elem;    // key j0 of block nh, bytes
-            run(d, q + nh * T * D, (const char *)k + row0, (const char *)v + row0, kpm, j0, j1,
-                parts + it * pl, s);
-        }
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < N * H * T; i++) {
-            int64_t nh = i / T, t = i % T;
-            chunks_merge(d, parts + nh * nc * pl, nc, t, out + i * D);
-        }
-    }
+    if (threads > 1) { /* not even a region of one thread otherwise (QKV_PAR_FOR) */
+#pragma omp parallel num_threads(threads)
+        decode_items(d, run, q, k, v, elem, parts, scores, out);
+    } else
+        decode_items(d, run, q, k, v, elem, parts, scores, out);
     qkv_arena_release(a, mark);
     return QKV_OK;
 }

@@ -7,20 +7,20 @@
 
 void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n)
 {
-#pragma omp parallel for if (n >= 4 * QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_from_float(x[i]);
+    QKV_PAR_FOR(n >= 4 * QKV_PAR_MIN,
+        for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_from_float(x[i]));
 }
 
 void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n)
 {
-#pragma omp parallel for if (n >= 4 * QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(x[i]);
+    QKV_PAR_FOR(n >= 4 * QKV_PAR_MIN,
+        for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(x[i]));
 }
 
 void qkv_bf16_round_floats(const float *x, float *y, int64_t n)
 {
-#pragma omp parallel for if (n >= 4 * QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(qkv_bf16_from_float(x[i]));
+    QKV_PAR_FOR(n >= 4 * QKV_PAR_MIN,
+        for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(qkv_bf16_from_float(x[i])));
 }
 
 int qkv_bf16_dot_supported(void)

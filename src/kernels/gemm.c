@@ -137,18 +137,18 @@ static void gemm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
     int64_t nblk = (len + blk - 1) / blk;
     /* oneDNN: a short last block of rows joins the one before (see above) */
     if (dnnl && !split_n && nblk > 1 && len - (nblk - 1) * blk < QKV_GEMM_DNNL_MIN_BLOCK) nblk--;
-#pragma omp parallel for num_threads(nt) if (nblk > 1)
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t o = b * blk, n = b == nblk - 1 ? len - o : blk;
-        /* Sub-products: columns [o, o+n) of op(B) and C, or rows of op(A) and C. */
-        const float *Ab = split_n ? A : (ta ? A + o : A + o * lda);
-        const float *Bb = split_n ? (tb ? B + o * ldb : B + o) : B;
-        float *Cb = split_n ? C + o : C + o * ldc;
-        int64_t Mb = split_n ? M : n, Nb = split_n ? n : N;
-        /* the bias broadcast in the block's own region (no parallel region of its own) */
-        if (bias) bias_rows(Cb, ldc, split_n ? bias + o : bias, Mb, Nb);
-        gemm_block(dnnl, ta, tb, Mb, Nb, K, alpha, Ab, lda, Bb, ldb, bias ? 1.0f : beta, Cb, ldc);
-    }
+    QKV_PAR_FOR_WITH(nblk > 1, num_threads(nt),
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t o = b * blk, n = b == nblk - 1 ? len - o : blk;
+            /* Sub-products: columns [o, o+n) of op(B) and C, or rows of op(A) and C. */
+            const float *Ab = split_n ? A : (ta ? A + o : A + o * lda);
+            const float *Bb = split_n ? (tb ? B + o * ldb : B + o) : B;
+            float *Cb = split_n ? C + o : C + o * ldc;
+            int64_t Mb = split_n ? M : n, Nb = split_n ? n : N;
+            /* the bias broadcast in the block's own region (no parallel region of its own) */
+            if (bias) bias_rows(Cb, ldc, split_n ? bias + o : bias, Mb, Nb);
+            gemm_block(dnnl, ta, tb, Mb, Nb, K, alpha, Ab, lda, Bb, ldb, bias ? 1.0f : beta, Cb, ldc);
+        });
 }
 
 void qkv_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -51,10 +51,10 @@ void qkv_gemm_ctx_bias(const qkv_ctx *c, int64_t M, int64_t N, int64_t K, const 
  * each value rounded to bf16 and kept as a float. */
 static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, float *Y)
 {
-#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++)
-            Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j]));
+    QKV_PAR_FOR(rows * cols >= 4 * QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++)
+                Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j])));
 }
 
 /* A buffer of the calling thread, kept and grown for the thread's life;
@@ -93,9 +93,9 @@ static void *scratch_get(size_t bytes)
 /* X (rows,cols) with leading dimension ld into Y (rows,cols) compact. */
 static void pack_bf16(const float *X, int64_t rows, int64_t cols, int64_t ld, uint16_t *Y)
 {
-#pragma omp parallel for if (rows * cols >= 4 * QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]);
+    QKV_PAR_FOR(rows * cols >= 4 * QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = qkv_bf16_from_float(X[r * ld + j]));
 }
 
 static dnnl_engine_t dnnl_eng;
@@ -247,17 +247,17 @@ static void scratch_put(void *p, size_t bytes)
 }
 
 /* The fallback without memory to spare: each input rounded as it is read
- * (B from B16 when given, with leading dimension ldb). */
+ * (A from A16, B from B16 where given, with leading dimensions lda, ldb). */
 static void gemm_round_loop(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                            int64_t lda, const float *B, const uint16_t *B16, int64_t ldb, float beta, float *C,
-                            int64_t ldc)
+                            const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
+                            float beta, float *C, int64_t ldc)
 {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             float acc = 0;
             for (int64_t k = 0; k < K; k++) {
-                int64_t bi = tb ? j * ldb + k : k * ldb + j;
-                float a = qkv_bf16_to_float(qkv_bf16_from_float(ta ? A[k * lda + i] : A[i * lda + k]));
+                int64_t ai = ta ? k * lda + i : i * lda + k, bi = tb ? j * ldb + k : k * ldb + j;
+                float a = qkv_bf16_to_float(A16 ? A16[ai] : qkv_bf16_from_float(A[ai]));
                 float b = qkv_bf16_to_float(B16 ? B16[bi] : qkv_bf16_from_float(B[bi]));
                 acc += a * b;
             }
@@ -266,27 +266,48 @@ static void gemm_round_loop(int ta, int tb, int64_t M, int64_t N, int64_t K, flo
         }
 }
 
-/* qkv_gemm_bf16, with B from its bf16 copy B16 (compact) when given. */
-static void gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                      const float *B, const uint16_t *B16, int64_t ldb, float beta, float *C, int64_t ldc)
+/* X (rows,cols), leading dimension ld, rounded to bf16 into floats Y
+ * (rows,cols) compact; from X16 (compact) instead where given. */
+static void round_into(const float *X, const uint16_t *X16, int64_t rows, int64_t cols, int64_t ld, float *Y)
+{
+    if (X16) qkv_bf16_to_floats(X16, Y, rows * cols);
+    else pack_round(X, rows, cols, ld, Y);
+}
+
+int qkv_gemm_bf16_dnnl(int64_t M, int64_t N, int64_t K)
+{
+#ifdef QKV_DNNL
+    int big = 2.0 * (double)M * (double)N * (double)K >= QKV_BF16_DNNL_MIN_FLOPS;
+    return M > 0 && N > 0 && K > 0 && !qkv_reference() &&
+           (bf16_path == QKV_BF16_DNNL || (bf16_path == QKV_BF16_AUTO && big)) && dnnl_ready();
+#else
+    (void)M, (void)N, (void)K;
+    return 0;
+#endif
+}
+
+void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
+                       float beta, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0 || K <= 0) { /* nothing to round: qkv_gemm's C = beta * C */
-        qkv_gemm(ta, tb, M, N, K, alpha, A, lda, NULL, ldb, beta, C, ldc);
+        qkv_gemm(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, C, ldc);
         return;
     }
     /* Stored shapes: A is (M,K), or (K,M) when ta; B is (K,N), or (N,K) when tb. */
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    if (A16) lda = ac;
+    if (B16) ldb = bc;
 #ifdef QKV_DNNL
-    int big = 2.0 * (double)M * (double)N * (double)K >= QKV_BF16_DNNL_MIN_FLOPS;
-    if (!qkv_reference() && (bf16_path == QKV_BF16_DNNL || (bf16_path == QKV_BF16_AUTO && big)) && dnnl_ready()) {
-        size_t bytes = (size_t)(ar * ac + (B16 ? 0 : br * bc)) * sizeof(uint16_t);
-        uint16_t *Ah = scratch_get(bytes);
-        if (Ah) {
-            uint16_t *Bh = B16 ? (uint16_t *)B16 : Ah + ar * ac;
-            pack_bf16(A, ar, ac, lda, Ah);
-            if (!B16) pack_bf16(B, br, bc, ldb, Bh);
+    if (qkv_gemm_bf16_dnnl(M, N, K)) {
+        size_t na = A16 ? 0 : (size_t)(ar * ac), bytes = (na + (B16 ? 0 : (size_t)(br * bc))) * sizeof(uint16_t);
+        uint16_t *buf = bytes ? scratch_get(bytes) : NULL;
+        if (buf || !bytes) {
+            const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 ? B16 : buf + na;
+            if (!A16) pack_bf16(A, ar, ac, lda, buf);
+            if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
             int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, beta, C, ldc);
-            scratch_put(Ah, bytes);
+            if (bytes) scratch_put(buf, bytes);
             if (done) return;
         }
     }
@@ -294,13 +315,12 @@ static void gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
     size_t bytes = (size_t)(ar * ac + br * bc) * sizeof(float);
     float *Ar = scratch_get(bytes);
     if (!Ar) {
-        gemm_round_loop(ta, tb, M, N, K, alpha, A, lda, B, B16, ldb, beta, C, ldc);
+        gemm_round_loop(ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
         return;
     }
     float *Br = Ar + ar * ac;
-    pack_round(A, ar, ac, lda, Ar);
-    if (B16) qkv_bf16_to_floats(B16, Br, br * bc);
-    else pack_round(B, br, bc, ldb, Br);
+    round_into(A, A16, ar, ac, lda, Ar);
+    round_into(B, B16, br, bc, ldb, Br);
     if (qkv_reference())
         qkv_gemm_ref(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
     else
@@ -311,11 +331,5 @@ static void gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
-    gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, NULL, ldb, beta, C, ldc);
-}
-
-void qkv_gemm_bf16_b16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                       int64_t lda, const uint16_t *B16, float beta, float *C, int64_t ldc)
-{
-    gemm_bf16(ta, tb, M, N, K, alpha, A, lda, NULL, B16, tb ? K : N, beta, C, ldc);
+    qkv_gemm_bf16_pre(ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
 }

@@ -13,12 +13,19 @@
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
-/* qkv_gemm_bf16 with B already in bf16: B16 compact, (K,N), or (N,K) when
- * tb (a weight converted once for many products, such as an RNN's W_hh
- * for every time step). The same numbers as qkv_gemm_bf16 on B16's
- * values as floats. */
-void qkv_gemm_bf16_b16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                       int64_t lda, const uint16_t *B16, float beta, float *C, int64_t ldc);
+/* qkv_gemm_bf16 with inputs already in bf16 where given: A16 compact,
+ * (M,K) or (K,M) when ta, in place of A (then lda is ignored); B16 in
+ * place of B likewise. For a value converted once for several products:
+ * an RNN's W_hh for every time step, a linear layer's x and W kept from
+ * its forward for its backward. The same numbers as qkv_gemm_bf16 on
+ * their values as floats. */
+void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
+                       float beta, float *C, int64_t ldc);
+/* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
+ * of its inputs (so converting them beforehand saves work); 0 when it
+ * takes the fallback (small products, no oneDNN, the reference). */
+int qkv_gemm_bf16_dnnl(int64_t M, int64_t N, int64_t K);
 
 /* The matmul of ctx c's precision: qkv_gemm (QKV_FP32) or qkv_gemm_bf16. */
 void qkv_gemm_ctx(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -146,10 +146,10 @@ void qkv_matvec_bf16(int64_t M, int64_t out, int64_t in, const float *x, const u
     int par = M * out * in >= QKV_PAR_MIN && !omp_in_parallel();
     for (int64_t r0 = 0; r0 < M; r0 += XR) {
         int64_t nx = M - r0 < XR ? M - r0 : XR;
-#pragma omp parallel for schedule(static) if (par)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t o0 = b * 64, o1 = o0 + 64 < out ? o0 + 64 : out;
-            f(x + r0 * in, in, nx, w, in, o0, o1, y + r0 * out, out);
-        }
+        QKV_PAR_FOR_WITH(par, schedule(static),
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t o0 = b * 64, o1 = o0 + 64 < out ? o0 + 64 : out;
+                f(x + r0 * in, in, nx, w, in, o0, o1, y + r0 * out, out);
+            });
     }
 }

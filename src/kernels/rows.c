@@ -33,25 +33,25 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n)
             for (int64_t j = 0; j < n; j++) acc[j] += part[k][j];
         return;
     }
-#pragma omp parallel for if (rows * n >= QKV_PAR_MIN && nblk > 1)
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;
-        /* the block's sums in a local array (acc might alias x, so sums
-         * kept in acc went to memory and back at every row), the same
-         * additions in the same order */
-        float loc[COLS];
-        for (int64_t j = j0; j < j1; j++) loc[j - j0] = acc[j];
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = j0; j < j1; j++) loc[j - j0] += x[r * n + j];
-        for (int64_t j = j0; j < j1; j++) acc[j] = loc[j - j0];
-    }
+    QKV_PAR_FOR(rows * n >= QKV_PAR_MIN && nblk > 1,
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;
+            /* the block's sums in a local array (acc might alias x, so sums
+             * kept in acc went to memory and back at every row), the same
+             * additions in the same order */
+            float loc[COLS];
+            for (int64_t j = j0; j < j1; j++) loc[j - j0] = acc[j];
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = j0; j < j1; j++) loc[j - j0] += x[r * n + j];
+            for (int64_t j = j0; j < j1; j++) acc[j] = loc[j - j0];
+        });
 }
 
 void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n)
 {
-#pragma omp parallel for if (rows * n >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < n; j++) y[r * n + j] = b[j];
+    QKV_PAR_FOR(rows * n >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < n; j++) y[r * n + j] = b[j]);
 }
 
 /* Flat blocks of this many elements go to the threads: a residual
@@ -62,28 +62,28 @@ enum { FLAT_BLK = 16384 };
 void qkv_rows_add(float *y, const float *a, const float *b, int64_t rows, int64_t n)
 {
     int64_t total = rows * n, nblk = (total + FLAT_BLK - 1) / FLAT_BLK;
-#pragma omp parallel for if (total >= QKV_PAR_MIN)
-    for (int64_t k = 0; k < nblk; k++) {
-        int64_t i = k * FLAT_BLK, end = i + FLAT_BLK < total ? i + FLAT_BLK : total;
-        while (i < end) { /* the block's pieces of rows */
-            int64_t j = i % n, m = n - j < end - i ? n - j : end - i;
-            for (int64_t t = 0; t < m; t++) y[i + t] = a[i + t] + (b ? b[j + t] : 0.0f);
-            i += m;
-        }
-    }
+    QKV_PAR_FOR(total >= QKV_PAR_MIN,
+        for (int64_t k = 0; k < nblk; k++) {
+            int64_t i = k * FLAT_BLK, end = i + FLAT_BLK < total ? i + FLAT_BLK : total;
+            while (i < end) { /* the block's pieces of rows */
+                int64_t j = i % n, m = n - j < end - i ? n - j : end - i;
+                for (int64_t t = 0; t < m; t++) y[i + t] = a[i + t] + (b ? b[j + t] : 0.0f);
+                i += m;
+            }
+        });
 }
 
 void qkv_vec_to2(float *y1, int add1, float *y2, int add2, const float *x, int64_t n)
 {
     int64_t nblk = (n + FLAT_BLK - 1) / FLAT_BLK;
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t k = 0; k < nblk; k++) {
-        int64_t i0 = k * FLAT_BLK, i1 = i0 + FLAT_BLK < n ? i0 + FLAT_BLK : n;
-        for (int64_t i = i0; i < i1; i++) { /* y1 first, then y2: right when they are one buffer */
-            if (y1) y1[i] = add1 ? y1[i] + x[i] : x[i];
-            if (y2) y2[i] = add2 ? y2[i] + x[i] : x[i];
-        }
-    }
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t k = 0; k < nblk; k++) {
+            int64_t i0 = k * FLAT_BLK, i1 = i0 + FLAT_BLK < n ? i0 + FLAT_BLK : n;
+            for (int64_t i = i0; i < i1; i++) { /* y1 first, then y2: right when they are one buffer */
+                if (y1) y1[i] = add1 ? y1[i] + x[i] : x[i];
+                if (y2) y2[i] = add2 ? y2[i] + x[i] : x[i];
+            }
+        });
 }
 
 /* ---- exp, sigmoid, tanh, erf and erfc of a vector (vmath.h) ----------

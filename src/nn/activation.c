@@ -173,16 +173,16 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
     if (!dx) return QKV_ERR_NOMEM;
     const float *x = s->x->data, *y = s->y->data; // (n) each
     int64_t n = s->n, nblk = (n + ACT_BLOCK - 1) / ACT_BLOCK;
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
-        if (fresh && s->kind == QKV_ACTIVATION_GELU && !qkv_reference()) { /* written, not added into */
-            gelu_fast_backward(x, s->cdf, dy, dx, 1, i0, i1);
-            continue;
-        }
-        if (fresh) memset(dx + i0, 0, (size_t)(i1 - i0) * sizeof(float));
-        act_backward_range(s->kind, x, y, s->cdf, dy, dx, i0, i1);
-    }
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+            if (fresh && s->kind == QKV_ACTIVATION_GELU && !qkv_reference()) { /* written, not added into */
+                gelu_fast_backward(x, s->cdf, dy, dx, 1, i0, i1);
+                continue;
+            }
+            if (fresh) memset(dx + i0, 0, (size_t)(i1 - i0) * sizeof(float));
+            act_backward_range(s->kind, x, y, s->cdf, dy, dx, i0, i1);
+        });
     return QKV_OK;
 }
 
@@ -208,12 +208,12 @@ static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qk
         cdf = qkv_ctx_alloc_uninit(c, (size_t)n * sizeof *cdf);
         if (!cdf) return QKV_ERR_NOMEM;
     }
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
-        if (vec_tanh) qkv_vec_tanh(yd + i0, xd + i0, i1 - i0);
-        else act_forward_range(kind, xd, yd, cdf, i0, i1);
-    }
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t i0 = b * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+            if (vec_tanh) qkv_vec_tanh(yd + i0, xd + i0, i1 - i0);
+            else act_forward_range(kind, xd, yd, cdf, i0, i1);
+        });
     if (!rec) return QKV_OK;
     act_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

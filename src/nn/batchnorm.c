@@ -67,23 +67,23 @@ static qkv_status bn_backward_sync(qkv_ctx *c, const bn_saved *s, float *dx, flo
     int64_t N = s->N, C = s->C, S = s->S;
     double *sums = qkv_ctx_alloc(c, (size_t)(2 * C) * sizeof *sums); // (2,C): sum dy, sum dy xhat
     if (!sums) return QKV_ERR_NOMEM;
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double sdy, sdyx;
-        bn_channel_sums(x, dy, N, C, S, ch, s->mean[ch], &sdy, &sdyx);
-        sdyx *= s->rstd[ch];
-        sums[ch] = sdy, sums[C + ch] = sdyx;
-        if (db) db[ch] += (float)sdy;
-        if (dw) dw[ch] += (float)sdyx;
-    }
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double sdy, sdyx;
+            bn_channel_sums(x, dy, N, C, S, ch, s->mean[ch], &sdy, &sdyx);
+            sdyx *= s->rstd[ch];
+            sums[ch] = sdy, sums[C + ch] = sdyx;
+            if (db) db[ch] += (float)sdy;
+            if (dw) dw[ch] += (float)sdyx;
+        });
     /* every process runs the same graph: all take part, with or without dx */
     QKV_TRY(s->sum(s->sum_user, sums, 2 * C, 1));
     if (!dx) return QKV_OK;
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
-        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, wc * sums[ch] / s->Mt, wc * sums[C + ch] / s->Mt);
-    }
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
+            bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, wc * sums[ch] / s->Mt, wc * sums[C + ch] / s->Mt);
+        });
     return QKV_OK;
 }
 
@@ -106,19 +106,19 @@ static qkv_status bn_backward(qkv_ctx *c, void *p)
     const float *x = s->x->data, *w = s->w ? s->w->data : NULL;
     int64_t N = s->N, C = s->C, S = s->S;
     double M = (double)(N * S);
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
-        double sdy, sdyx; /* sum dy, sum dy * xhat */
-        bn_channel_sums(x, dy, N, C, S, ch, mu, &sdy, &sdyx);
-        sdyx *= rs;
-        if (db) db[ch] += (float)sdy;
-        if (dw) dw[ch] += (float)sdyx;
-        if (!dx) continue;
-        /* mean(g) = wc sdy / M, mean(g xhat) = wc sdyx / M */
-        double mg = s->training ? wc * sdy / M : 0, mgx = s->training ? wc * sdyx / M : 0;
-        bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, mg, mgx);
-    }
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mu = s->mean[ch], rs = s->rstd[ch], wc = w ? w[ch] : 1.0;
+            double sdy, sdyx; /* sum dy, sum dy * xhat */
+            bn_channel_sums(x, dy, N, C, S, ch, mu, &sdy, &sdyx);
+            sdyx *= rs;
+            if (db) db[ch] += (float)sdy;
+            if (dw) dw[ch] += (float)sdyx;
+            if (!dx) continue;
+            /* mean(g) = wc sdy / M, mean(g xhat) = wc sdyx / M */
+            double mg = s->training ? wc * sdy / M : 0, mgx = s->training ? wc * sdyx / M : 0;
+            bn_dx_channel(x, dy, dx, N, C, S, ch, mu, rs, wc, mg, mgx);
+        });
     return QKV_OK;
 }
 
@@ -173,21 +173,21 @@ static qkv_status bn_stats_sync(const float *xd, int64_t N, int64_t C, int64_t S
                                 void *user, double *mean, double *sq, double *Mt, double *buf)
 {
     // xd is (N,C,S); buf (C+1): the sums of x, then the count
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double sum = 0;
-        for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
-        buf[ch] = sum;
-    }
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double sum = 0;
+            for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
+            buf[ch] = sum;
+        });
     buf[C] = (double)(N * S);
     QKV_TRY(fn(user, buf, C + 1, 0));
     *Mt = buf[C];
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double mu = buf[ch] / *Mt, q = 0;
-        for (int64_t n = 0; n < N; n++) q += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
-        mean[ch] = mu, sq[ch] = q;
-    }
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mu = buf[ch] / *Mt, q = 0;
+            for (int64_t n = 0; n < N; n++) q += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+            mean[ch] = mu, sq[ch] = q;
+        });
     return fn(user, sq, C, 0);
 }
 
@@ -216,38 +216,38 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
         if (!buf) return QKV_ERR_NOMEM;
         QKV_TRY(bn_stats_sync(xd, N, C, S, sum_fn, sum_user, mean, rstd, &M, buf));
     }
-#pragma omp parallel for if (N * C * S >= QKV_PAR_MIN)
-    for (int64_t ch = 0; ch < C; ch++) {
-        double mu, var;
-        if (training) {
-            double sum = 0, sq = 0;
-            if (sum_fn) {
-                mu = mean[ch], sq = rstd[ch];
+    QKV_PAR_FOR(N * C * S >= QKV_PAR_MIN,
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mu, var;
+            if (training) {
+                double sum = 0, sq = 0;
+                if (sum_fn) {
+                    mu = mean[ch], sq = rstd[ch];
+                } else {
+                    for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
+                    mu = sum / M;
+                    for (int64_t n = 0; n < N; n++) sq += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+                }
+                var = sq / M;
+                if (running_mean) { /* in place, as F.batch_norm does; no gradient */
+                    float *rm = running_mean->data, *rv = running_var->data;
+                    rm[ch] = (float)((1.0 - momentum) * rm[ch] + momentum * mu);
+                    rv[ch] = (float)((1.0 - momentum) * rv[ch] + momentum * sq / (M - 1));
+                }
             } else {
-                for (int64_t n = 0; n < N; n++) sum += qkv_sum_f64(xd + (n * C + ch) * S, S);
-                mu = sum / M;
-                for (int64_t n = 0; n < N; n++) sq += qkv_sum_sq_dev(xd + (n * C + ch) * S, mu, S);
+                mu = running_mean->data[ch];
+                var = running_var->data[ch];
             }
-            var = sq / M;
-            if (running_mean) { /* in place, as F.batch_norm does; no gradient */
-                float *rm = running_mean->data, *rv = running_var->data;
-                rm[ch] = (float)((1.0 - momentum) * rm[ch] + momentum * mu);
-                rv[ch] = (float)((1.0 - momentum) * rv[ch] + momentum * sq / (M - 1));
-            }
-        } else {
-            mu = running_mean->data[ch];
-            var = running_var->data[ch];
-        }
-        double rs = 1.0 / sqrt(var + eps), wc = weight ? weight->data[ch] : 1.0;
-        double bc = bias ? bias->data[ch] : 0.0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < S; i++) {
-                int64_t at = (n * C + ch) * S + i;
-                yd[at] = (float)((xd[at] - mu) * rs * wc + bc);
-            }
-        mean[ch] = mu;
-        rstd[ch] = rs;
-    }
+            double rs = 1.0 / sqrt(var + eps), wc = weight ? weight->data[ch] : 1.0;
+            double bc = bias ? bias->data[ch] : 0.0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < S; i++) {
+                    int64_t at = (n * C + ch) * S + i;
+                    yd[at] = (float)((xd[at] - mu) * rs * wc + bc);
+                }
+            mean[ch] = mu;
+            rstd[ch] = rs;
+        });
     if (!rec) return QKV_OK;
     bn_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;

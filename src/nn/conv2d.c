@@ -211,17 +211,17 @@ static qkv_status conv_forward_fast(qkv_ctx *c, const qkv_conv_geom *g, const fl
     qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c)); /* cols: scratch */
     float *cols = qkv_ctx_alloc(c, (size_t)((pw ? 1 : nbuf) * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
     if (!cols) return QKV_ERR_NOMEM;
-#pragma omp parallel for if (par) schedule(static)
-    for (int64_t n = 0; n < g->N; n++) {
-        const float *xn = x + n * g->Cin * HW; // (Cin,H,W)
-        float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo)
-        float *yn = y + n * g->Cout * HWo;                   // (Cout,HWo)
-        if (pw) cn = (float *)xn;
-        else im2col(g, xn, cn, HWo);
-        for (int64_t o = 0; b && o < g->Cout; o++)
-            for (int64_t i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
-        qkv_gemm_ctx(c, 0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
-    }
+    QKV_PAR_FOR_WITH(par, schedule(static),
+        for (int64_t n = 0; n < g->N; n++) {
+            const float *xn = x + n * g->Cin * HW; // (Cin,H,W)
+            float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo)
+            float *yn = y + n * g->Cout * HWo;                   // (Cout,HWo)
+            if (pw) cn = (float *)xn;
+            else im2col(g, xn, cn, HWo);
+            for (int64_t o = 0; b && o < g->Cout; o++)
+                for (int64_t i = 0; i < HWo; i++) yn[o * HWo + i] = b[o];
+            qkv_gemm_ctx(c, 0, 0, g->Cout, HWo, CK, 1.0f, w, CK, cn, HWo, b ? 1.0f : 0.0f, yn, HWo);
+        });
     qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }
@@ -235,45 +235,45 @@ static qkv_status conv_backward_fast(qkv_ctx *c, const qkv_conv_geom *g, const f
     int64_t ngrp = (g->N + CONV_GROUP - 1) / CONV_GROUP, WK = g->Cout * CK;
     int par = conv_par(ngrp), nbuf = par ? omp_get_max_threads() : 1, pw = conv_is_pointwise(g);
     if (db) /* db[o] += sum_{n,i} dy[n, o, i], in sample order */
-#pragma omp parallel for if (g->N * g->Cout * HWo >= QKV_PAR_MIN)
-        for (int64_t o = 0; o < g->Cout; o++) {
-            double acc = 0;
-            for (int64_t n = 0; n < g->N; n++) acc += qkv_sum_f64(dy + (n * g->Cout + o) * HWo, HWo);
-            db[o] += (float)acc;
-        }
+        QKV_PAR_FOR(g->N * g->Cout * HWo >= QKV_PAR_MIN,
+            for (int64_t o = 0; o < g->Cout; o++) {
+                double acc = 0;
+                for (int64_t n = 0; n < g->N; n++) acc += qkv_sum_f64(dy + (n * g->Cout + o) * HWo, HWo);
+                db[o] += (float)acc;
+            });
     if (!dw && !dx) return QKV_OK;
     /* Everything below is scratch: the gradients were allocated before. */
     qkv_arena_mark mark = qkv_arena_get_mark(qkv_ctx_arena(c));
     float *cols = qkv_ctx_alloc(c, (size_t)((pw ? 1 : nbuf) * CK * HWo) * sizeof(float)); // (threads,CK,HWo)
     float *dwp = dw ? qkv_ctx_alloc(c, (size_t)(ngrp * WK) * sizeof(float)) : NULL; // (groups,Cout,CK)
     if (!cols || (dw && !dwp)) return QKV_ERR_NOMEM;
-#pragma omp parallel for if (par) schedule(static)
-    for (int64_t grp = 0; grp < ngrp; grp++) {
-        float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo): cols_n, then dcols_n
-        for (int64_t n = grp * CONV_GROUP; n < g->N && n < (grp + 1) * CONV_GROUP; n++) {
-            const float *dyn = dy + n * g->Cout * HWo; // (Cout,HWo)
-            const float *xn = x + n * g->Cin * HW;     // (Cin,H,W)
-            float *dxn = dx ? dx + n * g->Cin * HW : NULL;
-            if (dw) {
-                if (!pw) im2col(g, xn, cn, HWo);
-                qkv_gemm_ctx(c, 0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, pw ? xn : cn, HWo, 1.0f, dwp + grp * WK,
-                             CK);
+    QKV_PAR_FOR_WITH(par, schedule(static),
+        for (int64_t grp = 0; grp < ngrp; grp++) {
+            float *cn = cols + omp_get_thread_num() * CK * HWo; // (CK,HWo): cols_n, then dcols_n
+            for (int64_t n = grp * CONV_GROUP; n < g->N && n < (grp + 1) * CONV_GROUP; n++) {
+                const float *dyn = dy + n * g->Cout * HWo; // (Cout,HWo)
+                const float *xn = x + n * g->Cin * HW;     // (Cin,H,W)
+                float *dxn = dx ? dx + n * g->Cin * HW : NULL;
+                if (dw) {
+                    if (!pw) im2col(g, xn, cn, HWo);
+                    qkv_gemm_ctx(c, 0, 1, g->Cout, CK, HWo, 1.0f, dyn, HWo, pw ? xn : cn, HWo, 1.0f, dwp + grp * WK,
+                                 CK);
+                }
+                if (dx && pw) { /* dcols_n is dx[n]'s own increment */
+                    qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 1.0f, dxn, HWo);
+                } else if (dx) {
+                    qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
+                    col2im_add(g, cn, HWo, dxn);
+                }
             }
-            if (dx && pw) { /* dcols_n is dx[n]'s own increment */
-                qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 1.0f, dxn, HWo);
-            } else if (dx) {
-                qkv_gemm_ctx(c, 1, 0, CK, HWo, g->Cout, 1.0f, w, CK, dyn, HWo, 0.0f, cn, HWo);
-                col2im_add(g, cn, HWo, dxn);
-            }
-        }
-    }
+        });
     if (dw)
-#pragma omp parallel for if (ngrp * WK >= QKV_PAR_MIN)
-        for (int64_t j = 0; j < WK; j++) {
-            float acc = 0.0f;
-            for (int64_t grp = 0; grp < ngrp; grp++) acc += dwp[grp * WK + j];
-            dw[j] += acc;
-        }
+        QKV_PAR_FOR(ngrp * WK >= QKV_PAR_MIN,
+            for (int64_t j = 0; j < WK; j++) {
+                float acc = 0.0f;
+                for (int64_t grp = 0; grp < ngrp; grp++) acc += dwp[grp * WK + j];
+                dw[j] += acc;
+            });
     qkv_arena_release(qkv_ctx_arena(c), mark);
     return QKV_OK;
 }

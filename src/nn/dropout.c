@@ -27,8 +27,8 @@ static qkv_status dropout_backward(qkv_ctx *c, void *p)
     if (!dx) return QKV_ERR_NOMEM;
     if (s->p >= 1.0f) return QKV_OK; /* every element dropped */
     float scale = 1.0f / (1.0f - s->p);
-#pragma omp parallel for if (s->n >= QKV_PAR_MIN)
-    for (int64_t i = 0; i < s->n; i++) dx[i] += dy[i] * keep_factor(s->seed, i, s->p, scale);
+    QKV_PAR_FOR(s->n >= QKV_PAR_MIN,
+        for (int64_t i = 0; i < s->n; i++) dx[i] += dy[i] * keep_factor(s->seed, i, s->p, scale));
     return QKV_OK;
 }
 
@@ -53,8 +53,8 @@ qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y)
     float *yd = (*y)->data;    // (n), zeros from the arena
     if (p < 1.0f) {
         float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * keep_factor(seed, i, p, scale);
+        QKV_PAR_FOR(n >= QKV_PAR_MIN,
+            for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * keep_factor(seed, i, p, scale));
     }
     if (!rec) return QKV_OK;
     dropout_saved *s = qkv_ctx_alloc(c, sizeof *s);

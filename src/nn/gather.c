@@ -68,19 +68,19 @@ static void walk_fast(const qkv_gather_map *m0, const float *from, float *to, in
      * one), so the backward's adds do not race. */
     qkv_gather_map outer = m;
     outer.n = m.n - 1;
-#pragma omp parallel for if (total >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t at = walk_at(&outer, r);
-        const float *src = backward ? from + r * inner : from + at;
-        float *dst = backward ? to + at : to + r * inner;
-        if (backward) {
-            for (int64_t j = 0; j < inner; j++) dst[j * st] += src[j];
-        } else if (st == 1) {
-            memcpy(dst, src, (size_t)inner * sizeof(float));
-        } else {
-            for (int64_t j = 0; j < inner; j++) dst[j] = src[j * st];
-        }
-    }
+    QKV_PAR_FOR(total >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t at = walk_at(&outer, r);
+            const float *src = backward ? from + r * inner : from + at;
+            float *dst = backward ? to + at : to + r * inner;
+            if (backward) {
+                for (int64_t j = 0; j < inner; j++) dst[j * st] += src[j];
+            } else if (st == 1) {
+                memcpy(dst, src, (size_t)inner * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < inner; j++) dst[j] = src[j * st];
+            }
+        });
 }
 
 static void walk(const qkv_gather_map *m, const float *from, float *to, int64_t total, int backward)

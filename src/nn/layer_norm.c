@@ -52,24 +52,24 @@ static void ln_forward_fast(const float *x, const float *w, const float *b, floa
                             double *mean, double *rstd, int64_t rows, int64_t C)
 {
     // x, y (rows,C); w, b (C) or NULL; mean, rstd (rows) or NULL
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * C;
-        float *yr = y + r * C;
-        double mu, rs;
-        ln_row_stats(xr, C, eps, &mu, &rs);
-        /* the output in float, as PyTorch's */
-        float hi = (float)mu, lo = (float)(mu - hi), rsf = (float)rs;
-        if (w && b)
-            for (int64_t j = 0; j < C; j++) yr[j] = fmaf(LN_CENTRE(xr[j], hi, lo) * rsf, w[j], b[j]);
-        else
-            for (int64_t j = 0; j < C; j++)
-                yr[j] = fmaf(LN_CENTRE(xr[j], hi, lo) * rsf, w ? w[j] : 1.0f, b ? b[j] : 0.0f);
-        if (mean) {
-            mean[r] = mu;
-            rstd[r] = rs;
-        }
-    }
+    QKV_PAR_FOR(rows * C >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * C;
+            float *yr = y + r * C;
+            double mu, rs;
+            ln_row_stats(xr, C, eps, &mu, &rs);
+            /* the output in float, as PyTorch's */
+            float hi = (float)mu, lo = (float)(mu - hi), rsf = (float)rs;
+            if (w && b)
+                for (int64_t j = 0; j < C; j++) yr[j] = fmaf(LN_CENTRE(xr[j], hi, lo) * rsf, w[j], b[j]);
+            else
+                for (int64_t j = 0; j < C; j++)
+                    yr[j] = fmaf(LN_CENTRE(xr[j], hi, lo) * rsf, w ? w[j] : 1.0f, b ? b[j] : 0.0f);
+            if (mean) {
+                mean[r] = mu;
+                rstd[r] = rs;
+            }
+        });
 }
 
 /* The chunks' sums of dy * xhat and dy (part: 2 * nch * C doubles), each
@@ -171,30 +171,30 @@ static qkv_status ln_backward(qkv_ctx *c, void *p)
     if (db) qkv_rows_sum_into(db, dy, rows, C);
     if (dw) { /* by blocks of columns, each summed over the rows in order */
         int64_t nblk = (C + 63) / 64;
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN && nblk > 1)
-        for (int64_t b = 0; b < nblk; b++)
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t j = b * 64; j < C && j < b * 64 + 64; j++)
-                    dw[j] += (float)(dy[r * C + j] * (x[r * C + j] - mean[r]) * rstd[r]);
+        QKV_PAR_FOR(rows * C >= QKV_PAR_MIN && nblk > 1,
+            for (int64_t b = 0; b < nblk; b++)
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t j = b * 64; j < C && j < b * 64 + 64; j++)
+                        dw[j] += (float)(dy[r * C + j] * (x[r * C + j] - mean[r]) * rstd[r]));
     }
     if (!dx) return QKV_OK;
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * C, *gr = dy + r * C;
-        double mu = mean[r], rs = rstd[r];
-        double sg = 0, sgx = 0; /* sum g, sum g * xhat */
-        for (int64_t j = 0; j < C; j++) {
-            double g = w ? (double)gr[j] * w[j] : gr[j];
-            sg += g;
-            sgx += g * (xr[j] - mu) * rs;
-        }
-        sg /= (double)C;
-        sgx /= (double)C;
-        for (int64_t j = 0; j < C; j++) {
-            double g = w ? (double)gr[j] * w[j] : gr[j];
-            dx[r * C + j] += (float)(rs * (g - sg - (xr[j] - mu) * rs * sgx));
-        }
-    }
+    QKV_PAR_FOR(rows * C >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * C, *gr = dy + r * C;
+            double mu = mean[r], rs = rstd[r];
+            double sg = 0, sgx = 0; /* sum g, sum g * xhat */
+            for (int64_t j = 0; j < C; j++) {
+                double g = w ? (double)gr[j] * w[j] : gr[j];
+                sg += g;
+                sgx += g * (xr[j] - mu) * rs;
+            }
+            sg /= (double)C;
+            sgx /= (double)C;
+            for (int64_t j = 0; j < C; j++) {
+                double g = w ? (double)gr[j] * w[j] : gr[j];
+                dx[r * C + j] += (float)(rs * (g - sg - (xr[j] - mu) * rs * sgx));
+            }
+        });
     return QKV_OK;
 }
 
@@ -240,26 +240,26 @@ qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_ten
         ln_forward_fast(xd, weight ? weight->data : NULL, bias ? bias->data : NULL, eps, yd, mean, rstd,
                         rows, C);
     else { /* the reference */
-#pragma omp parallel for if (rows * C >= QKV_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xd + r * C;
-        double mu = 0, var = 0;
-        for (int64_t j = 0; j < C; j++) mu += xr[j];
-        mu /= (double)C;
-        for (int64_t j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
-        var /= (double)C;
-        double rs = 1.0 / sqrt(var + eps);
-        for (int64_t j = 0; j < C; j++) {
-            double v = (xr[j] - mu) * rs;
-            if (weight) v *= weight->data[j];
-            if (bias) v += bias->data[j];
-            yd[r * C + j] = (float)v;
-        }
-        if (rec) {
-            mean[r] = mu;
-            rstd[r] = rs;
-        }
-    }
+    QKV_PAR_FOR(rows * C >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = xd + r * C;
+            double mu = 0, var = 0;
+            for (int64_t j = 0; j < C; j++) mu += xr[j];
+            mu /= (double)C;
+            for (int64_t j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
+            var /= (double)C;
+            double rs = 1.0 / sqrt(var + eps);
+            for (int64_t j = 0; j < C; j++) {
+                double v = (xr[j] - mu) * rs;
+                if (weight) v *= weight->data[j];
+                if (bias) v += bias->data[j];
+                yd[r * C + j] = (float)v;
+            }
+            if (rec) {
+                mean[r] = mu;
+                rstd[r] = rs;
+            }
+        });
     }
     if (!rec) return QKV_OK;
     ln_saved *s = qkv_ctx_alloc(c, sizeof *s);

@@ -1,6 +1,7 @@
 /* linear.c: y = x W^T + b, torch.nn.functional.linear. */
 #include <stdio.h>
 #include "core/internal.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/rows.h"
 #include "nn/linear_bf16.h"
@@ -8,7 +9,28 @@
 typedef struct {
     qkv_tensor *x, *w, *b, *y;
     int64_t M, in, out;
+    /* BF16 mode on oneDNN: the forward's bf16 copies of x (M,in) and W
+     * (out,in), used again by the backward (as autocast keeps them), or NULL */
+    const uint16_t *x16, *w16;
 } linear_saved;
+
+/* C = op(A) op(B) + beta C in ctx c's precision; from A16 and B16, bf16
+ * copies of A and B, where given (then in BF16). */
+static void lin_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                     const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
+                     float beta, float *C, int64_t ldc)
+{
+    if (A16 || B16) qkv_gemm_bf16_pre(ta, tb, M, N, K, 1.0f, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    else qkv_gemm_ctx(c, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* A bf16 copy of x's n floats on the ctx's arena, NULL when out of memory. */
+static uint16_t *lin_bf16_copy(qkv_ctx *c, const float *x, int64_t n)
+{
+    uint16_t *y = qkv_ctx_alloc_uninit(c, (size_t)n * sizeof *y);
+    if (y) qkv_bf16_from_floats(x, y, n);
+    return y;
+}
 
 /* dW += dy^T x, dy (M,out), x (M,in). A tall product (M at least
  * 4 max(out,in): a ViT's 6,400 rows into 64x64) goes by LIN_CHUNKS fixed
@@ -22,13 +44,13 @@ enum { LIN_CHUNKS = 4 };
 /* db += sum_rows dy too (db not NULL) in the chunked case: each chunk's
  * column sums in row order beside its product, in the same region, added
  * in chunk order; *db_done says whether it was taken here. */
-static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, float *dw, float *db,
-                                     int *db_done)
+static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, const uint16_t *dy16,
+                                     float *dw, float *db, int *db_done)
 {
     int64_t M = s->M, in = s->in, out = s->out, big = in > out ? in : out;
     *db_done = 0;
     if (qkv_reference() || M < 4 * big || M < 1024) {
-        qkv_gemm_ctx(c, 1, 0, out, in, M, 1.0f, dy, out, s->x->data, in, 1.0f, dw, in);
+        lin_gemm(c, 1, 0, out, in, M, dy, dy16, out, s->x->data, s->x16, in, 1.0f, dw, in);
         return QKV_OK;
     }
     int64_t len = (M + LIN_CHUNKS - 1) / LIN_CHUNKS, n = out * in;
@@ -38,20 +60,20 @@ static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const fl
 #pragma omp parallel for
     for (int k = 0; k < LIN_CHUNKS; k++) {
         int64_t r0 = k * len, rows = M - r0 < len ? M - r0 : len;
-        qkv_gemm_ctx(c, 1, 0, out, in, rows, 1.0f, dy + r0 * out, out, s->x->data + r0 * in, in, 0.0f,
-                     part + k * n, in);
+        lin_gemm(c, 1, 0, out, in, rows, dy + r0 * out, dy16 ? dy16 + r0 * out : NULL, out,
+                 s->x->data + r0 * in, s->x16 ? s->x16 + r0 * in : NULL, in, 0.0f, part + k * n, in);
         if (!db) continue;
         float *acc = pb + k * out;
         for (int64_t j = 0; j < out; j++) acc[j] = 0.0f;
         for (int64_t r = r0; r < r0 + rows; r++)
             for (int64_t j = 0; j < out; j++) acc[j] += dy[r * out + j];
     }
-#pragma omp parallel for if (n >= QKV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float acc = part[i];
-        for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
-        dw[i] += acc;
-    }
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t i = 0; i < n; i++) {
+            float acc = part[i];
+            for (int k = 1; k < LIN_CHUNKS; k++) acc += part[k * n + i];
+            dw[i] += acc;
+        });
     for (int64_t j = 0; db && j < out; j++) {
         float acc = pb[j];
         for (int k = 1; k < LIN_CHUNKS; k++) acc += pb[k * out + j];
@@ -69,12 +91,16 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     const float *dy = s->y->grad; // (M,out)
     if (!dy) return QKV_OK;
     qkv_arena *a = qkv_ctx_arena(c);
+    const uint16_t *dy16 = NULL; // (M,out): dy in bf16 once for both products, beside x16 and w16
+    if (s->x16 && (s->x->requires_grad || s->w->requires_grad) &&
+        !(dy16 = lin_bf16_copy(c, dy, s->M * s->out)))
+        return QKV_ERR_NOMEM;
     if (s->x->requires_grad) {
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
         float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_gemm_ctx(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, s->out, s->w->data, s->in, fresh ? 0.0f : 1.0f,
-                     dx, s->in);
+        lin_gemm(c, 0, 0, s->M, s->in, s->out, dy, dy16, s->out, s->w->data, s->w16, s->in,
+                 fresh ? 0.0f : 1.0f, dx, s->in);
     }
     float *db = NULL; // (out)
     if (s->b && s->b->requires_grad && !(db = qkv_tensor_grad(a, s->b))) return QKV_ERR_NOMEM;
@@ -82,7 +108,7 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        QKV_TRY(linear_weight_grad(c, s, dy, dw, db, &db_done));
+        QKV_TRY(linear_weight_grad(c, s, dy, dy16, dw, db, &db_done));
     }
     if (db && !db_done) qkv_rows_sum_into(db, dy, s->M, s->out);
     return QKV_OK;
@@ -121,10 +147,19 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
     /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
     if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
-    qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
+    /* BF16 mode, recording, on oneDNN: x and W converted once, here, for
+     * the forward and both backward products */
+    const uint16_t *x16 = NULL, *wk16 = NULL; // (M,in), (out,in)
+    if (rec && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
+        if (!(x16 = lin_bf16_copy(c, x->data, M * in)) || !(wk16 = lin_bf16_copy(c, w->data, out * in)))
+            return QKV_ERR_NOMEM;
+        if (b) qkv_rows_broadcast(yd, b->data, M, out);
+        qkv_gemm_bf16_pre(0, 1, M, out, in, 1.0f, NULL, x16, in, NULL, wk16, in, b ? 1.0f : 0.0f, yd, out);
+    } else
+        qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (linear_saved){x, w, b, *y, M, in, out};
+    *s = (linear_saved){x, w, b, *y, M, in, out, x16, wk16};
     return qkv_ctx_record(c, linear_backward, s);
 }

@@ -29,40 +29,40 @@ static void pool_forward(const pool_geom *g, const float *x, float *y, int64_t *
 {
     // x is (planes,H,W), y and arg are (planes,Hout,Wout)
     int64_t HWo = g->Hout * g->Wout;
-#pragma omp parallel for if (g->planes * HWo >= QKV_PAR_MIN / 8)
-    for (int64_t pl = 0; pl < g->planes; pl++) {
-        const float *xp = x + pl * g->H * g->W;
-        for (int64_t i = 0; i < g->Hout; i++) {
-            int64_t h0 = i * g->s[0] - g->p[0], h1 = h0 + (g->k[0] - 1) * g->d[0] + 1;
-            if (h1 > g->H) h1 = g->H;
-            while (h0 < 0) h0 += g->d[0];
-            for (int64_t j = 0; j < g->Wout; j++) {
-                int64_t w0 = j * g->s[1] - g->p[1], w1 = w0 + (g->k[1] - 1) * g->d[1] + 1;
-                if (w1 > g->W) w1 = g->W;
-                while (w0 < 0) w0 += g->d[1];
-                /* Selects rather than branches (on real data a branch per
-                 * element is a coin toss: with the branchy scan this loop
-                 * took 18% of the default CNN's step, and the forward ran
-                 * 22 instead of 15 ms, one thread, batch 64); a NaN is
-                 * tracked apart and wins at the end, the last one, as in
-                 * PyTorch's scan. */
-                int64_t best = h0 * g->W + w0, nan_at = -1;
-                float m = -INFINITY;
-                for (int64_t ih = h0; ih < h1; ih += g->d[0])
-                    for (int64_t iw = w0; iw < w1; iw += g->d[1]) {
-                        int64_t at = ih * g->W + iw;
-                        float v = xp[at];
-                        int gt = v > m;
-                        m = gt ? v : m;
-                        best = gt ? at : best;
-                        nan_at = v != v ? at : nan_at;
-                    }
-                if (nan_at >= 0) m = xp[best = nan_at];
-                y[pl * HWo + i * g->Wout + j] = m;
-                if (arg) arg[pl * HWo + i * g->Wout + j] = best;
+    QKV_PAR_FOR(g->planes * HWo >= QKV_PAR_MIN / 8,
+        for (int64_t pl = 0; pl < g->planes; pl++) {
+            const float *xp = x + pl * g->H * g->W;
+            for (int64_t i = 0; i < g->Hout; i++) {
+                int64_t h0 = i * g->s[0] - g->p[0], h1 = h0 + (g->k[0] - 1) * g->d[0] + 1;
+                if (h1 > g->H) h1 = g->H;
+                while (h0 < 0) h0 += g->d[0];
+                for (int64_t j = 0; j < g->Wout; j++) {
+                    int64_t w0 = j * g->s[1] - g->p[1], w1 = w0 + (g->k[1] - 1) * g->d[1] + 1;
+                    if (w1 > g->W) w1 = g->W;
+                    while (w0 < 0) w0 += g->d[1];
+                    /* Selects rather than branches (on real data a branch per
+                     * element is a coin toss: with the branchy scan this loop
+                     * took 18% of the default CNN's step, and the forward ran
+                     * 22 instead of 15 ms, one thread, batch 64); a NaN is
+                     * tracked apart and wins at the end, the last one, as in
+                     * PyTorch's scan. */
+                    int64_t best = h0 * g->W + w0, nan_at = -1;
+                    float m = -INFINITY;
+                    for (int64_t ih = h0; ih < h1; ih += g->d[0])
+                        for (int64_t iw = w0; iw < w1; iw += g->d[1]) {
+                            int64_t at = ih * g->W + iw;
+                            float v = xp[at];
+                            int gt = v > m;
+                            m = gt ? v : m;
+                            best = gt ? at : best;
+                            nan_at = v != v ? at : nan_at;
+                        }
+                    if (nan_at >= 0) m = xp[best = nan_at];
+                    y[pl * HWo + i * g->Wout + j] = m;
+                    if (arg) arg[pl * HWo + i * g->Wout + j] = best;
+                }
             }
-        }
-    }
+        });
 }
 
 /* Differentiates y = max over the window: dx[argmax] += dy. */
@@ -75,9 +75,9 @@ static qkv_status pool_backward(qkv_ctx *c, void *p)
     if (!dx) return QKV_ERR_NOMEM;
     const pool_geom *g = &s->g;
     int64_t HWo = g->Hout * g->Wout, HW = g->H * g->W;
-#pragma omp parallel for if (g->planes * HWo >= QKV_PAR_MIN)
-    for (int64_t pl = 0; pl < g->planes; pl++) /* windows overlap within a plane only */
-        for (int64_t o = 0; o < HWo; o++) dx[pl * HW + s->arg[pl * HWo + o]] += dy[pl * HWo + o];
+    QKV_PAR_FOR(g->planes * HWo >= QKV_PAR_MIN,
+        for (int64_t pl = 0; pl < g->planes; pl++) /* windows overlap within a plane only */
+            for (int64_t o = 0; o < HWo; o++) dx[pl * HW + s->arg[pl * HWo + o]] += dy[pl * HWo + o]);
     return QKV_OK;
 }
 

@@ -204,7 +204,7 @@ static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, uint16_t **w16
 static void whh_gemm(qkv_ctx *c, int tb, int64_t M, int64_t Nc, int64_t K, const float *A, const float *W,
                      const uint16_t *w16, float beta, float *C)
 {
-    if (w16) qkv_gemm_bf16_b16(0, tb, M, Nc, K, 1.0f, A, K, w16, beta, C, Nc);
+    if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
     else qkv_gemm_ctx(c, 0, tb, M, Nc, K, 1.0f, A, K, W, tb ? K : Nc, beta, C, Nc);
 }
 

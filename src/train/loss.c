@@ -136,20 +136,20 @@ static qkv_status ce_backward(qkv_ctx *c, void *p)
     if (!dx) return QKV_ERR_NOMEM;
     int64_t C = s->d.C, K = s->d.K, N = s->d.N;
     /* positions are independent: each writes only its own row of dx */
-#pragma omp parallel for collapse(2) if (N * C * K >= QKV_PAR_MIN)
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            int64_t i = n * K + k, y = s->y[i];
-            if (y == s->ignore) continue;
-            double wn, ws;
-            ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
-            const float *pi = s->p + n * C * K + k;
-            float *gi = dx + n * C * K + k;
-            for (int64_t cl = 0; cl < C; cl++) {
-                double pc = pi[cl * K];
-                gi[cl * K] += (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
-            }
-        }
+    QKV_PAR_FOR_WITH(N * C * K >= QKV_PAR_MIN, collapse(2),
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) {
+                int64_t i = n * K + k, y = s->y[i];
+                if (y == s->ignore) continue;
+                double wn, ws;
+                ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
+                const float *pi = s->p + n * C * K + k;
+                float *gi = dx + n * C * K + k;
+                for (int64_t cl = 0; cl < C; cl++) {
+                    double pc = pi[cl * K];
+                    gi[cl * K] += (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
+                }
+            });
     return QKV_OK;
 }
 
@@ -213,28 +213,28 @@ static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
     /* classes contiguous (K = 1) and p kept: exp(x - max) vectorised in
      * float (qkv_vec_exp), summed in double; libm's exp in double otherwise */
     int vec = d.K == 1 && p && !qkv_reference();
-#pragma omp parallel for collapse(2) if (d.N * d.C * d.K >= QKV_PAR_MIN)
-    for (int64_t n = 0; n < d.N; n++)
-        for (int64_t k = 0; k < d.K; k++) {
-            const float *xi = x + n * d.C * d.K + k; // (C) with stride K
-            float mx = -INFINITY;
-            for (int64_t cl = 0; cl < d.C; cl++)
-                if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
-            double sum = 0;
-            float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
-            if (vec) {
-                for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
-                qkv_vec_exp(pi, pi, d.C);
-            }
-            for (int64_t cl = 0; vec && cl < d.C; cl++) sum += pi[cl];
-            for (int64_t cl = 0; !vec && cl < d.C; cl++) {
-                double e = exp((double)xi[cl * d.K] - mx);
-                sum += e;
-                if (pi) pi[cl * d.K] = (float)e;
-            }
-            lse[n * d.K + k] = isinf(mx) ? (double)mx : (double)mx + log(sum);
-            for (int64_t cl = 0; pi && cl < d.C; cl++) pi[cl * d.K] = (float)(pi[cl * d.K] / sum);
-        }
+    QKV_PAR_FOR_WITH(d.N * d.C * d.K >= QKV_PAR_MIN, collapse(2),
+        for (int64_t n = 0; n < d.N; n++)
+            for (int64_t k = 0; k < d.K; k++) {
+                const float *xi = x + n * d.C * d.K + k; // (C) with stride K
+                float mx = -INFINITY;
+                for (int64_t cl = 0; cl < d.C; cl++)
+                    if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
+                double sum = 0;
+                float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
+                if (vec) {
+                    for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
+                    qkv_vec_exp(pi, pi, d.C);
+                }
+                for (int64_t cl = 0; vec && cl < d.C; cl++) sum += pi[cl];
+                for (int64_t cl = 0; !vec && cl < d.C; cl++) {
+                    double e = exp((double)xi[cl * d.K] - mx);
+                    sum += e;
+                    if (pi) pi[cl * d.K] = (float)e;
+                }
+                lse[n * d.K + k] = isinf(mx) ? (double)mx : (double)mx + log(sum);
+                for (int64_t cl = 0; pi && cl < d.C; cl++) pi[cl * d.K] = (float)(pi[cl * d.K] / sum);
+            });
 }
 
 /* Fills the loss: NONE per position, else the reduction over positions. */

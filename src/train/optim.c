@@ -178,32 +178,50 @@ static void sgd_update(const qkv_optim_opts *o, int64_t step, float *p, const fl
     }
 }
 
+/* Adam's constants for one step. */
+typedef struct {
+    float b1, a1, b2, a2, wd, decay, neg_step_size, bc2_sqrt, eps;
+    float sign;   /* -1 when maximizing */
+    int adamw, l2; /* decoupled decay; L2 decay added to the gradient */
+} adam_k;
+
+/* One element: p, m, v and vmax (max_exp_avg_sq, or NULL) updated in
+ * place from the gradient g. Selects, not branches, so that the loops
+ * over it vectorise (with -fno-math-errno, Makefile). */
+static inline void adam_elem(const adam_k *k, float *p, float g, float *m, float *v, float *vmax)
+{
+    float gj = k->sign * g, pj = p[0];
+    pj = k->adamw ? pj * k->decay : pj;          /* param.mul_(1 - lr*wd) */
+    gj = k->l2 ? fmaf(k->wd, pj, gj) : gj;       /* grad.add(param, alpha=wd) */
+    float mj = fmaf(k->a1, gj, m[0] * k->b1);    /* mul_(beta1).add_(grad, 1-beta1) */
+    float vj = fmaf(k->a2 * gj, gj, v[0] * k->b2); /* mul_(beta2).addcmul_(grad, grad, 1-beta2) */
+    m[0] = mj;
+    v[0] = vj;
+    float second = vj;
+    if (vmax) /* torch.maximum: NaN wins */
+        second = vmax[0] = vj > vmax[0] || vj != vj ? vj : vmax[0];
+    float denom = sqrtf(second) / k->bc2_sqrt + k->eps;
+    p[0] = pj + k->neg_step_size * mj / denom;   /* addcdiv_(m, denom, -step_size) */
+}
+
 /* _single_tensor_adam / _adamw on one parameter: p, g, m (exp_avg),
  * v (exp_avg_sq), vmax (max_exp_avg_sq, or NULL), all (n). */
 static void adam_update(const qkv_optim_opts *o, int64_t step, float *p, const float *g,
                         float *m, float *v, float *vmax, int64_t n)
 {
-    const int adamw = o->kind == QKV_OPTIM_ADAMW;
-    const float b1 = (float)o->beta1, a1 = (float)(1.0 - o->beta1);
-    const float b2 = (float)o->beta2, a2 = (float)(1.0 - o->beta2);
-    const float wd = (float)o->weight_decay, decay = (float)(1.0 - o->lr * o->weight_decay);
     const double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
-    const float neg_step_size = (float)(-(o->lr / bc1)), bc2_sqrt = (float)sqrt(bc2);
-    const float eps = (float)o->eps;
-#pragma omp for nowait /* shared by the threads of qkv_optim_step's region */
-    for (int64_t j = 0; j < n; j++) {
-        float gj = o->maximize ? -g[j] : g[j];
-        if (adamw) p[j] = p[j] * decay;                    /* param.mul_(1 - lr*wd) */
-        else if (o->weight_decay != 0) gj = fmaf(wd, p[j], gj); /* grad.add(param, alpha=wd) */
-        m[j] = fmaf(a1, gj, m[j] * b1);                    /* mul_(beta1).add_(grad, 1-beta1) */
-        v[j] = fmaf(a2 * gj, gj, v[j] * b2); /* mul_(beta2).addcmul_(grad, grad, 1-beta2) */
-        float second = v[j];
-        if (vmax) {
-            if (v[j] > vmax[j] || isnan(v[j])) vmax[j] = v[j]; /* torch.maximum */
-            second = vmax[j];
-        }
-        float denom = sqrtf(second) / bc2_sqrt + eps;
-        p[j] = p[j] + neg_step_size * m[j] / denom;        /* addcdiv_(m, denom, -step_size) */
+    const int adamw = o->kind == QKV_OPTIM_ADAMW;
+    const adam_k k = {(float)o->beta1, (float)(1.0 - o->beta1), (float)o->beta2, (float)(1.0 - o->beta2),
+                      (float)o->weight_decay, (float)(1.0 - o->lr * o->weight_decay),
+                      (float)(-(o->lr / bc1)), (float)sqrt(bc2), (float)o->eps, o->maximize ? -1.0f : 1.0f,
+                      adamw, !adamw && o->weight_decay != 0};
+    /* shared by the threads of qkv_optim_step's region */
+    if (vmax) {
+#pragma omp for nowait
+        for (int64_t j = 0; j < n; j++) adam_elem(&k, p + j, g[j], m + j, v + j, vmax + j);
+    } else {
+#pragma omp for nowait
+        for (int64_t j = 0; j < n; j++) adam_elem(&k, p + j, g[j], m + j, v + j, NULL);
     }
 }
 
@@ -276,11 +294,11 @@ qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_n
     int64_t all = qkv_params_numel(params);
     float *norms = malloc((size_t)(np ? np : 1) * sizeof *norms);
     if (!norms) return qkv_fail(QKV_ERR_NOMEM, "clip_grad_norm: out of memory for %d norms", np);
-#pragma omp parallel for schedule(dynamic) if (all >= QKV_PAR_MIN)
-    for (int i = 0; i < np; i++) {
-        qkv_tensor *t = qkv_params_at(params, i);
-        norms[i] = (float)sqrt(qkv_sum_sq_dev(t->grad, 0.0, qkv_tensor_numel(t)));
-    }
+    QKV_PAR_FOR_WITH(all >= QKV_PAR_MIN, schedule(dynamic),
+        for (int i = 0; i < np; i++) {
+            qkv_tensor *t = qkv_params_at(params, i);
+            norms[i] = (float)sqrt(qkv_sum_sq_dev(t->grad, 0.0, qkv_tensor_numel(t)));
+        });
     double sq = 0;
     for (int i = 0; i < np; i++) sq += (double)norms[i] * norms[i];
     free(norms);
