@@ -21,7 +21,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/half.h"
-#include "kernels/matvec_bf16.h"
+#include "kernels/matvec.h"
 
 static qkv_arena *A;
 static qkv_rng R;

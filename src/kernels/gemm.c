@@ -10,6 +10,7 @@
 #include <omp.h>
 #include "core/internal.h"
 #include "kernels/gemm.h"
+#include "kernels/matvec.h"
 #ifdef QKV_DNNL
 #include <dnnl.h>
 #endif
@@ -41,10 +42,13 @@ void qkv_gemm_set_path(int path) { gemm_path = path; }
 #define QKV_GEMM_DNNL_MIN_ROWS 1024
 #define QKV_GEMM_DNNL_MIN_BLOCK 256
 
-/* One sub-product on the calling thread: oneDNN's or OpenBLAS's sgemm. */
+/* One sub-product on the calling thread: oneDNN's or OpenBLAS's sgemm; one
+ * row times a transposed B (a decoding step's x W^T) by qkv's own loop,
+ * which reads W as one stream (OpenBLAS 0.3.21 packs W for such a call). */
 static void gemm_block(int dnnl, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
+    if (M == 1 && !ta && tb && qkv_matvec_row_f32(N, K, A, B, ldb, alpha, beta, C)) return;
 #ifdef QKV_DNNL
     /* row-major, as cblas_sgemm's CblasRowMajor; called inside qkv's
      * parallel region (or with one thread), so it runs on one thread */

@@ -6,7 +6,7 @@
 #include "core/internal.h"
 #include "kernels/gemm.h"
 #include "kernels/half.h"
-#include "kernels/matvec_bf16.h"
+#include "kernels/matvec.h"
 #include "kernels/rows.h"
 #include "nn/linear_bf16.h"
 

@@ -1,4 +1,4 @@
-/* matvec_bf16.c: x W^T with bf16 weights (matvec_bf16.h). A decoding step
+/* matvec.c: x W^T for a few rows x (matvec.h), with bf16 weights or FP32. A decoding step
  * multiplies one row per sequence by every weight matrix of the model: the
  * time is the weights' bytes over memory bandwidth, so the loops read each
  * weight row once for up to 4 rows of x (4 accumulators per weight row,
@@ -13,7 +13,7 @@
 #include "core/internal.h"
 #include "kernels/attention.h"
 #include "kernels/half.h"
-#include "kernels/matvec_bf16.h"
+#include "kernels/matvec.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -93,23 +93,41 @@ WIDE static inline __m512 load16_bf16(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* x . w over in (a multiple of 64) floats, w bf16 (bf16 set) or FP32:
+ * four chains of 16 lanes along the row. */
+WIDE static inline __attribute__((always_inline)) float dot_row(const float *x, const void *w, int bf16,
+                                                                 int64_t in)
+{
+    const uint16_t *wh = w;
+    const float *wf = w;
+    __m512 a[4];
+    for (int k = 0; k < 4; k++) a[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < in; i += 64)
+        for (int k = 0; k < 4; k++) {
+            int64_t j = i + 16 * k;
+            __m512 wv = bf16 ? load16_bf16(wh + j) : _mm512_loadu_ps(wf + j);
+            a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x + j), wv, a[k]);
+        }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+WIDE static int row_f32_avx512(int64_t out, int64_t in, const float *x, const float *w, int64_t ldw,
+                               float alpha, float beta, float *y)
+{
+    for (int64_t o = 0; o < out; o++) {
+        float d = alpha * dot_row(x, w + o * ldw, 0, in);
+        y[o] = beta == 0.0f ? d : d + beta * y[o];
+    }
+    return 1;
+}
+
 /* AVX-512: 16 lanes; WR weight rows per pass, the tail of in in C. */
 WIDE static void rows_avx512(const float *x, int64_t xs, int64_t nx, const uint16_t *w, int64_t in,
                              int64_t o0, int64_t o1, float *y, int64_t ys)
 {
     int64_t in16 = in / 16 * 16, o = o0;
     if (nx == 1 && in % 64 == 0) { /* one row of x: the weights' rows one after the other, one stream */
-        for (; o < o1; o++) {
-            const uint16_t *wr = w + o * in; // (in)
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t i = 0; i < in; i += 64) {
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), load16_bf16(wr + i), a0);
-                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), load16_bf16(wr + i + 16), a1);
-                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), load16_bf16(wr + i + 32), a2);
-                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), load16_bf16(wr + i + 48), a3);
-            }
-            y[o] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-        }
+        for (; o < o1; o++) y[o] += dot_row(x, w + o * in, 1, in);
         return;
     }
     for (; o + WR <= o1; o += WR)
@@ -170,4 +188,15 @@ void qkv_matvec_bf16(int64_t M, int64_t out, int64_t in, const float *x, const u
                 f(x + r0 * in, in, nx, w, in, o0, o1, y + r0 * out, out);
             });
     }
+}
+
+int qkv_matvec_row_f32(int64_t out, int64_t in, const float *x, const float *w, int64_t ldw, float alpha,
+                       float beta, float *y)
+{
+#if defined(__x86_64__)
+    if (in > 0 && in % 64 == 0 && !qkv_reference() && !strcmp(qkv_attn_simd_current()->name, "avx512"))
+        return row_f32_avx512(out, in, x, w, ldw, alpha, beta, y);
+#endif
+    (void)out, (void)x, (void)w, (void)ldw, (void)alpha, (void)beta, (void)y;
+    return 0;
 }
