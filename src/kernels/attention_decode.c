@@ -5,7 +5,9 @@
  * chunks that threads take, and the chunks' partial softmaxes are merged. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/half.h"
@@ -470,6 +472,18 @@ static void decode_items(const qkv_decode_desc *d, chunk_fn run, const float *q,
     }
 }
 
+/* 1 when OpenMP's threads sleep between regions (OMP_WAIT_POLICY=PASSIVE):
+ * each region then wakes them. Read once; a benign race. */
+static int passive_wait(void)
+{
+    static int state; /* 0 unread, 1 passive, 2 not */
+    if (!state) {
+        const char *w = getenv("OMP_WAIT_POLICY");
+        state = w && !strcasecmp(w, "passive") ? 1 : 2;
+    }
+    return state == 1;
+}
+
 /* k, v of the given kind (floats, fp16 or bf16 elements). */
 static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float *q, const void *k,
                              const void *v, int kind, float *out)
@@ -487,7 +501,7 @@ static qkv_status decode_run(qkv_arena *a, const qkv_decode_desc *d, const float
     /* A step over a short cache is a few microseconds of work: waking the
      * team would cost more. */
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (N * H * T * d->S * D < QKV_DECODE_PAR_MIN) threads = 1;
+    if (N * H * T * d->S * D < (passive_wait() ? QKV_DECODE_PAR_MIN : QKV_DECODE_PAR_MIN_SPIN)) threads = 1;
     if (threads > items) threads = (int)items;
     qkv_arena_mark mark = qkv_arena_get_mark(a);
     size_t n = qkv_decode_scratch(d, threads);

@@ -31,8 +31,14 @@ enum { QKV_DECODE_CHUNK = 256 };
  * (tens of microseconds under OMP_WAIT_POLICY=PASSIVE on a busy machine)
  * starts to pay. `qkv train lm`'s default model (4 heads of 32) after 1024
  * tokens is 139k per layer: one thread (generation after 1024 tokens was
- * slower on two threads than on one with QKV_PAR_MIN as the threshold). */
-enum { QKV_DECODE_PAR_MIN = 1 << 19 };
+ * slower on two threads than on one with QKV_PAR_MIN as the threshold).
+ * Where OpenMP's threads spin between regions (OMP_WAIT_POLICY unset or
+ * ACTIVE) a region costs little, and from 2^17 two threads pay: the LM
+ * 192,5,6 (6 heads of 32) after 1024 tokens generated 2,555-3,093 tokens/s
+ * with 2^19 and 3,543-4,184 with 2^17, alternated; under PASSIVE 2,722-
+ * 2,855 against 1,079-1,263 (build/bench/lm_bench --model 192,5,6
+ * generate 1024 64, 2026-11-25). */
+enum { QKV_DECODE_PAR_MIN = 1 << 19, QKV_DECODE_PAR_MIN_SPIN = 1 << 17 };
 
 typedef struct {
     int64_t N, H;       /* rows, heads */
