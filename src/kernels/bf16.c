@@ -11,6 +11,13 @@ void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n)
         for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_from_float(x[i]));
 }
 
+uint16_t *qkv_bf16_copy(qkv_arena *a, const float *x, int64_t n)
+{
+    uint16_t *y = qkv_arena_alloc_uninit(a, (size_t)n * sizeof *y);
+    if (y) qkv_bf16_from_floats(x, y, n);
+    return y;
+}
+
 void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n)
 {
     QKV_PAR_FOR(n >= 4 * QKV_PAR_MIN,

@@ -8,6 +8,7 @@
 #define QKV_KERNELS_BF16_H
 #include <stdint.h>
 #include <string.h>
+#include "qkv.h"
 
 static inline uint16_t qkv_bf16_from_float(float x)
 {
@@ -30,6 +31,10 @@ void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n);
 void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n);
 /* y = float(bf16(x)): x rounded to bf16, kept as floats (y may be x). */
 void qkv_bf16_round_floats(const float *x, float *y, int64_t n);
+/* A bf16 copy of x's n floats on arena a (every element written, so not
+ * zeroed first), NULL when out of memory: a value converted once for
+ * several products (a Linear's x and W, an RNN's W_hh). */
+uint16_t *qkv_bf16_copy(qkv_arena *a, const float *x, int64_t n);
 /* True when the CPU has AVX512-BF16 dot products (vdpbf16ps). */
 int qkv_bf16_dot_supported(void);
 #endif

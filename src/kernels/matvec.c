@@ -111,14 +111,13 @@ WIDE static inline __attribute__((always_inline)) float dot_row(const float *x, 
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
 }
 
-WIDE static int row_f32_avx512(int64_t out, int64_t in, const float *x, const float *w, int64_t ldw,
-                               float alpha, float beta, float *y)
+WIDE static void row_f32_avx512(int64_t out, int64_t in, const float *x, const float *w, int64_t ldw,
+                                float alpha, float beta, float *y)
 {
     for (int64_t o = 0; o < out; o++) {
         float d = alpha * dot_row(x, w + o * ldw, 0, in);
         y[o] = beta == 0.0f ? d : d + beta * y[o];
     }
-    return 1;
 }
 
 /* AVX-512: 16 lanes; WR weight rows per pass, the tail of in in C. */
@@ -194,8 +193,10 @@ int qkv_matvec_row_f32(int64_t out, int64_t in, const float *x, const float *w, 
                        float beta, float *y)
 {
 #if defined(__x86_64__)
-    if (in > 0 && in % 64 == 0 && !qkv_reference() && !strcmp(qkv_attn_simd_current()->name, "avx512"))
-        return row_f32_avx512(out, in, x, w, ldw, alpha, beta, y);
+    if (in > 0 && in % 64 == 0 && !qkv_reference() && !strcmp(qkv_attn_simd_current()->name, "avx512")) {
+        row_f32_avx512(out, in, x, w, ldw, alpha, beta, y);
+        return 1;
+    }
 #endif
     (void)out, (void)x, (void)w, (void)ldw, (void)alpha, (void)beta, (void)y;
     return 0;

@@ -24,14 +24,6 @@ static void lin_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int
     else qkv_gemm_ctx(c, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* A bf16 copy of x's n floats on the ctx's arena, NULL when out of memory. */
-static uint16_t *lin_bf16_copy(qkv_ctx *c, const float *x, int64_t n)
-{
-    uint16_t *y = qkv_ctx_alloc_uninit(c, (size_t)n * sizeof *y);
-    if (y) qkv_bf16_from_floats(x, y, n);
-    return y;
-}
-
 /* dW += dy^T x, dy (M,out), x (M,in). A tall product (M at least
  * 4 max(out,in): a ViT's 6,400 rows into 64x64) goes by LIN_CHUNKS fixed
  * chunks of rows, one product per chunk on the threads, the chunks' results
@@ -93,7 +85,7 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     qkv_arena *a = qkv_ctx_arena(c);
     const uint16_t *dy16 = NULL; // (M,out): dy in bf16 once for both products, beside x16 and w16
     if (s->x16 && (s->x->requires_grad || s->w->requires_grad) &&
-        !(dy16 = lin_bf16_copy(c, dy, s->M * s->out)))
+        !(dy16 = qkv_bf16_copy(qkv_ctx_arena(c), dy, s->M * s->out)))
         return QKV_ERR_NOMEM;
     if (s->x->requires_grad) {
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
@@ -151,7 +143,8 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
      * the forward and both backward products */
     const uint16_t *x16 = NULL, *wk16 = NULL; // (M,in), (out,in)
     if (rec && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
-        if (!(x16 = lin_bf16_copy(c, x->data, M * in)) || !(wk16 = lin_bf16_copy(c, w->data, out * in)))
+        qkv_arena *a = qkv_ctx_arena(c);
+        if (!(x16 = qkv_bf16_copy(a, x->data, M * in)) || !(wk16 = qkv_bf16_copy(a, w->data, out * in)))
             return QKV_ERR_NOMEM;
         if (b) qkv_rows_broadcast(yd, b->data, M, out);
         qkv_gemm_bf16_pre(0, 1, M, out, in, 1.0f, NULL, x16, in, NULL, wk16, in, b ? 1.0f : 0.0f, yd, out);

@@ -192,10 +192,8 @@ static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, uint16_t **w16
     *w16 = NULL;
     if (s->ref || qkv_ctx_precision(c) != QKV_BF16) return QKV_OK;
     int64_t n = s->G * s->H * s->H;
-    *w16 = qkv_arena_alloc(qkv_ctx_arena(c), (size_t)n * sizeof(uint16_t));
-    if (!*w16) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
-    qkv_bf16_from_floats(s->w[d][1]->data, *w16, n);
-    return QKV_OK;
+    *w16 = qkv_bf16_copy(qkv_ctx_arena(c), s->w[d][1]->data, n);
+    return *w16 ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
 }
 
 /* A step's product with W_hh (GH,H): C = A op(W_hh) + beta C, op(W_hh) its
