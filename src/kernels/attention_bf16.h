@@ -20,26 +20,44 @@
 
 /* Pack scratch, in floats, the same for every bf16 build: an A copy of up
  * to 128 rows of P32 and a B copy of P32 rows of NP, where P32 bounds every
- * summed length (D, Dv, a key tile, a query block) rounded up to 32. */
-static inline size_t pack_scratch(const qkv_attn_desc *d)
+ * summed length (D, Dv, a key tile, a query block) rounded up to 32; then
+ * the forward's query block as pairs (D32/2, BQ) and a tile's
+ * probabilities as pairs (BK/2, BQ). */
+typedef struct {
+    int64_t a, b, q, p; /* floats of each copy */
+} pack_sizes;
+
+static inline pack_sizes pack_sizes_of(const qkv_attn_desc *d)
 {
     int64_t m = d->D > d->Dv ? d->D : d->Dv;
     if (m < BK) m = BK;
     if (m < BQ) m = BQ;
-    int64_t p32 = round_up(m, 32), np = BQ;
+    int64_t p32 = round_up(m, 32), np = BQ, ma = BK > BQ ? BK : BQ;
     if (round_up(d->D, 16) > np) np = round_up(d->D, 16);
     if (round_up(d->Dv, 16) > np) np = round_up(d->Dv, 16);
-    int64_t ma = BK > BQ ? BK : BQ;
-    return (size_t)(ma * p32 + p32 * np);
+    return (pack_sizes){ma * p32, p32 * np, round_up(d->D, 32) / 2 * BQ, BK / 2 * BQ};
+}
+
+static inline size_t pack_scratch(const qkv_attn_desc *d)
+{
+    pack_sizes z = pack_sizes_of(d);
+    return (size_t)(z.a + z.b + z.q + z.p);
 }
 
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
-    int64_t m = d->D > d->Dv ? d->D : d->Dv;
-    if (m < BK) m = BK;
-    if (m < BQ) m = BQ;
-    int64_t ma = BK > BQ ? BK : BQ;
-    return (packs){at, at + ma * round_up(m, 32)};
+    pack_sizes z = pack_sizes_of(d);
+    return (packs){at, at + z.a, at + z.a + z.b, at + z.a + z.b + z.q};
+}
+
+/* The forward's keys and values in bf16, packed once for every query
+ * block (the dot-product build's forward_pack_heads): per head, K as rows
+ * of D32/2 pairs and V as pairs of keys (Sp/2, Dv16), Sp = S rounded up to
+ * R with zero keys after S. In floats, for all N*H heads. */
+static inline int64_t kv_keys(const qkv_attn_desc *d) { return round_up(d->S, R); }
+static inline size_t fwd_shared(const qkv_attn_desc *d)
+{
+    return (size_t)(d->N * d->H * kv_keys(d) * (round_up(d->D, 32) / 2 + round_up(d->Dv, 16) / 2));
 }
 
 #if defined(ATTN_BF16_DOT)
@@ -88,11 +106,23 @@ static void pack_pairs(const float *x, int64_t ldx, int64_t K, int64_t N, uint32
     }
 }
 
+/* Where the forward's scores leave the registers (bf16_block_max): rows
+ * past `rows` are padding keys (-inf); row r's first lims[r] columns are
+ * masked queries (-inf: causal), none where lims is NULL. */
+typedef struct {
+    float scale;
+    int64_t rows;
+    const int64_t *lims;
+} scores_out;
+
 /* One register block: C[r][c] (+)= sum_kk A(r,kk) . B[kk][c] over pairs,
- * A(r,kk) = A[r*rs + kk*ks] a bf16 pair broadcast to every lane. */
+ * A(r,kk) = A[r*rs + kk*ks] a bf16 pair broadcast to every lane. With mx
+ * (the forward's scores, not accumulating, nv == NV): each row is stored
+ * times o.scale, -inf where o masks it, and taken into the running max
+ * mx[v] (-inf changes no max). */
 static inline __attribute__((always_inline)) void
-bf16_block(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, const uint32_t *B,
-           int64_t ldb, float *C, int64_t ldc, int accumulate)
+bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, const uint32_t *B,
+               int64_t ldb, float *C, int64_t ldc, int accumulate, scores_out o, vf *mx)
 {
     __m512 acc[R][NV];
 #pragma GCC unroll 8
@@ -114,10 +144,48 @@ bf16_block(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, 
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, (__m512bh)b[v]);
         }
     }
+    if (mx) {
+        const vi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            int64_t lim = o.lims ? o.lims[r] : 0;
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) {
+                vf sv = r < o.rows ? (vf)acc[r][v] * o.scale : vsplat(-INFINITY);
+                if (lim > v * 16) sv = vselect(lane < (int32_t)(lim - v * 16), vsplat(-INFINITY), sv);
+                vstore(C + r * ldc + v * 16, sv);
+                mx[v] = vmax(mx[v], sv);
+            }
+        }
+        return;
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++) _mm512_storeu_ps(C + r * ldc + v * 16, acc[r][v]);
+}
+
+static inline __attribute__((always_inline)) void
+bf16_block(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, const uint32_t *B,
+           int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    bf16_block_max(nv, K2, A, rs, ks, B, ldb, C, ldc, accumulate, (scores_out){1.0f, 0, NULL}, NULL);
+}
+
+/* C (M,N) (+)= A B over K2 pairs, both operands packed: A(r,kk) =
+ * A[r*ars + kk*aks], B (K2,N) pairs. M a multiple of R, N of 16. */
+static void dot_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars,
+                     int64_t aks, const uint32_t *B, float *C, int64_t ldc, int accumulate)
+{
+    int64_t nvec = N / 16, c = 0;
+    for (; c + NV <= nvec; c += NV)
+        for (int64_t r = 0; r < M; r += R)
+            bf16_block(NV, K2, A + r * ars, ars, aks, B + c * 16, N, C + r * ldc + c * 16, ldc,
+                       accumulate);
+    for (; c < nvec; c++)
+        for (int64_t r = 0; r < M; r += R)
+            bf16_block(1, K2, A + r * ars, ars, aks, B + c * 16, N, C + r * ldc + c * 16, ldc,
+                       accumulate);
 }
 
 /* tile_gemm_f32's product with both operands packed into bf16 pairs along
@@ -148,15 +216,123 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
         aks = 1;
     }
     pack_pairs(B, ldb, K, N, bp);
-    int64_t nvec = N / 16, c = 0;
-    for (; c + NV <= nvec; c += NV)
-        for (int64_t r = 0; r < M; r += R)
-            bf16_block(NV, K2, ap + r * ars, ars, aks, bp + c * 16, N, C + r * ldc + c * 16, ldc,
-                       accumulate);
-    for (; c < nvec; c++)
-        for (int64_t r = 0; r < M; r += R)
-            bf16_block(1, K2, ap + r * ars, ars, aks, bp + c * 16, N, C + r * ldc + c * 16, ldc,
-                       accumulate);
+    dot_gemm(M, N, K2, ap, ars, aks, bp, C, ldc, accumulate);
+}
+
+/* ---- the forward's operands, each packed once ------------------------------
+ * forward_block multiplies the same key tile with every query block and
+ * the same query block with every key tile; packing both operands per
+ * product (tile_gemm) cost about a sixth of the bf16 forward. Here K and V
+ * are packed once per call (fwd_pack_heads, before any query block), the
+ * block's Q^T once per block, and the probabilities are written as bf16
+ * pairs by the softmax pass itself (p_put). */
+#define ATTN_FWD_PACKED
+
+/* Every head's K rows and V pairs into shared (fwd_shared), split over the
+ * calling team's threads (every thread calls it); kbuf (BK,D), vbuf
+ * (BK,Dv16) a thread's copies of a short last tile, zero-padded. */
+static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
+                           float *kbuf, float *vbuf)
+{
+    int64_t H = d->H, S = d->S, D = d->D, Dv = d->Dv, Sp = kv_keys(d), nt = (Sp + BK - 1) / BK;
+    int64_t kw = round_up(D, 32) / 2, Dvp = round_up(Dv, 16);
+    int64_t ldk = qkv_attn_ld(&d->k_rows, D), ldv = qkv_attn_ld(&d->v_rows, Dv);
+#pragma omp for
+    for (int64_t t = 0; t < d->N * H * nt; t++) {
+        int64_t nh = t / nt, n = nh / H, h = nh % H, j0 = t % nt * BK;
+        int64_t jp = j0 + BK < Sp ? j0 + BK : Sp, j1 = j0 + BK < S ? j0 + BK : S;
+        uint32_t *kc = (uint32_t *)shared + nh * Sp * (kw + Dvp / 2), *vc = kc + Sp * kw;
+        const float *kt = rows_block(k + qkv_attn_head(&d->k_rows, H, n, h, S, D), ldk, D, j0, j1,
+                                     jp - j0, D, kbuf);
+        pack_rows(kt, D, jp - j0, D, kc + j0 * kw);
+        const float *vt = rows_block(v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv), ldv, Dv, j0, j1,
+                                     jp - j0, Dvp, vbuf);
+        pack_pairs(vt, Dvp, jp - j0, Dvp, vc + j0 / 2 * Dvp);
+    }
+}
+
+/* Head nh's packed K rows (Sp, D32/2) and V pairs (Sp/2, Dv16). */
+static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int64_t nh)
+{
+    int64_t Sp = kv_keys(d), kw = round_up(d->D, 32) / 2;
+    const uint32_t *kc = (const uint32_t *)shared + nh * Sp * (kw + round_up(d->Dv, 16) / 2);
+    return (kv_packed){kc, kc + Sp * kw};
+}
+
+/* The query block qt (D,BQ) as pairs, for every key tile's scores. */
+static void fwd_block_begin(const qkv_attn_desc *d, const float *qt, packs pk)
+{
+    pack_pairs(qt, BQ, d->D, BQ, (uint32_t *)pk.q);
+}
+
+/* Can tile [j0, j0+nj) use the packed K and V? Pairs start at even keys,
+ * and the rows worked past nj (up to njp) must be zero keys (after S),
+ * not the next keys, which may be masked and hold NaN. */
+static int fwd_tile_packed(const qkv_attn_desc *d, kv_packed kv, int64_t j0, int64_t nj)
+{
+    return kv.k && j0 % 2 == 0 && (nj % R == 0 || j0 + nj == d->S);
+}
+
+/* st (njp,BQ) = K_tile Q_blk^T for queries [i0,i1) and keys [j0,j0+nj);
+ * kt the tile's keys (njp,D) when unpacked. Where the tile has no mask
+ * term, or the causal mask alone: scores_finish_max's work, done as the
+ * products leave the registers (the same numbers); returns whether it did
+ * (then mt holds the running max). */
+static int fwd_scores(const qkv_attn_desc *d, kv_packed kv, int64_t i0, int64_t i1, int64_t j0, int packed,
+                      int64_t nj, int64_t njp, const float *kt, const float *qt, float *st, packs pk, vf *mt)
+{
+    (void)qt;
+    int64_t kw = round_up(d->D, 32) / 2, K2 = (d->D + 1) / 2;
+    const uint32_t *kp = kv.k + j0 * kw;
+    if (!packed) {
+        pack_rows(kt, d->D, njp, d->D, (uint32_t *)pk.a);
+        kp = (const uint32_t *)pk.a;
+    }
+    int masked = tile_masked(d, i0, i1, j0, j0 + nj);
+    if ((masked && !causal_only(d)) || BQ != NV * 16) {
+        dot_gemm(njp, BQ, K2, kp, kw, 1, (const uint32_t *)pk.q, st, BQ, 0);
+        return 0;
+    }
+    for (int64_t r = 0; r < njp; r += R) {
+        int64_t lims[R]; /* scores_finish's causal rule: key j masked for queries i < j - diag */
+        for (int x = 0; x < R; x++) {
+            int64_t j = j0 + r + x, lim = j - d->diag - i0;
+            lims[x] = !masked || j >= d->mask_keys ? 0 : lim < i1 - i0 ? lim : i1 - i0;
+        }
+        bf16_block_max(NV, K2, kp + r * kw, kw, 1, (const uint32_t *)pk.q, BQ, st + r * BQ, BQ, 0,
+                       (scores_out){d->scale, nj - r, lims}, mt);
+    }
+    return 1;
+}
+
+/* Probabilities of key rows j and j+1 for queries [i, i+16): as a bf16
+ * pair row of pk.p when pairs is set, else into st (FP32). */
+static inline void p_put(float *st, packs pk, int pairs, int64_t j, int64_t i, vf p0, vf p1)
+{
+    if (!pairs) {
+        vstore(st + j * BQ + i, p0);
+        vstore(st + (j + 1) * BQ + i, p1);
+        return;
+    }
+    static const uint16_t inter[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512i t = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
+    _mm512_storeu_si512((uint32_t *)pk.p + j / 2 * BQ + i,
+                        _mm512_permutexvar_epi16(_mm512_loadu_si512(inter), t));
+}
+
+/* ob (BQ,Dvp) += P V: P as pairs in pk.p (p_put's) when pairs is set,
+ * else from st (BK,BQ); vt the tile's values (njp,Dvp) when unpacked. */
+static void fwd_pv(kv_packed kv, int64_t j0, int packed, int64_t njp, const float *st, int pairs,
+                   const float *vt, int64_t Dvp, float *ob, packs pk)
+{
+    if (!pairs) pack_pairs(st, BQ, njp, BQ, (uint32_t *)pk.p);
+    const uint32_t *vp = kv.v + j0 / 2 * Dvp;
+    if (!packed) {
+        pack_pairs(vt, Dvp, njp, Dvp, (uint32_t *)pk.b);
+        vp = (const uint32_t *)pk.b;
+    }
+    dot_gemm(BQ, Dvp, njp / 2, (const uint32_t *)pk.p, 1, BQ, vp, ob, Dvp, 1);
 }
 
 #else

@@ -79,7 +79,7 @@ static const qkv_attn_simd *simd_sizing(const qkv_attn_desc *d)
 
 size_t qkv_attn_forward_scratch(const qkv_attn_desc *d, int threads)
 {
-    return (size_t)threads * simd_sizing(d)->forward_scratch(d);
+    return simd_sizing(d)->forward_scratch(d, threads);
 }
 
 /* D_i (N*H*L), the per-thread tiles and one dq buffer (N*H*L*D) per thread:

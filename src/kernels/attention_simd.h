@@ -74,13 +74,22 @@ static inline vf vfma_lanes(vf a, vf b, vf c)
 #endif
 
 /* exp(x) lane by lane: x = n ln2 + r with |r| <= ln2/2, a degree-6
- * polynomial for exp(r) (Cephes' expf coefficients, about 1 ulp), 2^n put in
- * the exponent bits. exp(x) = 0 below -87.3 (and at -inf); x <= 88. */
+ * polynomial for exp(r) (Cephes' expf coefficients, about 1 ulp), times
+ * 2^n. x <= 88; NaN stays NaN. The generic code puts 2^n in the exponent
+ * bits and gives 0 below -87.3 (and at -inf); AVX-512 scales by 2^n with
+ * vscalefps (the same bits where exp(x) is normal, subnormal results
+ * between -103.3 and -87.3, 0 below), six instructions fewer. */
 static inline vf vexp(vf x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+#if VW == 16 && defined(__AVX512F__)
+    /* clamped to [-150, 88], NaN kept (min/max return their second operand
+     * when either is NaN); at -150 the scaling underflows to 0 */
+    x = (vf)_mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-150.0f), (__m512)x));
+#else
     vi tiny = x < -87.3f;
     x = vselect(x > 88.0f, vsplat(88.0f), vselect(tiny, vsplat(0.0f), x));
+#endif
     vf t = x * 1.44269504088896341f + magic;
     vf n = t - magic;
     vf r = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -91,8 +100,12 @@ static inline vf vexp(vf x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
+#if VW == 16 && defined(__AVX512F__)
+    return (vf)_mm512_scalef_ps((__m512)p, (__m512)n);
+#else
     vi e = ((vi)t - (vi)vsplat(magic) + 127) << 23;
     return vselect(tiny, vsplat(0.0f), p * (vf)e);
+#endif
 }
 
 /* GCC folds each use of b[v] into its FMA as a memory operand, which loads
@@ -140,8 +153,14 @@ static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * 
 /* Scratch for the bf16 builds' operand copies (attention_bf16.h); unused
  * by the FP32 builds. */
 typedef struct {
-    float *a, *b;
+    float *a, *b, *q, *p;
 } packs;
+
+/* One head's keys and values packed for the forward (attention_bf16.h's
+ * dot-product build); NULL in the others. */
+typedef struct {
+    const uint32_t *k, *v;
+} kv_packed;
 
 /* C (M,N) (+)= A (M,K) B (K,N), A(r,k) = A[r*rs + k*ks], B and C row-major
  * with leading dimensions ldb, ldc. M is a multiple of R, N of VW. Columns
@@ -160,26 +179,6 @@ static __attribute__((unused)) void tile_gemm_f32(int64_t M, int64_t N, int64_t 
             tile_block(1, K, A + r * rs, rs, ks, B + c * VW, ldb, C + r * ldc + c * VW, ldc,
                        accumulate);
 }
-
-/* The products of the kernels below: FP32 as above, or with bf16 operands
- * in the bf16 builds (attention_bf16.h: pack scratch in pk). */
-#if defined(ATTN_BF16)
-#include "kernels/attention_bf16.h"
-#else
-static inline size_t pack_scratch(const qkv_attn_desc *d) { (void)d; return 0; }
-static inline packs packs_make(const qkv_attn_desc *d, float *at)
-{
-    (void)d;
-    return (packs){at, at};
-}
-static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs,
-                             int64_t ks, const float *B, int64_t ldb, float *C, int64_t ldc,
-                             int accumulate, packs pk)
-{
-    (void)pk;
-    tile_gemm_f32(M, N, K, A, rs, ks, B, ldb, C, ldc, accumulate);
-}
-#endif
 
 /* ---- operands ------------------------------------------------------------ */
 
@@ -287,6 +286,75 @@ static int tile_masked(const qkv_attn_desc *d, int64_t i0, int64_t i1, int64_t j
     return 0;
 }
 
+/* Is the causal mask d's only mask? */
+static int causal_only(const qkv_attn_desc *d)
+{
+    return d->causal != QKV_CAUSAL_NONE && d->window < 0 && !d->bmask && !d->fmask && !d->kpm &&
+           !d->kpm_f && !d->alibi;
+}
+
+/* The products of the kernels below: FP32 as above, or with bf16 operands
+ * in the bf16 builds (attention_bf16.h: pack scratch in pk). */
+#if defined(ATTN_BF16)
+#include "kernels/attention_bf16.h"
+#else
+static inline size_t pack_scratch(const qkv_attn_desc *d) { (void)d; return 0; }
+static inline size_t fwd_shared(const qkv_attn_desc *d) { (void)d; return 0; }
+static inline packs packs_make(const qkv_attn_desc *d, float *at)
+{
+    (void)d;
+    return (packs){at, at, at, at};
+}
+static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs,
+                             int64_t ks, const float *B, int64_t ldb, float *C, int64_t ldc,
+                             int accumulate, packs pk)
+{
+    (void)pk;
+    tile_gemm_f32(M, N, K, A, rs, ks, B, ldb, C, ldc, accumulate);
+}
+#endif
+
+/* The forward's products and where its probabilities go: tile_gemm on
+ * the operands as they are, unless the build packs them once
+ * (attention_bf16.h, ATTN_FWD_PACKED). */
+#if !defined(ATTN_FWD_PACKED)
+static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
+                           float *kbuf, float *vbuf)
+{
+    (void)d, (void)k, (void)v, (void)shared, (void)kbuf, (void)vbuf;
+}
+static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int64_t nh)
+{
+    (void)d, (void)shared, (void)nh;
+    return (kv_packed){NULL, NULL};
+}
+static void fwd_block_begin(const qkv_attn_desc *d, const float *qt, packs pk) { (void)d, (void)qt, (void)pk; }
+static int fwd_tile_packed(const qkv_attn_desc *d, kv_packed kv, int64_t j0, int64_t nj)
+{
+    (void)d, (void)kv, (void)j0, (void)nj;
+    return 0;
+}
+static int fwd_scores(const qkv_attn_desc *d, kv_packed kv, int64_t i0, int64_t i1, int64_t j0, int packed,
+                      int64_t nj, int64_t njp, const float *kt, const float *qt, float *st, packs pk, vf *mt)
+{
+    (void)kv, (void)i0, (void)i1, (void)j0, (void)packed, (void)nj, (void)mt;
+    tile_gemm(njp, BQ, d->D, kt, d->D, 1, qt, BQ, st, BQ, 0, pk); /* st = K Q^T */
+    return 0;
+}
+static inline void p_put(float *st, packs pk, int pairs, int64_t j, int64_t i, vf p0, vf p1)
+{
+    (void)pk, (void)pairs;
+    vstore(st + j * BQ + i, p0);
+    vstore(st + (j + 1) * BQ + i, p1);
+}
+static void fwd_pv(kv_packed kv, int64_t j0, int packed, int64_t njp, const float *st, int pairs,
+                   const float *vt, int64_t Dvp, float *ob, packs pk)
+{
+    (void)kv, (void)j0, (void)packed, (void)pairs;
+    tile_gemm(BQ, Dvp, njp, st, 1, BQ, vt, Dvp, ob, Dvp, 1, pk); /* O += P V */
+}
+#endif
+
 /* st (njp,BQ) of a (BK,BQ) buffer *= scale, plus the mask term where the
  * tile needs it; key rows past nj (padding up to njp) get -inf, and so do
  * masked keys whatever their score (a NaN or infinite q.k included: a
@@ -300,8 +368,7 @@ static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             vstore(st + j * BQ + i, j < nj ? s : vsplat(-INFINITY));
         }
     if (!tile_masked(d, i0, i1, j0, j0 + nj)) return;
-    if (d->causal != QKV_CAUSAL_NONE && d->window < 0 && !d->bmask && !d->fmask && !d->kpm && !d->kpm_f &&
-        !d->alibi) {
+    if (causal_only(d)) {
         /* Causal alone (a GPT's diagonal tiles): key j0+j is masked for the
          * queries i0+i with i0+i+diag < j0+j, the rows' first queries; the
          * same scores as the general loop, without its per-element calls. */
@@ -319,6 +386,28 @@ static void scores_finish(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             float t = qkv_attn_mask_term(d, n, h, i0 + i, j0 + j);
             st[j * BQ + i] = t == -INFINITY ? t : st[j * BQ + i] + t;
         }
+}
+
+/* scores_finish, and mt[v] = max(mt[v], the scores of queries [v VW,
+ * (v+1) VW) over the tile's nj keys): in one pass where the tile has no
+ * mask term. */
+static void scores_finish_max(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                              int64_t j0, int64_t nj, int64_t njp, float *st, vf mt[BQ / VW])
+{
+    if (tile_masked(d, i0, i1, j0, j0 + nj)) {
+        scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
+        for (int64_t j = 0; j < nj; j++)
+            for (int64_t v = 0; v < BQ / VW; v++) mt[v] = vmax(mt[v], vload(st + j * BQ + v * VW));
+        return;
+    }
+    for (int64_t j = 0; j < nj; j++)
+        for (int64_t v = 0; v < BQ / VW; v++) {
+            vf s = vload(st + j * BQ + v * VW) * d->scale;
+            vstore(st + j * BQ + v * VW, s);
+            mt[v] = vmax(mt[v], s);
+        }
+    for (int64_t j = nj; j < njp; j++)
+        for (int64_t i = 0; i < BQ; i += VW) vstore(st + j * BQ + i, vsplat(-INFINITY));
 }
 
 /* pt (BK,BQ) *= the dropout keep factors z(i,j); only with dropout on. */
@@ -371,7 +460,7 @@ static size_t fwd_scratch(const qkv_attn_desc *d)
  * head, out (L,Dv), rows d's q_rows, k_rows, ... apart; lse (L). */
 static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t i0, int64_t i1,
                           const float *q, const float *k, const float *v, float *out, float *lse,
-                          float *scratch)
+                          kv_packed kv, float *scratch)
 {
     int64_t D = d->D, Dv = d->Dv, Dvp = round_up(Dv, VW), nh = n * d->H + h;
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
@@ -384,6 +473,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *m = ob + BQ * round_up(Dv, 16), *l = m + BQ; // (BQ) running max and sum
     packs pk = packs_make(d, l + BQ);
     rows_transpose(q, ldq, D, i0, i1, BQ, qt);
+    fwd_block_begin(d, qt, pk);
     memset(ob, 0, (size_t)(BQ * Dvp) * sizeof(float));
     for (int64_t i = 0; i < BQ; i += VW) {
         vstore(m + i, vsplat(-INFINITY));
@@ -397,20 +487,29 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         int64_t nj = j1 - j0, njp = round_up(nj, R);
         const float *kt = rows_block(k, ldk, D, j0, j1, njp, D, kbuf);
         const float *vt = rows_block(v, ldv, Dv, j0, j1, njp, Dvp, vbuf);
-        tile_gemm(njp, BQ, D, kt, D, 1, qt, BQ, st, BQ, 0, pk); /* st = K Q^T */
-        scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
+        int packed = fwd_tile_packed(d, kv, j0, nj);
         /* Online softmax, BQ queries at once: new max, correction
          * exp(m_old - m_new), p = exp(s - m_new), l = l corr + sum p. */
+        vf mt[BQ / VW]; /* the tile's max per query: BQ/VW independent chains */
+        for (int64_t v = 0; v < BQ / VW; v++) mt[v] = vload(m + v * VW);
+        int masked = tile_masked(d, i0, i1, j0, j1);
+        if (!fwd_scores(d, kv, i0, i1, j0, packed, nj, njp, kt, qt, st, pk, mt)) /* st = K Q^T */
+            scores_finish_max(d, n, h, i0, i1, j0, nj, njp, st, mt);
+        /* A masked key's value is not read where some value is not finite
+         * (pv_skip_masked); otherwise the probabilities go straight to the
+         * product's operand where the build packs them (pairs) */
+        int skip = masked && !rows_finite(vt, nj, Dvp);
+        int pairs = d->dropout_p == 0.0f && !skip;
         for (int64_t i = 0; i < BQ; i += VW) {
-            vf mb = vload(m + i);
-            for (int64_t j = 0; j < nj; j++) mb = vmax(mb, vload(st + j * BQ + i));
+            vf mb = mt[i / VW];
             vi none = mb == -INFINITY; /* every key so far masked */
             vf mref = vselect(none, vsplat(0), mb);
             vf corr = vexp(vload(m + i) - mref), sum = vsplat(0);
-            for (int64_t j = 0; j < njp; j++) {
-                vf p = vexp(vload(st + j * BQ + i) - mref);
-                vstore(st + j * BQ + i, p);
-                sum += p;
+            for (int64_t j = 0; j < njp; j += 2) { /* njp is even */
+                vf p0 = vexp(vload(st + j * BQ + i) - mref), p1 = vexp(vload(st + (j + 1) * BQ + i) - mref);
+                sum += p0;
+                sum += p1;
+                p_put(st, pk, pairs, j, i, p0, p1);
             }
             vstore(l + i, vload(l + i) * corr + sum);
             vstore(m + i, mb);
@@ -422,10 +521,10 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
                         vstore(ob + (i + r) * Dvp + x, vload(ob + (i + r) * Dvp + x) * cs[r]);
         }
         if (d->dropout_p > 0.0f) tile_dropout(d, nh, i0, i1, j0, nj, st);
-        if (tile_masked(d, i0, i1, j0, j1) && !rows_finite(vt, nj, Dvp))
+        if (skip)
             pv_skip_masked(d, n, h, i0, i1, j0, nj, st, vt, Dvp, ob); /* masked v not read */
         else
-            tile_gemm(BQ, Dvp, njp, st, 1, BQ, vt, Dvp, ob, Dvp, 1, pk); /* O += P V */
+            fwd_pv(kv, j0, packed, njp, st, pairs, vt, Dvp, ob, pk); /* O += P V */
     }
     for (int64_t i = i0; i < i1; i++) {
         float mi = m[i - i0], li = l[i - i0];
@@ -440,19 +539,26 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     }
 }
 
+/* scratch: threads x fwd_scratch, then fwd_shared (the packed K and V of
+ * the builds that pack them). */
 static void forward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                     float *out, float *lse, float *scratch, int threads)
 {
     int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+    float *shared = scratch + (size_t)threads * fwd_scratch(d);
 #pragma omp parallel num_threads(threads)
     {
         float *mine = scratch + (size_t)omp_get_thread_num() * fwd_scratch(d);
+        /* a thread's key and value buffers of forward_block (its layout) */
+        float *kbuf = mine + round_up(D, 16) * BQ, *vbuf = kbuf + BK * round_up(D, 16);
+        fwd_pack_heads(d, k, v, shared, kbuf, vbuf); /* with its barrier, where it packs */
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < NH * nb; t++) {
             int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
             forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
                           k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
-                          out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L, mine);
+                          out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L,
+                          fwd_head_packs(d, shared, nh), mine);
         }
     }
 }
@@ -646,4 +752,10 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
     }
 }
 
-const qkv_attn_simd ISA(qkv_attn_simd) = {ISA_NAME, forward, backward, fwd_scratch, bwd_scratch};
+/* Floats of forward's scratch for `threads` threads. */
+static size_t fwd_scratch_all(const qkv_attn_desc *d, int threads)
+{
+    return (size_t)threads * fwd_scratch(d) + fwd_shared(d);
+}
+
+const qkv_attn_simd ISA(qkv_attn_simd) = {ISA_NAME, forward, backward, fwd_scratch_all, bwd_scratch};
