@@ -154,7 +154,9 @@ bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t 
                 vf sv = r < o.rows ? (vf)acc[r][v] * o.scale : vsplat(-INFINITY);
                 if (lim > v * 16) sv = vselect(lane < (int32_t)(lim - v * 16), vsplat(-INFINITY), sv);
                 vstore(C + r * ldc + v * 16, sv);
-                mx[v] = vmax(mx[v], sv);
+                /* vmax in one instruction: vrangeps (max) returns a NaN
+                 * operand, so the running max stays NaN once it is */
+                mx[v] = (vf)_mm512_range_ps((__m512)mx[v], (__m512)sv, 0x01);
             }
         }
         return;
