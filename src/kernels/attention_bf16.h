@@ -156,7 +156,7 @@ bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t 
                 vstore(C + r * ldc + v * 16, sv);
                 /* vmax in one instruction: vrangeps (max) returns a NaN
                  * operand, so the running max stays NaN once it is */
-                mx[v] = (vf)_mm512_range_ps((__m512)mx[v], (__m512)sv, 0x01);
+                mx[v] = (vf)_mm512_range_ps((__m512)mx[v], (__m512)sv, 0x05);
             }
         }
         return;
