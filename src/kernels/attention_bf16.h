@@ -22,9 +22,10 @@
  * to 128 rows of P32 and a B copy of P32 rows of NP, where P32 bounds every
  * summed length (D, Dv, a key tile, a query block) rounded up to 32; then
  * the forward's query block as pairs (D32/2, BQ) and a tile's
- * probabilities as pairs (BK/2, BQ). */
+ * probabilities as pairs (BK/2, BQ); then the backward's key tile as rows
+ * (BK, D32/2) and as pairs (BK/2, D16), its values as rows (BK, Dv32/2). */
 typedef struct {
-    int64_t a, b, q, p; /* floats of each copy */
+    int64_t a, b, q, p, t; /* floats of each copy */
 } pack_sizes;
 
 static inline pack_sizes pack_sizes_of(const qkv_attn_desc *d)
@@ -35,19 +36,21 @@ static inline pack_sizes pack_sizes_of(const qkv_attn_desc *d)
     int64_t p32 = round_up(m, 32), np = BQ, ma = BK > BQ ? BK : BQ;
     if (round_up(d->D, 16) > np) np = round_up(d->D, 16);
     if (round_up(d->Dv, 16) > np) np = round_up(d->Dv, 16);
-    return (pack_sizes){ma * p32, p32 * np, round_up(d->D, 32) / 2 * BQ, BK / 2 * BQ};
+    int64_t t = BK * (round_up(d->D, 32) / 2 + round_up(d->Dv, 32) / 2) + BK / 2 * round_up(d->D, 16);
+    return (pack_sizes){ma * p32, p32 * np, round_up(d->D, 32) / 2 * BQ, BK / 2 * BQ, t};
 }
 
 static inline size_t pack_scratch(const qkv_attn_desc *d)
 {
     pack_sizes z = pack_sizes_of(d);
-    return (size_t)(z.a + z.b + z.q + z.p);
+    return (size_t)(z.a + z.b + z.q + z.p + z.t);
 }
 
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
     pack_sizes z = pack_sizes_of(d);
-    return (packs){at, at + z.a, at + z.a + z.b, at + z.a + z.b + z.q};
+    float *q = at + z.a + z.b;
+    return (packs){at, at + z.a, q, q + z.q, q + z.q + z.p, NULL, NULL};
 }
 
 /* The forward's keys and values in bf16, packed once for every query
@@ -199,12 +202,12 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
 {
     uint32_t *ap = (uint32_t *)pk.a, *bp = (uint32_t *)pk.b;
     int64_t K2 = (K + 1) / 2, ars, aks;
-    if (ks == 1) {
-        pack_rows(A, rs, M, K, ap);
+    if (ks == 1) { /* pk.ready_a: these rows, packed before */
+        if (!pk.ready_a) pack_rows(A, rs, M, K, ap);
         ars = round_up(K, 32) / 2;
         aks = 1;
     } else if (rs == 1 && M % 16 == 0) {
-        pack_pairs(A, ks, K, M, ap);
+        if (!pk.ready_a) pack_pairs(A, ks, K, M, ap);
         ars = 1;
         aks = M;
     } else { /* not used by the kernels; kept general */
@@ -217,8 +220,24 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
         ars = K2;
         aks = 1;
     }
-    pack_pairs(B, ldb, K, N, bp);
-    dot_gemm(M, N, K2, ap, ars, aks, bp, C, ldc, accumulate);
+    if (!pk.ready_b) pack_pairs(B, ldb, K, N, bp);
+    dot_gemm(M, N, K2, pk.ready_a ? pk.ready_a : ap, ars, aks, pk.ready_b ? pk.ready_b : bp, C, ldc,
+             accumulate);
+}
+
+/* The backward's operands that every query block of a key tile shares,
+ * packed once per tile into pk.t: the keys kt (njp,Dp) as rows for K Q^T
+ * and as pairs for dS^T K, the values vt (njp,Dv) as rows for V dO^T. */
+#define ATTN_BWD_PACKED
+static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
+                                 int64_t njp, packs pk)
+{
+    uint32_t *kr = (uint32_t *)pk.t, *vr = kr + BK * (round_up(d->D, 32) / 2);
+    uint32_t *kp = vr + BK * (round_up(d->Dv, 32) / 2);
+    pack_rows(kt, Dp, njp, d->D, kr);
+    pack_rows(vt, d->Dv, njp, d->Dv, vr);
+    pack_pairs(kt, Dp, njp, Dp, kp);
+    return (tile_packs){kr, vr, kp};
 }
 
 /* ---- the forward's operands, each packed once ------------------------------

@@ -173,8 +173,23 @@ static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * 
 /* Scratch for the bf16 builds' operand copies (attention_bf16.h); unused
  * by the FP32 builds. */
 typedef struct {
-    float *a, *b, *q, *p;
+    float *a, *b, *q, *p, *t;
+    const uint32_t *ready_a, *ready_b; /* an operand packed before, or NULL */
 } packs;
+
+/* pk with operands packed before (NULL: tile_gemm packs it). */
+static inline packs packs_ready(packs pk, const uint32_t *a, const uint32_t *b)
+{
+    pk.ready_a = a;
+    pk.ready_b = b;
+    return pk;
+}
+
+/* The backward's key tile packed once for its query blocks (the bf16
+ * dot-product build's bwd_tile_packs); NULL in the others. */
+typedef struct {
+    const uint32_t *k_rows, *v_rows, *k_pairs;
+} tile_packs;
 
 /* One head's keys and values packed for the forward (attention_bf16.h's
  * dot-product build); NULL in the others. */
@@ -323,7 +338,7 @@ static inline size_t fwd_shared(const qkv_attn_desc *d) { (void)d; return 0; }
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
     (void)d;
-    return (packs){at, at, at, at};
+    return (packs){at, at, at, at, at, NULL, NULL};
 }
 static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs,
                              int64_t ks, const float *B, int64_t ldb, float *C, int64_t ldc,
@@ -337,6 +352,14 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
 /* The forward's products and where its probabilities go: tile_gemm on
  * the operands as they are, unless the build packs them once
  * (attention_bf16.h, ATTN_FWD_PACKED). */
+#if !defined(ATTN_BWD_PACKED)
+static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
+                                 int64_t njp, packs pk)
+{
+    (void)d, (void)kt, (void)Dp, (void)vt, (void)njp, (void)pk;
+    return (tile_packs){NULL, NULL, NULL};
+}
+#endif
 #if !defined(ATTN_FWD_PACKED)
 static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
                            float *kbuf, float *vbuf)
@@ -657,6 +680,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     memset(dkt, 0, (size_t)(njp * Dp) * sizeof(float));
     memset(dvt, 0, (size_t)(njp * Dvp) * sizeof(float));
     int k_finite = rows_finite(kt, nj, Dp);
+    tile_packs tp = bwd_tile_packs(d, kt, Dp, vt, njp, pk);
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
         key_walk w = key_walk_make(d, i0, i1);
@@ -674,8 +698,8 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         rows_transpose(dout, ldo, Dv, i0, i1, BQ, dot);
         const float *qb = rows_block(q, ldq, D, i0, i1, BQ, Dp, qbuf);
         const float *dob = rows_block(dout, ldo, Dv, i0, i1, BQ, Dvp, dobuf);
-        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, pk);   /* st = K Q^T */
-        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, pk); /* dpt = V dO^T */
+        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, packs_ready(pk, tp.k_rows, NULL));   /* st = K Q^T */
+        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, packs_ready(pk, tp.v_rows, NULL)); /* dpt = V dO^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
         for (int64_t j = 0; j < njp; j++)
@@ -703,7 +727,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             if (!k_finite && tile_masked(d, i0, i1, j0, j1))
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
             else
-                tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, pk);
+                tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, packs_ready(pk, NULL, tp.k_pairs));
             for (int64_t i = 0; i < i1 - i0; i++)
                 for (int64_t x = 0; x < D; x++) {
                     float *g = dq + (i0 + i) * dq_ld + x;
