@@ -102,7 +102,8 @@ enum { QKV_ATTN_BQ = 64, QKV_ATTN_BK = 128 };
  * (N,H,L,D) dq buffer per thread, unscaled (attention_flash.c sums them
  * times scale) — or, when S <= QKV_ATTN_BK (one key tile per head), into
  * dq itself, scaled — using Di (N,H,L) as scratch for dout . out. Scratch sizes are
- * in floats: forward's for all its threads, backward's per thread. forward is NULL where the build lacks the set. */
+ * in floats, for all the threads (backward's: its tiles and packs; the
+ * caller adds D_i and the dq buffers). forward is NULL where the build lacks the set. */
 typedef struct {
     const char *name;
     void (*forward)(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
@@ -111,7 +112,7 @@ typedef struct {
                      const float *out, const float *lse, const float *dout, float *Di, float *dqs,
                      float *dk, float *dv, float *scratch, int threads);
     size_t (*forward_scratch)(const qkv_attn_desc *d, int threads);
-    size_t (*backward_scratch)(const qkv_attn_desc *d);
+    size_t (*backward_scratch)(const qkv_attn_desc *d, int threads);
 } qkv_attn_simd;
 
 extern const qkv_attn_simd qkv_attn_simd_avx512, qkv_attn_simd_avx2, qkv_attn_simd_portable;

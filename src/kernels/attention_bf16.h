@@ -63,6 +63,19 @@ static inline size_t fwd_shared(const qkv_attn_desc *d)
     return (size_t)(d->N * d->H * kv_keys(d) * (round_up(d->D, 32) / 2 + round_up(d->Dv, 16) / 2));
 }
 
+/* The backward's queries and output gradients in bf16, packed once per
+ * call (the dot-product build's bwd_pack_heads) for every key tile: per
+ * query block, Q^T and dO^T as pairs along D, Q and dO as pairs along the
+ * queries. In floats (u32 pairs), for all N*H heads. */
+static inline int64_t bwd_block_pairs(const qkv_attn_desc *d)
+{
+    return BQ * ((d->D + 1) / 2 + (d->Dv + 1) / 2) + BQ / 2 * (round_up(d->D, 16) + round_up(d->Dv, 16));
+}
+static inline size_t bwd_shared(const qkv_attn_desc *d)
+{
+    return (size_t)(d->N * d->H * ((d->L + BQ - 1) / BQ) * bwd_block_pairs(d));
+}
+
 #if defined(ATTN_BF16_DOT)
 /* ---- AVX512-BF16 ---------------------------------------------------------- */
 
@@ -223,6 +236,42 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
     if (!pk.ready_b) pack_pairs(B, ldb, K, N, bp);
     dot_gemm(M, N, K2, pk.ready_a ? pk.ready_a : ap, ars, aks, pk.ready_b ? pk.ready_b : bp, C, ldc,
              accumulate);
+}
+
+/* Block b of head nh's packed queries and output gradients (bwd_shared). */
+static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
+{
+    if (!shared) return (block_packs){NULL, NULL, NULL, NULL};
+    const uint32_t *qt = (const uint32_t *)shared + (nh * ((d->L + BQ - 1) / BQ) + b) * bwd_block_pairs(d);
+    const uint32_t *dot = qt + BQ * ((d->D + 1) / 2), *qb = dot + BQ * ((d->Dv + 1) / 2);
+    return (block_packs){qt, dot, qb, qb + BQ / 2 * round_up(d->D, 16)};
+}
+
+/* Every head's query blocks into shared (bwd_block_packs' layout), split
+ * over the calling team's threads (every thread calls it); buf a thread's
+ * backward scratch, whose first (D,BQ), (Dv,BQ), (BQ,Dp) and (BQ,Dvp)
+ * buffers take the block's rows. */
+#define ATTN_BWD_HEADS
+static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
+                           float *buf)
+{
+    int64_t H = d->H, L = d->L, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+    int64_t Dp = round_up(D, 16), Dvp = round_up(Dv, 16);
+    int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldo = qkv_attn_ld(&d->o_rows, Dv);
+    float *qt = buf, *dot = qt + Dp * BQ, *qbuf = dot + Dvp * BQ, *dobuf = qbuf + Dp * BQ;
+#pragma omp for
+    for (int64_t t = 0; t < d->N * H * nb; t++) {
+        int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = t % nb * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
+        const float *qh = q + qkv_attn_head(&d->q_rows, H, n, h, L, D);
+        const float *oh = dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv);
+        block_packs bp = bwd_block_packs(d, shared, nh, t % nb);
+        rows_transpose(qh, ldq, D, i0, i1, BQ, qt);
+        pack_pairs(qt, BQ, D, BQ, (uint32_t *)bp.qt);
+        rows_transpose(oh, ldo, Dv, i0, i1, BQ, dot);
+        pack_pairs(dot, BQ, Dv, BQ, (uint32_t *)bp.dot);
+        pack_pairs(rows_block(qh, ldq, D, i0, i1, BQ, Dp, qbuf), Dp, BQ, Dp, (uint32_t *)bp.qb);
+        pack_pairs(rows_block(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf), Dvp, BQ, Dvp, (uint32_t *)bp.dob);
+    }
 }
 
 /* The backward's operands that every query block of a key tile shares,

@@ -88,7 +88,7 @@ size_t qkv_attn_backward_scratch(const qkv_attn_desc *d, int threads)
 {
     size_t nq = (size_t)(d->N * d->H * d->L * d->D);
     return (size_t)(d->N * d->H * d->L) +
-           (size_t)threads * (simd_sizing(d)->backward_scratch(d) + nq);
+           simd_sizing(d)->backward_scratch(d, threads) + (size_t)threads * nq;
 }
 
 void qkv_attn_forward_flash(const qkv_attn_desc *d, const float *q, const float *k,
@@ -106,7 +106,7 @@ void qkv_attn_backward_flash(const qkv_attn_desc *d, const float *q, const float
     size_t nq = (size_t)(NH * L * d->D);
     float *Di = scratch;                                                    // (N,H,L)
     float *tiles = Di + NH * L;                                             // (threads, per thread)
-    float *dqs = tiles + (size_t)threads * simd_sizing(d)->backward_scratch(d); // (threads,N,H,L,D)
+    float *dqs = tiles + simd_sizing(d)->backward_scratch(d, threads);        // (threads,N,H,L,D)
     /* One key tile per head: the kernel adds into dq itself (attention_simd.h) */
     int direct = d->S <= QKV_ATTN_BK;
     if (dq && !direct) memset(dqs, 0, (size_t)threads * nq * sizeof(float));

@@ -191,6 +191,13 @@ typedef struct {
     const uint32_t *k_rows, *v_rows, *k_pairs;
 } tile_packs;
 
+/* The backward's query block packed once per call (bwd_block_packs): Q^T
+ * and dO^T as pairs along D, Q and dO as pairs along the queries; NULL in
+ * the builds that do not. */
+typedef struct {
+    const uint32_t *qt, *dot, *qb, *dob;
+} block_packs;
+
 /* One head's keys and values packed for the forward (attention_bf16.h's
  * dot-product build); NULL in the others. */
 typedef struct {
@@ -335,6 +342,7 @@ static int causal_only(const qkv_attn_desc *d)
 #else
 static inline size_t pack_scratch(const qkv_attn_desc *d) { (void)d; return 0; }
 static inline size_t fwd_shared(const qkv_attn_desc *d) { (void)d; return 0; }
+static inline size_t bwd_shared(const qkv_attn_desc *d) { (void)d; return 0; }
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
     (void)d;
@@ -352,6 +360,18 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
 /* The forward's products and where its probabilities go: tile_gemm on
  * the operands as they are, unless the build packs them once
  * (attention_bf16.h, ATTN_FWD_PACKED). */
+#if !defined(ATTN_BWD_HEADS)
+static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
+                           float *buf)
+{
+    (void)d, (void)q, (void)dout, (void)shared, (void)buf;
+}
+static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
+{
+    (void)d, (void)shared, (void)nh, (void)b;
+    return (block_packs){NULL, NULL, NULL, NULL};
+}
+#endif
 #if !defined(ATTN_BWD_PACKED)
 static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
                                  int64_t njp, packs pk)
@@ -528,14 +548,16 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         /* A short tile (S < BK, a ViT's 50 tokens) is worked on njp rows,
          * nj rounded up to the register block, not on all BK. */
         int64_t nj = j1 - j0, njp = round_up(nj, R);
-        const float *kt = rows_block(k, ldk, D, j0, j1, njp, D, kbuf);
-        const float *vt = rows_block(v, ldv, Dv, j0, j1, njp, Dvp, vbuf);
-        int packed = fwd_tile_packed(d, kv, j0, nj);
+        int packed = fwd_tile_packed(d, kv, j0, nj), masked = tile_masked(d, i0, i1, j0, j1);
+        /* The tile's keys and values as rows (a copy where they are not
+         * contiguous): for the products where the build has not packed
+         * them, and for a masked tile's check of its values */
+        const float *kt = packed ? NULL : rows_block(k, ldk, D, j0, j1, njp, D, kbuf);
+        const float *vt = packed && !masked ? NULL : rows_block(v, ldv, Dv, j0, j1, njp, Dvp, vbuf);
         /* Online softmax, BQ queries at once: new max, correction
          * exp(m_old - m_new), p = exp(s - m_new), l = l corr + sum p. */
         vf mt[BQ / VW]; /* the tile's max per query: BQ/VW independent chains */
         for (int64_t v = 0; v < BQ / VW; v++) mt[v] = vload(m + v * VW);
-        int masked = tile_masked(d, i0, i1, j0, j1);
         if (!fwd_scores(d, kv, i0, i1, j0, packed, nj, njp, kt, qt, st, pk, mt)) /* st = K Q^T */
             scores_finish_max(d, n, h, i0, i1, j0, nj, njp, st, mt);
         /* A masked key's value is not read where some value is not finite
@@ -654,7 +676,7 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
                           const float *Di, const float *dout, float *dq, int64_t dq_ld, float dq_scale,
-                          float *dk, float *dv, int unset, float *scratch)
+                          float *dk, float *dv, int unset, const float *shared, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
@@ -694,12 +716,18 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             lb[i] = live ? lse[i0 + i] : INFINITY; /* p = exp(s - inf) = 0 */
             db[i] = live ? Di[i0 + i] : 0.0f;
         }
-        rows_transpose(q, ldq, D, i0, i1, BQ, qt);
-        rows_transpose(dout, ldo, Dv, i0, i1, BQ, dot);
-        const float *qb = rows_block(q, ldq, D, i0, i1, BQ, Dp, qbuf);
-        const float *dob = rows_block(dout, ldo, Dv, i0, i1, BQ, Dvp, dobuf);
-        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, packs_ready(pk, tp.k_rows, NULL));   /* st = K Q^T */
-        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, packs_ready(pk, tp.v_rows, NULL)); /* dpt = V dO^T */
+        /* The block's queries and output gradients, transposed and as
+         * rows, unless the build packed them for the whole call */
+        block_packs bp = bwd_block_packs(d, shared, nh, i0 / BQ);
+        const float *qb = qbuf, *dob = dobuf;
+        if (!bp.qt) {
+            rows_transpose(q, ldq, D, i0, i1, BQ, qt);
+            rows_transpose(dout, ldo, Dv, i0, i1, BQ, dot);
+            qb = rows_block(q, ldq, D, i0, i1, BQ, Dp, qbuf);
+            dob = rows_block(dout, ldo, Dv, i0, i1, BQ, Dvp, dobuf);
+        }
+        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, packs_ready(pk, tp.k_rows, bp.qt));   /* st = K Q^T */
+        tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, packs_ready(pk, tp.v_rows, bp.dot)); /* dpt = V dO^T */
         scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
         /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
         for (int64_t j = 0; j < njp; j++)
@@ -721,8 +749,8 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
                     vstore(dpt + j * BQ + i, vselect(p == 0.0f, vsplat(0), p * (vload(dpt + j * BQ + i) - vload(db + i))));
                 }
         }
-        if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1, pk);  /* dV += P dO */
-        if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1, pk);     /* dK += dS Q */
+        if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1, packs_ready(pk, NULL, bp.dob)); /* dV += P dO */
+        if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1, packs_ready(pk, NULL, bp.qb));    /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
             if (!k_finite && tile_masked(d, i0, i1, j0, j1))
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
@@ -771,6 +799,8 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
         }
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
+        float *shared = bwd_shared(d) ? tiles + (size_t)threads * bwd_scratch(d) : NULL;
+        bwd_pack_heads(d, q, dout, shared, mine); /* with its barrier, where it packs */
         int direct = ntiles == 1;
         float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
         int64_t dq_ld = direct ? qkv_attn_ld(&d->q_rows, D) : D;
@@ -791,7 +821,7 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
             backward_tile(d, n, h, j0, j1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
                           k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
                           lse + nh * L, Di + nh * L, dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), hdq, dq_ld,
-                          direct ? d->scale : 1.0f, hdk, hdv, unset, mine);
+                          direct ? d->scale : 1.0f, hdk, hdv, unset, shared, mine);
         }
     }
 }
@@ -802,4 +832,10 @@ static size_t fwd_scratch_all(const qkv_attn_desc *d, int threads)
     return (size_t)threads * fwd_scratch(d) + fwd_shared(d);
 }
 
-const qkv_attn_simd ISA(qkv_attn_simd) = {ISA_NAME, forward, backward, fwd_scratch_all, bwd_scratch};
+/* Floats of backward's tiles for `threads` threads and its shared packs. */
+static size_t bwd_scratch_all(const qkv_attn_desc *d, int threads)
+{
+    return (size_t)threads * bwd_scratch(d) + bwd_shared(d);
+}
+
+const qkv_attn_simd ISA(qkv_attn_simd) = {ISA_NAME, forward, backward, fwd_scratch_all, bwd_scratch_all};
