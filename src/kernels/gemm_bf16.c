@@ -105,7 +105,7 @@ static int dnnl_state; /* 0 not tried, 1 usable, -1 not */
  * repeats a few dozen shapes); past the table's size a primitive is made
  * and dropped per call. */
 typedef struct {
-    int ta, tb;
+    int ta, tb, bias; /* bias: a bias row (1,N) is added (DNNL_ARG_BIAS) */
     int64_t M, N, K, ldc;
     float alpha, beta;
     dnnl_primitive_t p;
@@ -137,17 +137,18 @@ static void descs(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, 
  * threads (a linear layer's weight gradient by chunks) then wrote over each
  * other's partial sums: results off by more than their own size, and bf16
  * training that learned visibly slower on 2 threads than on 1. */
-static dnnl_primitive_t prim_make(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, float alpha,
-                                  float beta, size_t *scratch)
+static dnnl_primitive_t prim_make(int ta, int tb, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                                  float alpha, float beta, size_t *scratch)
 {
-    dnnl_memory_desc_t a, b, c;
+    dnnl_memory_desc_t a, b, c, bd;
     descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    desc_2d(&bd, 1, N, 0, dnnl_f32, N);
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t p = NULL;
-    int ok = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+    int ok = dnnl_matmul_desc_init(&md, &a, &b, bias ? &bd : NULL, &c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
     if (ok && alpha != 1.0f) ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
@@ -181,9 +182,10 @@ static int dnnl_ready(void)
     return s > 0;
 }
 
-/* Runs the product on compact bf16 Ah, Bh; 0 when oneDNN declined. */
+/* Runs the product on compact bf16 Ah, Bh, plus the row bias (N) where
+ * not NULL; 0 when oneDNN declined. */
 static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
-                     const uint16_t *Bh, float beta, float *C, int64_t ldc)
+                       const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
 {
     dnnl_primitive_t p = NULL;
     size_t scratch = 0;
@@ -192,14 +194,14 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     {
         for (int i = 0; i < n_prims && !p; i++) {
             prim_entry *e = &prims[i];
-            if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->ldc == ldc &&
-                e->alpha == alpha && e->beta == beta)
+            if (e->ta == ta && e->tb == tb && e->bias == (bias != NULL) && e->M == M && e->N == N &&
+                e->K == K && e->ldc == ldc && e->alpha == alpha && e->beta == beta)
                 p = e->p, scratch = e->scratch;
         }
         if (!p) {
-            p = prim_make(ta, tb, M, N, K, ldc, alpha, beta, &scratch);
+            p = prim_make(ta, tb, bias != NULL, M, N, K, ldc, alpha, beta, &scratch);
             if (p && n_prims < PRIM_CAP)
-                prims[n_prims++] = (prim_entry){ta, tb, M, N, K, ldc, alpha, beta, p, scratch};
+                prims[n_prims++] = (prim_entry){ta, tb, bias != NULL, M, N, K, ldc, alpha, beta, p, scratch};
             else owned = p != NULL;
         }
     }
@@ -210,25 +212,30 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
         if (owned) dnnl_primitive_destroy(p);
         return 0;
     }
-    dnnl_memory_desc_t a, b, c, pd;
+    dnnl_memory_desc_t a, b, c, pd, bd;
     descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    desc_2d(&bd, 1, N, 0, dnnl_f32, N);
     dnnl_dims_t pdims = {(dnnl_dim_t)(scratch ? scratch : 1)};
-    dnnl_memory_t am = NULL, bm = NULL, cm = NULL, pm = NULL;
+    dnnl_memory_t am = NULL, bm = NULL, cm = NULL, pm = NULL, biasm = NULL;
     dnnl_stream_t st = NULL;
     int ok = dnnl_memory_create(&am, &a, dnnl_eng, (void *)Ah) == dnnl_success &&
              dnnl_memory_create(&bm, &b, dnnl_eng, (void *)Bh) == dnnl_success &&
              dnnl_memory_create(&cm, &c, dnnl_eng, C) == dnnl_success &&
+             (!bias || dnnl_memory_create(&biasm, &bd, dnnl_eng, (void *)bias) == dnnl_success) &&
              (!scratch || (dnnl_memory_desc_init_by_tag(&pd, 1, pdims, dnnl_u8, dnnl_a) == dnnl_success &&
                            dnnl_memory_create(&pm, &pd, dnnl_eng, pad) == dnnl_success)) &&
              dnnl_stream_create(&st, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
     if (ok) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                                   {DNNL_ARG_SCRATCHPAD, pm}};
-        ok = dnnl_primitive_execute(p, st, scratch ? 4 : 3, args) == dnnl_success &&
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+        int nargs = 3;
+        if (scratch) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, pm};
+        if (bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, biasm};
+        ok = dnnl_primitive_execute(p, st, nargs, args) == dnnl_success &&
              dnnl_stream_wait(st) == dnnl_success;
     }
     if (st) dnnl_stream_destroy(st);
     if (pm) dnnl_memory_destroy(pm);
+    if (biasm) dnnl_memory_destroy(biasm);
     if (cm) dnnl_memory_destroy(cm);
     if (bm) dnnl_memory_destroy(bm);
     if (am) dnnl_memory_destroy(am);
@@ -306,7 +313,7 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
             const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 ? B16 : buf + na;
             if (!A16) pack_bf16(A, ar, ac, lda, buf);
             if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
-            int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, beta, C, ldc);
+            int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
             if (bytes) scratch_put(buf, bytes);
             if (done) return;
         }
@@ -326,6 +333,19 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     else
         qkv_gemm(ta, tb, M, N, K, alpha, Ar, ac, Br, bc, beta, C, ldc);
     scratch_put(Ar, bytes);
+}
+
+void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const uint16_t *B16,
+                        const float *bias, float *C)
+{
+#ifdef QKV_DNNL
+    /* oneDNN adds the bias as the sums leave its registers: no pass that
+     * fills C with it, none that reads C back to add (beta = 1) */
+    if (bias && qkv_gemm_bf16_dnnl(M, N, K) && matmul_dnnl(0, 1, M, N, K, 1.0f, A16, B16, bias, 0.0f, C, N))
+        return;
+#endif
+    if (bias) qkv_rows_broadcast(C, bias, M, N);
+    qkv_gemm_bf16_pre(0, 1, M, N, K, 1.0f, NULL, A16, K, NULL, B16, K, bias ? 1.0f : 0.0f, C, N);
 }
 
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

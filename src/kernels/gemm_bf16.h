@@ -22,6 +22,12 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
 void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
                        float beta, float *C, int64_t ldc);
+/* C (M,N) = A16 B16^T + bias (each row; bias may be NULL) from compact
+ * bf16 A16 (M,K) and B16 (N,K): a linear layer's y = x W^T + b. The same
+ * numbers as filling C with the bias and adding qkv_gemm_bf16_pre's
+ * product into it (beta 1); on oneDNN the bias goes into the primitive. */
+void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const uint16_t *B16,
+                        const float *bias, float *C);
 /* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
  * of its inputs (so converting them beforehand saves work); 0 when it
  * takes the fallback (small products, no oneDNN, the reference). */

@@ -146,8 +146,7 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
         qkv_arena *a = qkv_ctx_arena(c);
         if (!(x16 = qkv_bf16_copy(a, x->data, M * in)) || !(wk16 = qkv_bf16_copy(a, w->data, out * in)))
             return QKV_ERR_NOMEM;
-        if (b) qkv_rows_broadcast(yd, b->data, M, out);
-        qkv_gemm_bf16_pre(0, 1, M, out, in, 1.0f, NULL, x16, in, NULL, wk16, in, b ? 1.0f : 0.0f, yd, out);
+        qkv_gemm_bf16_bias(M, out, in, x16, wk16, b ? b->data : NULL, yd);
     } else
         qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
     if (!rec) return QKV_OK;
