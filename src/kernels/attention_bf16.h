@@ -131,6 +131,23 @@ typedef struct {
     const int64_t *lims;
 } scores_out;
 
+/* out (ceil(K/2), N) pairs of the transpose of x's first `rows` rows (K
+ * floats each, ldx apart): out[kk][r] = (x[r][2kk], x[r][2kk+1]), zero
+ * columns from rows to N. pack_pairs of rows_transpose's result, the same
+ * bits, without transposing floats first. */
+static void pack_pairs_t(const float *x, int64_t ldx, int64_t rows, int64_t K, int64_t N, uint32_t *out)
+{
+    int64_t K2 = (K + 1) / 2;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < K; c += 32) {
+            uint32_t t[16];
+            _mm512_storeu_si512(t, bf16_x32(x + r * ldx + c, K - c));
+            for (int64_t kk = 0; kk < 16 && c / 2 + kk < K2; kk++) out[(c / 2 + kk) * N + r] = t[kk];
+        }
+    for (int64_t kk = 0; kk < K2; kk++)
+        for (int64_t r = rows; r < N; r++) out[kk * N + r] = 0;
+}
+
 /* One register block: C[r][c] (+)= sum_kk A(r,kk) . B[kk][c] over pairs,
  * A(r,kk) = A[r*rs + kk*ks] a bf16 pair broadcast to every lane. With mx
  * (the forward's scores, not accumulating, nv == NV): each row is stored
@@ -249,8 +266,8 @@ static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, 
 
 /* Every head's query blocks into shared (bwd_block_packs' layout), split
  * over the calling team's threads (every thread calls it); buf a thread's
- * backward scratch, whose first (D,BQ), (Dv,BQ), (BQ,Dp) and (BQ,Dvp)
- * buffers take the block's rows. */
+ * backward scratch, whose (BQ,Dp) and (BQ,Dvp) buffers after the first two
+ * take the block's padded rows. */
 #define ATTN_BWD_HEADS
 static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
                            float *buf)
@@ -258,17 +275,15 @@ static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *
     int64_t H = d->H, L = d->L, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
     int64_t Dp = round_up(D, 16), Dvp = round_up(Dv, 16);
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldo = qkv_attn_ld(&d->o_rows, Dv);
-    float *qt = buf, *dot = qt + Dp * BQ, *qbuf = dot + Dvp * BQ, *dobuf = qbuf + Dp * BQ;
+    float *qbuf = buf + (Dp + Dvp) * BQ, *dobuf = qbuf + Dp * BQ;
 #pragma omp for
     for (int64_t t = 0; t < d->N * H * nb; t++) {
         int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = t % nb * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
         const float *qh = q + qkv_attn_head(&d->q_rows, H, n, h, L, D);
         const float *oh = dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv);
         block_packs bp = bwd_block_packs(d, shared, nh, t % nb);
-        rows_transpose(qh, ldq, D, i0, i1, BQ, qt);
-        pack_pairs(qt, BQ, D, BQ, (uint32_t *)bp.qt);
-        rows_transpose(oh, ldo, Dv, i0, i1, BQ, dot);
-        pack_pairs(dot, BQ, Dv, BQ, (uint32_t *)bp.dot);
+        pack_pairs_t(qh + i0 * ldq, ldq, i1 - i0, D, BQ, (uint32_t *)bp.qt);
+        pack_pairs_t(oh + i0 * ldo, ldo, i1 - i0, Dv, BQ, (uint32_t *)bp.dot);
         pack_pairs(rows_block(qh, ldq, D, i0, i1, BQ, Dp, qbuf), Dp, BQ, Dp, (uint32_t *)bp.qb);
         pack_pairs(rows_block(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf), Dvp, BQ, Dvp, (uint32_t *)bp.dob);
     }
@@ -329,10 +344,13 @@ static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int
     return (kv_packed){kc, kc + Sp * kw};
 }
 
-/* The query block qt (D,BQ) as pairs, for every key tile's scores. */
-static void fwd_block_begin(const qkv_attn_desc *d, const float *qt, packs pk)
+/* The query block, rows [i0,i1) of q (ldq apart), as pairs of Q^T, for
+ * every key tile's scores; returns 1: forward_block needs no transpose. */
+static int fwd_block_begin(const qkv_attn_desc *d, const float *q, int64_t ldq, int64_t i0, int64_t i1,
+                           packs pk)
 {
-    pack_pairs(qt, BQ, d->D, BQ, (uint32_t *)pk.q);
+    pack_pairs_t(q + i0 * ldq, ldq, i1 - i0, d->D, BQ, (uint32_t *)pk.q);
+    return 1;
 }
 
 /* Can tile [j0, j0+nj) use the packed K and V? Pairs start at even keys,

@@ -391,7 +391,12 @@ static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int
     (void)d, (void)shared, (void)nh;
     return (kv_packed){NULL, NULL};
 }
-static void fwd_block_begin(const qkv_attn_desc *d, const float *qt, packs pk) { (void)d, (void)qt, (void)pk; }
+static int fwd_block_begin(const qkv_attn_desc *d, const float *q, int64_t ldq, int64_t i0, int64_t i1,
+                           packs pk)
+{
+    (void)d, (void)q, (void)ldq, (void)i0, (void)i1, (void)pk;
+    return 0;
+}
 static int fwd_tile_packed(const qkv_attn_desc *d, kv_packed kv, int64_t j0, int64_t nj)
 {
     (void)d, (void)kv, (void)j0, (void)nj;
@@ -535,8 +540,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     float *ob = st + BK * BQ;             // (BQ,Dvp) unnormalised output
     float *m = ob + BQ * round_up(Dv, 16), *l = m + BQ; // (BQ) running max and sum
     packs pk = packs_make(d, l + BQ);
-    rows_transpose(q, ldq, D, i0, i1, BQ, qt);
-    fwd_block_begin(d, qt, pk);
+    if (!fwd_block_begin(d, q, ldq, i0, i1, pk)) rows_transpose(q, ldq, D, i0, i1, BQ, qt);
     memset(ob, 0, (size_t)(BQ * Dvp) * sizeof(float));
     for (int64_t i = 0; i < BQ; i += VW) {
         vstore(m + i, vsplat(-INFINITY));
@@ -653,9 +657,21 @@ static void dsk_skip_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_
  * exactly 0, as PyTorch's is. */
 static float row_dot(const float *a, const float *b, int64_t n)
 {
+#if defined(ATTN_BF16)
+    /* In the bf16 builds dp_ij multiplies bf16-rounded operands, so no
+     * order of this FP32 sum makes D_i equal to it: VW lanes at once. */
+    vf acc = vsplat(0);
+    int64_t x = 0;
+    for (; x + VW <= n; x += VW) acc = VFMA(vload(a + x), vload(b + x), acc);
+    float s = 0;
+    for (int l = 0; l < VW; l++) s += acc[l];
+    for (; x < n; x++) s = SFMA(a[x], b[x], s);
+    return s;
+#else
     float acc = 0;
     for (int64_t x = 0; x < n; x++) acc = SFMA(a[x], b[x], acc);
     return acc;
+#endif
 }
 
 static size_t bwd_scratch(const qkv_attn_desc *d)
