@@ -131,21 +131,54 @@ typedef struct {
     const int64_t *lims;
 } scores_out;
 
+/* t[c] = column c of the 16x16 matrix of 32-bit words whose rows are
+ * r[0..15] (the classic four rounds of interleaves). */
+static inline void transpose16(const __m512i r[16], __m512i t[16])
+{
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    /* b[4g + k] holds, in 128-bit lane l, word k of rows 4g..4g+3 at
+     * columns 4l..4l+3; gather the lanes */
+    for (int k = 0; k < 4; k++) {
+        a[k] = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x88);      /* lanes 0,2 of rows 0-7 */
+        a[4 + k] = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xdd);  /* lanes 1,3 */
+        a[8 + k] = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x88);
+        a[12 + k] = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_i32x4(a[k], a[8 + k], 0x88);          /* column k: lane 0 */
+        t[8 + k] = _mm512_shuffle_i32x4(a[k], a[8 + k], 0xdd);      /* lane 2 */
+        t[4 + k] = _mm512_shuffle_i32x4(a[4 + k], a[12 + k], 0x88); /* lane 1 */
+        t[12 + k] = _mm512_shuffle_i32x4(a[4 + k], a[12 + k], 0xdd); /* lane 3 */
+    }
+}
+
 /* out (ceil(K/2), N) pairs of the transpose of x's first `rows` rows (K
  * floats each, ldx apart): out[kk][r] = (x[r][2kk], x[r][2kk+1]), zero
- * columns from rows to N. pack_pairs of rows_transpose's result, the same
- * bits, without transposing floats first. */
+ * columns from rows to N (a multiple of 16). pack_pairs of rows_transpose's
+ * result, the same bits, without transposing floats first: 16 rows at a
+ * time become 16 vectors of pairs, transposed in registers. */
 static void pack_pairs_t(const float *x, int64_t ldx, int64_t rows, int64_t K, int64_t N, uint32_t *out)
 {
     int64_t K2 = (K + 1) / 2;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r0 = 0; r0 < N; r0 += 16)
         for (int64_t c = 0; c < K; c += 32) {
-            uint32_t t[16];
-            _mm512_storeu_si512(t, bf16_x32(x + r * ldx + c, K - c));
-            for (int64_t kk = 0; kk < 16 && c / 2 + kk < K2; kk++) out[(c / 2 + kk) * N + r] = t[kk];
+            __m512i rw[16], t[16];
+            for (int i = 0; i < 16; i++)
+                rw[i] = r0 + i < rows ? bf16_x32(x + (r0 + i) * ldx + c, K - c) : _mm512_setzero_si512();
+            transpose16(rw, t);
+            for (int64_t kk = 0; kk < 16 && c / 2 + kk < K2; kk++)
+                _mm512_storeu_si512(out + (c / 2 + kk) * N + r0, t[kk]);
         }
-    for (int64_t kk = 0; kk < K2; kk++)
-        for (int64_t r = rows; r < N; r++) out[kk * N + r] = 0;
 }
 
 /* One register block: C[r][c] (+)= sum_kk A(r,kk) . B[kk][c] over pairs,
