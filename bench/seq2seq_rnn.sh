@@ -12,6 +12,8 @@
 # STEPS steps. Prints every row, then the median over repetitions of each
 # and two ratios: wall time, PyTorch's best over qkv's best; CPU time, one
 # thread each (on a shared machine the CPU time moves less than the wall).
+# QKV_BENCH_PRECISION=bf16 runs qkv in its BF16 mode, TORCH_VARIANTS=bf16
+# PyTorch under torch.autocast('cpu', bfloat16) (docs/bf16.md).
 set -eu
 cd "$(dirname "$0")/.."
 REPS=3
@@ -30,7 +32,7 @@ while [ $i -lt "$REPS" ]; do
     i=$((i + 1))
 done
 awk -v cfg="$A $R B=$B H=$H V=$V L=$L" '
-    { w[$2] = w[$2] " " $5; c[$2] = c[$2] " " $6 }
+    { k = $2; sub(/bf16_/, "", k); w[k] = w[k] " " $5; c[k] = c[k] " " $6 }
     function median(s,   a, n, i, j, t) {
         n = split(s, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }

@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "qkv.h"
 
@@ -61,6 +62,13 @@ int main(int argc, char **argv)
         return 1;
     }
     qkv_ctx_set_training(c, 1);
+    /* QKV_BENCH_PRECISION=bf16: qkv's BF16 mode (docs/bf16.md) */
+    const char *prec = getenv("QKV_BENCH_PRECISION");
+    int bf16 = prec && !strcmp(prec, "bf16");
+    if (bf16 && qkv_ctx_set_precision(c, QKV_BF16)) {
+        fprintf(stderr, "%s\n", qkv_last_error());
+        return 1;
+    }
     double *ms = malloc((size_t)(steps + 2) * sizeof *ms), *cpu = malloc((size_t)(steps + 2) * sizeof *cpu);
     for (int s = 0; s < steps + 2; s++) {
         double t0 = omp_get_wtime(), c0 = cpu_ms();
@@ -82,7 +90,8 @@ int main(int argc, char **argv)
     }
     qsort(ms + 2, (size_t)steps, sizeof *ms, cmp);
     qsort(cpu + 2, (size_t)steps, sizeof *cpu, cmp);
-    printf("ROW qkv%d %s %s %.2f %.2f\n", omp_get_max_threads(), an, rn, ms[2 + steps / 2], cpu[2 + steps / 2]);
+    printf("ROW qkv%s%d %s %s %.2f %.2f\n", bf16 ? "bf16_" : "", omp_get_max_threads(), an, rn, ms[2 + steps / 2],
+           cpu[2 + steps / 2]);
     qkv_optim_free(opt);
     qkv_seq2seq_rnn_free(&m);
     qkv_ctx_free(c);

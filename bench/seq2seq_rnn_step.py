@@ -27,6 +27,8 @@ def main():
     an, rn = sys.argv[1], sys.argv[2]
     B, H, V, L, steps, threads = (int(x) for x in sys.argv[3:9])
     torch.set_num_threads(threads)
+    # TORCH_VARIANTS=bf16: the model under torch.autocast('cpu', bfloat16)
+    autocast = os.environ.get('TORCH_VARIANTS', '') == 'bf16'
     torch.manual_seed(1)
     T = L + 1
     cfg = dict(attention=an, rnn=rn, bidirectional=0, num_layers=1, embed_dim=H, hidden_size=H,
@@ -43,14 +45,15 @@ def main():
     ms, cpu = [], []
     for _ in range(steps + 2):
         t0, c0 = time.perf_counter(), time.process_time()
-        logits, _ = m(src, lengths, tin, 1)
-        loss = F.cross_entropy(logits.reshape(-1, V), tout.reshape(-1), ignore_index=0)
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+            logits, _ = m(src, lengths, tin, 1)
+            loss = F.cross_entropy(logits.reshape(-1, V), tout.reshape(-1), ignore_index=0)
         opt.zero_grad()
         loss.backward()
         opt.step()
         ms.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    print('ROW torch%d %s %s %.2f %.2f' % (threads, an, rn, statistics.median(ms[2:]),
+    print('ROW torch%s%d %s %s %.2f %.2f' % ('bf16_' if autocast else '', threads, an, rn, statistics.median(ms[2:]),
                                          statistics.median(cpu[2:])))
 
 
