@@ -288,6 +288,18 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
              accumulate);
 }
 
+/* ---- operands packed once -------------------------------------------------
+ * The kernels multiply the same key tile with every query block and the
+ * same query block with every key tile; tile_gemm packs both operands of
+ * every product, which cost about a sixth of the bf16 forward and more of
+ * the backward. The functions below replace attention_simd.h's defaults
+ * (which give NULL packs): the forward packs K and V once per call
+ * (fwd_pack_heads, before any query block), a block's Q^T once per block,
+ * and its softmax pass writes the probabilities as bf16 pairs (p_put);
+ * the backward packs Q and dO once per call (bwd_pack_heads) and a key
+ * tile's K and V once per tile (bwd_tile_packs). */
+#define ATTN_PACKED
+
 /* Block b of head nh's packed queries and output gradients (bwd_shared). */
 static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
 {
@@ -301,7 +313,6 @@ static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, 
  * over the calling team's threads (every thread calls it); buf a thread's
  * backward scratch, whose (BQ,Dp) and (BQ,Dvp) buffers after the first two
  * take the block's padded rows. */
-#define ATTN_BWD_HEADS
 static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
                            float *buf)
 {
@@ -325,7 +336,6 @@ static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *
 /* The backward's operands that every query block of a key tile shares,
  * packed once per tile into pk.t: the keys kt (njp,Dp) as rows for K Q^T
  * and as pairs for dS^T K, the values vt (njp,Dv) as rows for V dO^T. */
-#define ATTN_BWD_PACKED
 static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
                                  int64_t njp, packs pk)
 {
@@ -336,15 +346,6 @@ static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_
     pack_pairs(kt, Dp, njp, Dp, kp);
     return (tile_packs){kr, vr, kp};
 }
-
-/* ---- the forward's operands, each packed once ------------------------------
- * forward_block multiplies the same key tile with every query block and
- * the same query block with every key tile; packing both operands per
- * product (tile_gemm) cost about a sixth of the bf16 forward. Here K and V
- * are packed once per call (fwd_pack_heads, before any query block), the
- * block's Q^T once per block, and the probabilities are written as bf16
- * pairs by the softmax pass itself (p_put). */
-#define ATTN_FWD_PACKED
 
 /* Every head's K rows and V pairs into shared (fwd_shared), split over the
  * calling team's threads (every thread calls it); kbuf (BK,D), vbuf

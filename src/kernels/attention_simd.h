@@ -75,10 +75,11 @@ static inline vf vfma_lanes(vf a, vf b, vf c)
 
 /* exp(x) lane by lane: x = n ln2 + r with |r| <= ln2/2, a degree-7
  * polynomial for exp(r) (Cephes' expf coefficients, about 1 ulp; degree 4
- * with short_poly: 6.6e-6 relative), times 2^n. x <= 88; NaN stays NaN. The generic code puts 2^n in the exponent
- * bits and gives 0 below -87.3 (and at -inf); AVX-512 scales by 2^n with
- * vscalefps (the same bits where exp(x) is normal, subnormal results
- * between -103.3 and -87.3, 0 below), six instructions fewer. */
+ * with short_poly: 6.6e-6 relative), times 2^n. x <= 88; NaN stays NaN.
+ * The generic code puts 2^n in the exponent bits and gives 0 below -87.3
+ * (and at -inf); AVX-512 scales by 2^n with vscalefps (the same bits where
+ * exp(x) is normal, subnormal results between -103.3 and -87.3, 0 below),
+ * six instructions fewer. */
 static inline __attribute__((always_inline)) vf vexp_poly(vf x, int short_poly)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
@@ -357,10 +358,10 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
 }
 #endif
 
-/* The forward's products and where its probabilities go: tile_gemm on
- * the operands as they are, unless the build packs them once
- * (attention_bf16.h, ATTN_FWD_PACKED). */
-#if !defined(ATTN_BWD_HEADS)
+/* Operands packed once per call, block or tile, where the build does
+ * (attention_bf16.h's dot-product build defines ATTN_PACKED); elsewhere
+ * these give NULL packs and tile_gemm takes the operands as they are. */
+#if !defined(ATTN_PACKED)
 static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
                            float *buf)
 {
@@ -371,16 +372,12 @@ static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, 
     (void)d, (void)shared, (void)nh, (void)b;
     return (block_packs){NULL, NULL, NULL, NULL};
 }
-#endif
-#if !defined(ATTN_BWD_PACKED)
 static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
                                  int64_t njp, packs pk)
 {
     (void)d, (void)kt, (void)Dp, (void)vt, (void)njp, (void)pk;
     return (tile_packs){NULL, NULL, NULL};
 }
-#endif
-#if !defined(ATTN_FWD_PACKED)
 static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
                            float *kbuf, float *vbuf)
 {
