@@ -714,7 +714,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
     const float *vt = rows_block(v, ldv, Dv, j0, j1, njp, Dv, vbuf);
     memset(dkt, 0, (size_t)(njp * Dp) * sizeof(float));
     memset(dvt, 0, (size_t)(njp * Dvp) * sizeof(float));
-    int k_finite = rows_finite(kt, nj, Dp);
+    int k_finite = -1; /* are the tile's keys finite? asked at its first masked block */
     tile_packs tp = bwd_tile_packs(d, kt, Dp, vt, njp, pk);
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         int64_t i1 = i0 + BQ < L ? i0 + BQ : L;
@@ -765,7 +765,9 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1, packs_ready(pk, NULL, bp.dob)); /* dV += P dO */
         if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1, packs_ready(pk, NULL, bp.qb));    /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
-            if (!k_finite && tile_masked(d, i0, i1, j0, j1))
+            int masked = tile_masked(d, i0, i1, j0, j1);
+            if (masked && k_finite < 0) k_finite = rows_finite(kt, nj, Dp);
+            if (masked && !k_finite)
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
             else
                 tile_gemm(BQ, Dp, njp, dpt, 1, BQ, kt, Dp, dqb, Dp, 0, packs_ready(pk, NULL, tp.k_pairs));
