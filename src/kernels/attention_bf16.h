@@ -54,7 +54,7 @@ static inline packs packs_make(const qkv_attn_desc *d, float *at)
 }
 
 /* The forward's keys and values in bf16, packed once for every query
- * block (the dot-product build's forward_pack_heads): per head, K as rows
+ * block (the dot-product build's fwd_pack_heads): per head, K as rows
  * of D32/2 pairs and V as pairs of keys (Sp/2, Dv16), Sp = S rounded up to
  * R with zero keys after S. In floats, for all N*H heads. */
 static inline int64_t kv_keys(const qkv_attn_desc *d) { return round_up(d->S, R); }
@@ -122,13 +122,16 @@ static void pack_pairs(const float *x, int64_t ldx, int64_t K, int64_t N, uint32
     }
 }
 
-/* Where the forward's scores leave the registers (bf16_block_max): rows
- * past `rows` are padding keys (-inf); row r's first lims[r] columns are
- * masked queries (-inf: causal), none where lims is NULL. */
+/* Where the scores leave the registers (bf16_block_max): rows past `rows`
+ * are padding keys (-inf); row r's first lims[r] columns are masked
+ * queries (-inf: causal), none where lims is NULL. With lse (the
+ * backward's, per column), the probabilities p = exp(s - lse) are stored
+ * instead of the scores (0 where s is -inf). */
 typedef struct {
     float scale;
     int64_t rows;
     const int64_t *lims;
+    const float *lse;
 } scores_out;
 
 /* t[c] = column c of the 16x16 matrix of 32-bit words whose rows are
@@ -183,9 +186,9 @@ static void pack_pairs_t(const float *x, int64_t ldx, int64_t rows, int64_t K, i
 
 /* One register block: C[r][c] (+)= sum_kk A(r,kk) . B[kk][c] over pairs,
  * A(r,kk) = A[r*rs + kk*ks] a bf16 pair broadcast to every lane. With mx
- * (the forward's scores, not accumulating, nv == NV): each row is stored
- * times o.scale, -inf where o masks it, and taken into the running max
- * mx[v] (-inf changes no max). */
+ * or o.lse (scores, not accumulating, nv == NV): each row is taken times
+ * o.scale, -inf where o masks it; then with mx stored and taken into the
+ * running max mx[v] (-inf changes no max), with o.lse made p and stored. */
 static inline __attribute__((always_inline)) void
 bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, const uint32_t *B,
                int64_t ldb, float *C, int64_t ldc, int accumulate, scores_out o, vf *mx)
@@ -210,7 +213,7 @@ bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t 
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, (__m512bh)b[v]);
         }
     }
-    if (mx) {
+    if (mx || o.lse) {
         const vi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -219,10 +222,12 @@ bf16_block_max(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t 
             for (int v = 0; v < nv; v++) {
                 vf sv = r < o.rows ? (vf)acc[r][v] * o.scale : vsplat(-INFINITY);
                 if (lim > v * 16) sv = vselect(lane < (int32_t)(lim - v * 16), vsplat(-INFINITY), sv);
+                if (o.lse) /* the backward's loop after scores_finish, on the same numbers */
+                    sv = vselect(sv == -INFINITY, vsplat(0), vexp_p(sv - vload(o.lse + v * 16)));
                 vstore(C + r * ldc + v * 16, sv);
                 /* vmax in one instruction: vrangeps (max) returns a NaN
                  * operand, so the running max stays NaN once it is */
-                mx[v] = (vf)_mm512_range_ps((__m512)mx[v], (__m512)sv, 0x05);
+                if (mx) mx[v] = (vf)_mm512_range_ps((__m512)mx[v], (__m512)sv, 0x05);
             }
         }
         return;
@@ -237,7 +242,7 @@ static inline __attribute__((always_inline)) void
 bf16_block(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, const uint32_t *B,
            int64_t ldb, float *C, int64_t ldc, int accumulate)
 {
-    bf16_block_max(nv, K2, A, rs, ks, B, ldb, C, ldc, accumulate, (scores_out){1.0f, 0, NULL}, NULL);
+    bf16_block_max(nv, K2, A, rs, ks, B, ldb, C, ldc, accumulate, (scores_out){1.0f, 0, NULL, NULL}, NULL);
 }
 
 /* C (M,N) (+)= A B over K2 pairs, both operands packed: A(r,kk) =
@@ -299,6 +304,21 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
  * the backward packs Q and dO once per call (bwd_pack_heads) and a key
  * tile's K and V once per tile (bwd_tile_packs). */
 #define ATTN_PACKED
+
+/* The backward's st (njp,BQ) = p = exp(scale K Q^T - lse), lb (BQ) the
+ * block's lse (+inf for rows without keys), where the tile has no mask
+ * term and its operands are packed: scores_finish and the exp pass done
+ * as the products leave the registers. Returns whether it did. */
+static int bwd_probs(const qkv_attn_desc *d, tile_packs tp, block_packs bp, int masked, int64_t nj, int64_t njp,
+                     const float *lb, float *st)
+{
+    if (masked || !tp.k_rows || !bp.qt || BQ != NV * 16) return 0;
+    int64_t kw = round_up(d->D, 32) / 2, K2 = (d->D + 1) / 2;
+    for (int64_t r = 0; r < njp; r += R)
+        bf16_block_max(NV, K2, tp.k_rows + r * kw, kw, 1, bp.qt, BQ, st + r * BQ, BQ, 0,
+                       (scores_out){d->scale, nj - r, NULL, lb}, NULL);
+    return 1;
+}
 
 /* Block b of head nh's packed queries and output gradients (bwd_shared). */
 static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
@@ -422,7 +442,7 @@ static int fwd_scores(const qkv_attn_desc *d, kv_packed kv, int64_t i0, int64_t 
             lims[x] = !masked || j >= d->mask_keys ? 0 : lim < i1 - i0 ? lim : i1 - i0;
         }
         bf16_block_max(NV, K2, kp + r * kw, kw, 1, (const uint32_t *)pk.q, BQ, st + r * BQ, BQ, 0,
-                       (scores_out){d->scale, nj - r, lims}, mt);
+                       (scores_out){d->scale, nj - r, lims, NULL}, mt);
     }
     return 1;
 }

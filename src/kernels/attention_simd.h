@@ -378,6 +378,12 @@ static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_
     (void)d, (void)kt, (void)Dp, (void)vt, (void)njp, (void)pk;
     return (tile_packs){NULL, NULL, NULL};
 }
+static int bwd_probs(const qkv_attn_desc *d, tile_packs tp, block_packs bp, int masked, int64_t nj, int64_t njp,
+                     const float *lb, float *st)
+{
+    (void)d, (void)tp, (void)bp, (void)masked, (void)nj, (void)njp, (void)lb, (void)st;
+    return 0;
+}
 static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
                            float *kbuf, float *vbuf)
 {
@@ -739,15 +745,18 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
             qb = rows_block(q, ldq, D, i0, i1, BQ, Dp, qbuf);
             dob = rows_block(dout, ldo, Dv, i0, i1, BQ, Dvp, dobuf);
         }
-        tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, packs_ready(pk, tp.k_rows, bp.qt));   /* st = K Q^T */
+        int masked = tile_masked(d, i0, i1, j0, j1);
+        if (!bwd_probs(d, tp, bp, masked, nj, njp, lb, st)) {
+            tile_gemm(njp, BQ, D, kt, Dp, 1, qt, BQ, st, BQ, 0, packs_ready(pk, tp.k_rows, bp.qt)); /* st = K Q^T */
+            scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
+            /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
+            for (int64_t j = 0; j < njp; j++)
+                for (int64_t i = 0; i < BQ; i += VW) {
+                    vf sv = vload(st + j * BQ + i);
+                    vstore(st + j * BQ + i, vselect(sv == -INFINITY, vsplat(0), vexp_p(sv - vload(lb + i))));
+                }
+        }
         tile_gemm(njp, BQ, Dv, vt, Dv, 1, dot, BQ, dpt, BQ, 0, packs_ready(pk, tp.v_rows, bp.dot)); /* dpt = V dO^T */
-        scores_finish(d, n, h, i0, i1, j0, nj, njp, st);
-        /* p = 0 for masked keys (s = -inf) even in a NaN row (lse NaN) */
-        for (int64_t j = 0; j < njp; j++)
-            for (int64_t i = 0; i < BQ; i += VW) {
-                vf sv = vload(st + j * BQ + i);
-                vstore(st + j * BQ + i, vselect(sv == -INFINITY, vsplat(0), vexp_p(sv - vload(lb + i))));
-            }
         if (d->dropout_p > 0.0f) { /* ds = p (z dp - D), dv from z p */
             for (int64_t j = 0; j < nj; j++)
                 for (int64_t i = 0; i < i1 - i0; i++) {
@@ -765,7 +774,6 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         if (dv) tile_gemm(njp, Dvp, BQ, st, BQ, 1, dob, Dvp, dvt, Dvp, 1, packs_ready(pk, NULL, bp.dob)); /* dV += P dO */
         if (dk) tile_gemm(njp, Dp, BQ, dpt, BQ, 1, qb, Dp, dkt, Dp, 1, packs_ready(pk, NULL, bp.qb));    /* dK += dS Q */
         if (dq) {                                                         /* dQ = dS^T K */
-            int masked = tile_masked(d, i0, i1, j0, j1);
             if (masked && k_finite < 0) k_finite = rows_finite(kt, nj, Dp);
             if (masked && !k_finite)
                 dsk_skip_masked(d, n, h, i0, i1, j0, nj, dpt, kt, Dp, dqb); /* masked k not read */
