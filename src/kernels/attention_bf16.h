@@ -348,13 +348,11 @@ static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *
         block_packs bp = bwd_block_packs(d, shared, nh, t % nb);
         pack_pairs_t(qh + i0 * ldq, ldq, i1 - i0, D, BQ, (uint32_t *)bp.qt);
         pack_pairs_t(oh + i0 * ldo, ldo, i1 - i0, Dv, BQ, (uint32_t *)bp.dot);
-        /* as rows: straight from q and dout where the block is whole and
-         * the width a multiple of 16, else from padded copies */
-        int whole = i1 - i0 == BQ;
-        if (whole && D == Dp) pack_pairs(qh + i0 * ldq, ldq, BQ, D, (uint32_t *)bp.qb);
-        else pack_pairs(rows_block(qh, ldq, D, i0, i1, BQ, Dp, qbuf), Dp, BQ, Dp, (uint32_t *)bp.qb);
-        if (whole && Dv == Dvp) pack_pairs(oh + i0 * ldo, ldo, BQ, Dv, (uint32_t *)bp.dob);
-        else pack_pairs(rows_block(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf), Dvp, BQ, Dvp, (uint32_t *)bp.dob);
+        int64_t lq, lo; /* as rows: from q and dout themselves where no padding is needed */
+        const float *qb = rows_strided(qh, ldq, D, i0, i1, BQ, Dp, qbuf, &lq);
+        const float *ob = rows_strided(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf, &lo);
+        pack_pairs(qb, lq, BQ, Dp, (uint32_t *)bp.qb);
+        pack_pairs(ob, lo, BQ, Dvp, (uint32_t *)bp.dob);
     }
 }
 
@@ -388,12 +386,11 @@ static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *
         uint32_t *kc = (uint32_t *)shared + nh * Sp * (kw + Dvp / 2), *vc = kc + Sp * kw;
         const float *kh = k + qkv_attn_head(&d->k_rows, H, n, h, S, D);
         const float *vh = v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv);
-        /* straight from the rows where no zero row pads the tile (and, for
-         * V, no zero column: Dv a multiple of 16); else from padded copies */
-        if (j1 == jp) pack_rows(kh + j0 * ldk, ldk, jp - j0, D, kc + j0 * kw);
-        else pack_rows(rows_block(kh, ldk, D, j0, j1, jp - j0, D, kbuf), D, jp - j0, D, kc + j0 * kw);
-        if (j1 == jp && Dv == Dvp) pack_pairs(vh + j0 * ldv, ldv, jp - j0, Dv, vc + j0 / 2 * Dvp);
-        else pack_pairs(rows_block(vh, ldv, Dv, j0, j1, jp - j0, Dvp, vbuf), Dvp, jp - j0, Dvp, vc + j0 / 2 * Dvp);
+        int64_t lk, lv; /* from k and v themselves where no padding is needed */
+        const float *kt = rows_strided(kh, ldk, D, j0, j1, jp - j0, D, kbuf, &lk);
+        const float *vt = rows_strided(vh, ldv, Dv, j0, j1, jp - j0, Dvp, vbuf, &lv);
+        pack_rows(kt, lk, jp - j0, D, kc + j0 * kw);
+        pack_pairs(vt, lv, jp - j0, Dvp, vc + j0 / 2 * Dvp);
     }
 }
 

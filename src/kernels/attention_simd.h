@@ -262,6 +262,21 @@ static const float *rows_block(const float *x, int64_t ld, int64_t w, int64_t r0
     return buf;
 }
 
+/* rows_block for readers that take a row stride: the rows themselves
+ * (*ldy = ld, strided or not) where the block needs no padding (whole, and
+ * w == wp), else rows_block's padded copy (*ldy = wp). */
+static __attribute__((unused)) const float *rows_strided(const float *x, int64_t ld, int64_t w, int64_t r0,
+                                                         int64_t r1, int64_t rows, int64_t wp, float *buf,
+                                                         int64_t *ldy)
+{
+    if (r1 - r0 == rows && w == wp) {
+        *ldy = ld;
+        return x + r0 * ld;
+    }
+    *ldy = wp;
+    return rows_block(x, ld, w, r0, r1, rows, wp, buf);
+}
+
 /* xt (w, rows) = rows [r0,r1) of x (rows of w floats, ld apart)
  * transposed, zero columns past r1 - r0. */
 static void rows_transpose(const float *x, int64_t ld, int64_t w, int64_t r0, int64_t r1, int64_t rows,
