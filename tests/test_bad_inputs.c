@@ -74,6 +74,9 @@ static void test_api(void)
     BAD(QKV_ERR_ARG, "linear", qkv_linear(c, NULL, w, NULL, &y));
     BAD(QKV_ERR_SHAPE, "linear", qkv_linear(c, x, w, NULL, &y));
     BAD(QKV_ERR_DTYPE, "linear", qkv_linear(c, ids, w, NULL, &y));
+    BAD(QKV_ERR_ARG, "linear_relu", qkv_linear_relu(c, NULL, w, NULL, &y));
+    BAD(QKV_ERR_SHAPE, "linear_relu", qkv_linear_relu(c, x, w, NULL, &y));
+    BAD(QKV_ERR_DTYPE, "linear_relu", qkv_linear_relu(c, ids, w, NULL, &y));
     BAD(QKV_ERR_ARG, "embedding", qkv_embedding(c, w, ids, -1, &y));
     BAD(QKV_ERR_ARG, "cross_entropy", qkv_cross_entropy(c, x, ids, -100, 0.0, QKV_REDUCTION_MEAN, &y));
     BAD(QKV_ERR_ARG, "cross_entropy", qkv_cross_entropy(c, x, ids, -100, 2.0, QKV_REDUCTION_MEAN, &y));

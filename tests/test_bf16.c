@@ -374,6 +374,75 @@ static void test_linear_kept(void)
     qkv_arena_free(a);
 }
 
+/* qkv_linear_relu against qkv_linear then the relu activation, both in
+ * BF16 mode: y, dx, dW and db must be the same bits (the one-node backward
+ * masks dy, converts it to bf16 and sums db in one pass, in
+ * qkv_rows_sum_into's order), but db where the two-op layer takes it
+ * from its 4 chunks of rows (M >= 1024 and 4 max(in,out)): there within
+ * 1e-5 of the sum of |g|. Some dy are -0 and some pre-activations are
+ * exactly 0 (a zero row of x and a zero bias entry), where relu's
+ * gradient is 0. */
+static void test_linear_relu(void)
+{
+    static const int64_t shapes[3][3] = {{512, 96, 80}, {300, 128, 200}, {2048, 64, 48}}; /* M, in, out */
+    qkv_ctx *c = NULL;
+    qkv_arena *a = NULL;
+    qkv_rng r;
+    qkv_rng_seed(&r, 12);
+    CHECK_OK(qkv_ctx_new(&c));
+    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!c || !a) return;
+    CHECK_OK(qkv_ctx_set_precision(c, QKV_BF16));
+    for (int k = 0; k < 3; k++) {
+        int64_t M = shapes[k][0], in = shapes[k][1], out = shapes[k][2], chunked = k == 2;
+        int64_t xs[2] = {M, in}, ws[2] = {out, in}, bs[1] = {out};
+        qkv_tensor *x = h_input(a, &r, 2, xs, 1.0f), *w = h_input(a, &r, 2, ws, 0.3f);
+        qkv_tensor *b = h_input(a, &r, 1, bs, 0.5f);
+        float *dy = malloc(sizeof(float) * (size_t)(M * out));
+        float *want = malloc(sizeof(float) * (size_t)(M * out + M * in + out * in + out));
+        if (!dy || !want || !x || !w || !b) break;
+        qkv_rng_fill_uniform(&r, dy, M * out, -1, 1);
+        for (int64_t i = 0; i < M * out; i += 7) dy[i] = -0.0f;
+        memset(x->data + 3 * in, 0, sizeof(float) * (size_t)in); /* row 3: y = relu(b) */
+        b->data[1] = 0.0f;                                          /* so y[3][1] is relu(0) */
+        float *wy = want, *wdx = wy + M * out, *wdw = wdx + M * in, *wdb = wdw + out * in;
+        for (int fused = 0; fused < 2; fused++) {
+            qkv_ctx_reset(c);
+            memset(x->grad, 0, sizeof(float) * (size_t)(M * in));
+            memset(w->grad, 0, sizeof(float) * (size_t)(out * in));
+            memset(b->grad, 0, sizeof(float) * (size_t)out);
+            qkv_tensor *h = NULL, *y = NULL;
+            if (fused) CHECK_OK(qkv_linear_relu(c, x, w, b, &y));
+            else if (qkv_linear(c, x, w, b, &h) == QKV_OK) CHECK_OK(qkv_activation_apply(c, QKV_ACTIVATION_RELU, h, &y));
+            if (!y) break;
+            CHECK_OK(qkv_backward(c, y, dy));
+            if (!fused) {
+                memcpy(wy, y->data, sizeof(float) * (size_t)(M * out));
+                memcpy(wdx, x->grad, sizeof(float) * (size_t)(M * in));
+                memcpy(wdw, w->grad, sizeof(float) * (size_t)(out * in));
+                memcpy(wdb, b->grad, sizeof(float) * (size_t)out);
+                continue;
+            }
+            CHECK(!memcmp(y->data, wy, sizeof(float) * (size_t)(M * out)), "linear_relu %lld: y differs", (long long)M);
+            CHECK(!memcmp(x->grad, wdx, sizeof(float) * (size_t)(M * in)), "linear_relu %lld: dx differs", (long long)M);
+            CHECK(!memcmp(w->grad, wdw, sizeof(float) * (size_t)(out * in)), "linear_relu %lld: dW differs", (long long)M);
+            int64_t bad = 0;
+            for (int64_t j = 0; j < out; j++) {
+                double mag = 0.0;
+                for (int64_t i = 0; i < M; i++) mag += wy[i * out + j] > 0.0f ? fabs(dy[i * out + j]) : 0.0;
+                if (chunked ? fabs(b->grad[j] - wdb[j]) > 1e-5 * mag + 1e-30 : bits(b->grad[j]) != bits(wdb[j])) bad++;
+            }
+            CHECK(bad == 0, "linear_relu %lld: db differs in %lld of %lld (%s)", (long long)M, (long long)bad,
+                  (long long)out, chunked ? "bound" : "bits");
+            CHECK(y->data[3 * out + 1] == 0.0f, "linear_relu: relu(0) is %g", y->data[3 * out + 1]);
+        }
+        free(dy);
+        free(want);
+    }
+    qkv_ctx_free(c);
+    qkv_arena_free(a);
+}
+
 /* ---- training in BF16 tracks FP32 ----------------------------------------- */
 
 /* A TransformerEncoderLayer(32, 4, 64) learns a fixed random one (the
@@ -449,6 +518,7 @@ int main(void)
     test_training();
     test_modes();
     test_linear_kept();
+    test_linear_relu();
     test_gemm();
     char dir[] = "/tmp/qkv_bf16_XXXXXX";
     if (h_oracle_run("bf16_oracle.py", dir, NULL)) {

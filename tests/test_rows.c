@@ -5,6 +5,7 @@
  * connection: each operand's gradient is dy, new or added into; a + a). */
 #include <omp.h>
 #include "harness.h"
+#include "kernels/bf16.h"
 #include "kernels/rows.h"
 
 static void fill(float *x, int64_t n, unsigned seed)
@@ -100,8 +101,56 @@ static void test_add_residual_grads(void)
     qkv_ctx_free(c);
 }
 
+/* qkv_vec_relu (NaN and -0 give +0, as the relu activation) and
+ * qkv_rows_relu_grad_bf16 against plain loops: the masked gradient's bf16
+ * bits, and db's column sums in row order (exactly, as rows_sum_into's
+ * column blocks add them), with db NULL too; one column block (n <= 64,
+ * one thread) and several, below and above the parallel bound. */
+static void test_relu(void)
+{
+    float x[6] = {1.5f, -2.0f, 0.0f, -0.0f, NAN, INFINITY}, y[6];
+    const float want[6] = {1.5f, 0.0f, 0.0f, 0.0f, 0.0f, INFINITY};
+    qkv_vec_relu(y, x, 6);
+    int same = 1;
+    for (int i = 0; i < 6; i++) same &= memcmp(&y[i], &want[i], sizeof y[i]) == 0;
+    CHECK(same, "vec_relu: NaN, -0 or a sign differs from max(x, 0) with NaN -> +0");
+    const int64_t shapes[][2] = {{7, 5}, {300, 64}, {50, 130}, {1024, 2048}};
+    for (int k = 0; k < 4; k++) {
+        int64_t rows = shapes[k][0], n = shapes[k][1], m = rows * n;
+        float *yv = malloc(sizeof(float) * (size_t)m), *dy = malloc(sizeof(float) * (size_t)m);
+        float *db = malloc(sizeof(float) * (size_t)n), *want_db = malloc(sizeof(float) * (size_t)n);
+        uint16_t *d16 = malloc(sizeof(uint16_t) * (size_t)m), *d16b = malloc(sizeof(uint16_t) * (size_t)m);
+        if (!yv || !dy || !db || !want_db || !d16 || !d16b) return;
+        fill(yv, m, 5 + k);
+        fill(dy, m, 9 + k);
+        qkv_vec_relu(yv, yv, m);
+        for (int64_t i = 0; i < m; i += 5) dy[i] = -0.0f;
+        for (int64_t j = 0; j < n; j++) db[j] = want_db[j] = 0.25f * (float)j;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < n; j++) {
+                float g = yv[r * n + j] > 0.0f ? dy[r * n + j] : 0.0f;
+                want_db[j] += g;
+            }
+        qkv_rows_relu_grad_bf16(yv, dy, rows, n, d16, db);
+        qkv_rows_relu_grad_bf16(yv, dy, rows, n, d16b, NULL);
+        int64_t bad = 0, bad_db = 0;
+        for (int64_t i = 0; i < m; i++) {
+            float g = yv[i] > 0.0f ? dy[i] : 0.0f;
+            uint16_t w16 = qkv_bf16_from_float(0.0f + g);
+            bad += d16[i] != w16 || d16b[i] != w16;
+        }
+        for (int64_t j = 0; j < n; j++) bad_db += memcmp(&db[j], &want_db[j], sizeof db[j]) != 0;
+        CHECK(bad == 0, "rows_relu_grad_bf16 (%lld,%lld): %lld bf16 values differ", (long long)rows, (long long)n,
+              (long long)bad);
+        CHECK(bad_db == 0, "rows_relu_grad_bf16 (%lld,%lld): %lld of db's sums differ", (long long)rows,
+              (long long)n, (long long)bad_db);
+        free(yv), free(dy), free(db), free(want_db), free(d16), free(d16b);
+    }
+}
+
 int main(void)
 {
+    test_relu();
     test_rows_add();
     omp_set_num_threads(1); /* the same on one thread */
     test_rows_add();

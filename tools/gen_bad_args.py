@@ -22,6 +22,7 @@ HEADERS = ['include/qkv.h'] + sorted(glob.glob('include/qkv/*.h'))
 # NULL"): a call with that NULL may return OK. (function, argument): why.
 ALLOWED = {
     ('qkv_linear', 'b'): 'b (out) or NULL',
+    ('qkv_linear_relu', 'b'): 'shapes as qkv_linear: b (out) or NULL',
     ('qkv_softmax', 'key_padding_mask'): 'key_padding_mask: NULL or BOOL',
     ('qkv_image_fit', 'changes'): '*changes (may be NULL)',
     ('qkv_gelu', 'approximate'): 'approximate: "none" (or NULL)',

@@ -37,6 +37,12 @@ typedef enum {
 
 /* y = act(x), elementwise, any shape. */
 qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y);
+/* y = relu(x W^T + b), F.relu(F.linear(x, w, b)) (shapes as qkv_linear):
+ * the same values and gradients as qkv_linear then qkv_activation_apply
+ * with QKV_ACTIVATION_RELU. Recording in the BF16 mode on oneDNN it is one
+ * node, whose backward masks dy, converts it to bf16 and sums the bias
+ * gradient in one pass (a transformer's feed-forward); elsewhere the two. */
+qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y);
 /* "relu", "gelu", "gelu_tanh", "tanh" (NULL for a value out of range), and back. */
 const char *qkv_activation_name(qkv_activation act);
 qkv_status qkv_activation_parse(const char *name, qkv_activation *act);

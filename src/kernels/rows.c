@@ -3,6 +3,7 @@
 #include <string.h>
 #include "core/internal.h"
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "kernels/rows.h"
 #include "kernels/vmath.h"
 
@@ -44,6 +45,56 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n)
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t j = j0; j < j1; j++) loc[j - j0] += x[r * n + j];
             for (int64_t j = j0; j < j1; j++) acc[j] = loc[j - j0];
+        });
+}
+
+/* One row's columns [0,n) of qkv_rows_relu_grad_bf16: o = bf16(g), loc += g
+ * (out of line with restrict pointers, so the loop vectorises). */
+static __attribute__((noinline)) void relu_grad_row(const float *restrict y, const float *restrict dy,
+                                                    uint16_t *restrict o, float *restrict loc, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        int32_t yb; /* y > 0 from its bits, as activation.c's relu backward */
+        uint32_t db;
+        memcpy(&yb, &y[j], sizeof yb);
+        memcpy(&db, &dy[j], sizeof db);
+        db &= -(uint32_t)(yb > 0); /* masks, not selects: the loop vectorises */
+        float g;
+        memcpy(&g, &db, sizeof g);
+        /* 0 + g: the value the two-op backward writes into a fresh dx (a
+         * -0 dy gives +0 there too) */
+        g = 0.0f + g;
+        o[j] = qkv_bf16_from_float(g);
+        loc[j] += g;
+    }
+}
+
+void qkv_rows_relu_grad_bf16(const float *y, const float *dy, int64_t rows, int64_t n, uint16_t *d16,
+                             float *db)
+{
+    int64_t nblk = (n + COLS - 1) / COLS;
+    QKV_PAR_FOR(rows * n >= QKV_PAR_MIN && nblk > 1,
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t j0 = b * COLS, j1 = j0 + COLS < n ? j0 + COLS : n;
+            float loc[COLS];
+            for (int64_t j = j0; j < j1; j++) loc[j - j0] = db ? db[j] : 0.0f;
+            for (int64_t r = 0; r < rows; r++)
+                relu_grad_row(y + r * n + j0, dy + r * n + j0, d16 + r * n + j0, loc, j1 - j0);
+            if (db)
+                for (int64_t j = j0; j < j1; j++) db[j] = loc[j - j0];
+        });
+}
+
+/* Flat blocks of this many elements go to the threads (qkv_vec_relu). */
+enum { RELU_BLOCK = 8192 };
+
+void qkv_vec_relu(float *y, const float *x, int64_t n)
+{
+    int64_t nblk = (n + RELU_BLOCK - 1) / RELU_BLOCK;
+    QKV_PAR_FOR(n >= QKV_PAR_MIN,
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t i1 = (b + 1) * RELU_BLOCK < n ? (b + 1) * RELU_BLOCK : n;
+            for (int64_t i = b * RELU_BLOCK; i < i1; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         });
 }
 

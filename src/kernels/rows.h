@@ -8,6 +8,15 @@
 
 /* acc[j] += sum_r x[r, j]: x (rows,n), acc (n). */
 void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n);
+/* The backward of y = relu(pre) feeding bf16 products: g = dy where
+ * y > 0, else 0, written as bf16 to d16 (rows,n), and db[j] += sum_r
+ * g[r, j] when db is not NULL (qkv_rows_sum_into's column-block order):
+ * the mask, the conversion and the bias gradient in one pass over dy. */
+void qkv_rows_relu_grad_bf16(const float *y, const float *dy, int64_t rows, int64_t n, uint16_t *d16,
+                             float *db);
+/* y[i] = x[i] > 0 ? x[i] : 0 for i < n (relu, a NaN gives 0 as
+ * qkv_activation_apply's); y may be x. */
+void qkv_vec_relu(float *y, const float *x, int64_t n);
 /* y[r, j] = b[j]: y (rows,n), b (n). */
 void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
 /* y[r, j] = a[r, j] + b[j] (b NULL: y = a): y, a (rows,n), b (n). */

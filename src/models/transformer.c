@@ -293,8 +293,12 @@ static qkv_status ff_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, cons
                            const qkv_nn_linear *l2, qkv_tensor *x, qkv_tensor **y)
 {
     qkv_tensor *h; // (...,dim_feedforward)
-    QKV_TRY(qkv_linear(c, x, l1->weight, l1->bias, &h));
-    QKV_TRY(qkv_activation_apply(c, o->activation, h, &h));
+    if (o->activation == QKV_ACTIVATION_RELU) {
+        QKV_TRY(qkv_linear_relu(c, x, l1->weight, l1->bias, &h));
+    } else {
+        QKV_TRY(qkv_linear(c, x, l1->weight, l1->bias, &h));
+        QKV_TRY(qkv_activation_apply(c, o->activation, h, &h));
+    }
     QKV_TRY(qkv_dropout(c, h, o->dropout, &h));
     qkv_tensor *f; // (...,d_model)
     QKV_TRY(qkv_linear(c, h, l2->weight, l2->bias, &f));

@@ -12,6 +12,7 @@ typedef struct {
     /* BF16 mode on oneDNN: the forward's bf16 copies of x (M,in) and W
      * (out,in), used again by the backward (as autocast keeps them), or NULL */
     const uint16_t *x16, *w16;
+    int relu; /* y = relu(x W^T + b) (qkv_linear_relu) */
 } linear_saved;
 
 /* C = op(A) op(B) + beta C in ctx c's precision; from A16 and B16, bf16
@@ -83,9 +84,18 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     const float *dy = s->y->grad; // (M,out)
     if (!dy) return QKV_OK;
     qkv_arena *a = qkv_ctx_arena(c);
+    float *db = NULL; // (out)
+    if (s->b && s->b->requires_grad && !(db = qkv_tensor_grad(a, s->b))) return QKV_ERR_NOMEM;
+    int db_done = 0;
     const uint16_t *dy16 = NULL; // (M,out): dy in bf16 once for both products, beside x16 and w16
-    if (s->x16 && (s->x->requires_grad || s->w->requires_grad) &&
-        !(dy16 = qkv_bf16_copy(qkv_ctx_arena(c), dy, s->M * s->out)))
+    if (s->relu) { /* dy through the relu (y > 0), in bf16, and db, in one pass */
+        uint16_t *d16 = qkv_arena_alloc_uninit(a, (size_t)(s->M * s->out) * sizeof *d16);
+        if (!d16) return QKV_ERR_NOMEM;
+        qkv_rows_relu_grad_bf16(s->y->data, dy, s->M, s->out, d16, db);
+        dy16 = d16;
+        db_done = 1;
+    } else if (s->x16 && (s->x->requires_grad || s->w->requires_grad) &&
+               !(dy16 = qkv_bf16_copy(a, dy, s->M * s->out)))
         return QKV_ERR_NOMEM;
     if (s->x->requires_grad) {
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
@@ -94,38 +104,46 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
         lin_gemm(c, 0, 0, s->M, s->in, s->out, dy, dy16, s->out, s->w->data, s->w16, s->in,
                  fresh ? 0.0f : 1.0f, dx, s->in);
     }
-    float *db = NULL; // (out)
-    if (s->b && s->b->requires_grad && !(db = qkv_tensor_grad(a, s->b))) return QKV_ERR_NOMEM;
-    int db_done = 0;
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
-        QKV_TRY(linear_weight_grad(c, s, dy, dy16, dw, db, &db_done));
+        int done = 0;
+        QKV_TRY(linear_weight_grad(c, s, dy, dy16, dw, db_done ? NULL : db, &done));
+        db_done |= done;
     }
     if (db && !db_done) qkv_rows_sum_into(db, dy, s->M, s->out);
     return QKV_OK;
 }
 
-qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y)
+/* The arguments of qkv_linear and qkv_linear_relu (fn, their name). */
+static qkv_status linear_check(const char *fn, qkv_ctx *c, const qkv_tensor *x, const qkv_tensor *w,
+                               const qkv_tensor *b, qkv_tensor **y)
 {
-    QKV_NEED(y, "linear", "y");
+    QKV_NEED(y, fn, "y");
     *y = NULL;
-    QKV_NEED(c, "linear", "ctx");
-    QKV_NEED(x, "linear", "x");
-    QKV_NEED(w, "linear", "weight");
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED(x, fn, "x");
+    QKV_NEED(w, fn, "weight");
     char bx[64], bw[64], bb[64];
     if (x->dtype != QKV_F32 || w->dtype != QKV_F32 || (b && b->dtype != QKV_F32))
-        return qkv_fail(QKV_ERR_DTYPE, "linear: x, weight and bias must be F32");
+        return qkv_fail(QKV_ERR_DTYPE, "%s: x, weight and bias must be F32", fn);
     if (w->ndim != 2)
-        return qkv_fail(QKV_ERR_SHAPE, "linear: weight %s has %d dims, expected 2 (out,in)",
+        return qkv_fail(QKV_ERR_SHAPE, "%s: weight %s has %d dims, expected 2 (out,in)", fn,
                         qkv_shape_str(w, bw, sizeof bw), w->ndim);
     if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return qkv_fail(QKV_ERR_SHAPE, "linear: x %s last dim does not match weight %s in_features %lld",
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s last dim does not match weight %s in_features %lld", fn,
                         qkv_shape_str(x, bx, sizeof bx), qkv_shape_str(w, bw, sizeof bw),
                         (long long)w->shape[1]);
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
-        return qkv_fail(QKV_ERR_SHAPE, "linear: bias %s, expected (%lld,)",
+        return qkv_fail(QKV_ERR_SHAPE, "%s: bias %s, expected (%lld,)", fn,
                         qkv_shape_str(b, bb, sizeof bb), (long long)w->shape[0]);
+    return QKV_OK;
+}
+
+/* y = x W^T + b, then relu(y) in place where relu is set (only on the
+ * BF16 path that records, see qkv_linear_relu). */
+static qkv_status linear_node(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, int relu, qkv_tensor **y)
+{
     int64_t in = w->shape[1], out = w->shape[0];
     int64_t M = 1; /* rows: x's leading dims (also when in = 0: y is then the bias, or 0) */
     for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
@@ -149,9 +167,33 @@ qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, q
         qkv_gemm_bf16_bias(M, out, in, x16, wk16, b ? b->data : NULL, yd);
     } else
         qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
+    if (relu) qkv_vec_relu(yd, yd, M * out);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (linear_saved){x, w, b, *y, M, in, out, x16, wk16};
+    *s = (linear_saved){x, w, b, *y, M, in, out, x16, wk16, relu};
     return qkv_ctx_record(c, linear_backward, s);
+}
+
+qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y)
+{
+    QKV_TRY(linear_check("linear", c, x, w, b, y));
+    return linear_node(c, x, w, b, 0, y);
+}
+
+qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y)
+{
+    QKV_TRY(linear_check("linear_relu", c, x, w, b, y));
+    /* One node where it saves passes: recording in BF16 mode on oneDNN
+     * (the backward's mask, bf16 conversion and bias sums in one pass);
+     * elsewhere the two ops, the same numbers either way. */
+    qkv_tensor *in3[3] = {x, w, b};
+    int64_t M = 1; // x's rows
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
+    if (qkv_ctx_recording(c, in3, 3) && qkv_ctx_precision(c) == QKV_BF16 &&
+        qkv_gemm_bf16_dnnl(M, w->shape[0], w->shape[1]))
+        return linear_node(c, x, w, b, 1, y);
+    qkv_tensor *h; // (...,out)
+    QKV_TRY(linear_node(c, x, w, b, 0, &h));
+    return qkv_activation_apply(c, QKV_ACTIVATION_RELU, h, y);
 }
