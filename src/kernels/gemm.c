@@ -88,6 +88,21 @@ void qkv_gemm_ref(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, 
         }
 }
 
+/* How many blocks a product large enough to split is cut into: at least
+ * QKV_GEMM_BLOCKS, or one per processor (omp_get_num_procs: a property of
+ * the machine, not of the thread count asked for). */
+#define QKV_GEMM_BLOCKS 4
+
+static int64_t gemm_block_count(void)
+{
+    static int n;
+    if (!n) { /* a benign race: every thread writes the same value */
+        int p = omp_get_num_procs();
+        n = p > QKV_GEMM_BLOCKS ? p : QKV_GEMM_BLOCKS;
+    }
+    return n;
+}
+
 /* C's rows [0, M) x columns [0, N) = bias (N), broadcast over the rows. */
 static void bias_rows(float *C, int64_t ldc, const float *bias, int64_t M, int64_t N)
 {
@@ -117,8 +132,17 @@ static void gemm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
         openblas_set_num_threads(1);
         blas_single = 1;
     }
-    /* Split the longer of M and N into one block per thread, in multiples of
-     * 64 so blocks stay aligned with BLAS's own tiling. Small products run
+    /* Split the longer of M and N into blocks that OpenMP threads multiply
+     * at once. The blocks are a function of the product's shape alone, never
+     * of the thread count, so the bits are the same on any number of
+     * threads whatever the library's kernels do at a block's edges: OpenBLAS
+     * 0.3.21's Haswell sgemm (the one OPENBLAS_CORETYPE=Haswell or =Zen
+     * picks) rounds a row or column differently when the same product is
+     * cut at other places (its tiles of 12 rows and of columns then fall
+     * elsewhere), which the earlier one-block-per-thread split exposed.
+     * QKV_GEMM_BLOCKS blocks (the processors' count where it is larger),
+     * multiples of 16 wide, cost at most 2% against one block per thread on
+     * 2 threads (the step's products, 2026-11-27, Zen 5). Small products run
      * whole on the calling thread: under 0.5 MFLOP, and under 4 MFLOP unless
      * they have at most 16 rows (a decoding step's matrix-vector products,
      * one row per sequence or beam). Measured on 2 cores by toggling the
@@ -130,18 +154,20 @@ static void gemm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
      * training steps up to 1.3x slower, so those stay whole. */
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    if (flops < 0.5e6 || (flops < 4e6 && M > 16)) nt = 1;
+    int whole = flops < 0.5e6 || (flops < 4e6 && M > 16);
     int dnnl = gemm_path == QKV_GEMM_DNNL ||
                (gemm_path == QKV_GEMM_AUTO && flops >= QKV_GEMM_DNNL_MIN_FLOPS &&
                 (ta ? K : M) >= QKV_GEMM_DNNL_MIN_ROWS);
     int split_n = N >= M;
     int64_t len = split_n ? N : M;
-    int64_t blk = ((len + nt - 1) / nt + 63) / 64 * 64;
+    int64_t nb = whole ? 1 : gemm_block_count();
+    int64_t blk = ((len + nb - 1) / nb + 15) / 16 * 16;
     if (dnnl && !split_n && blk < QKV_GEMM_DNNL_MIN_BLOCK) blk = QKV_GEMM_DNNL_MIN_BLOCK;
     int64_t nblk = (len + blk - 1) / blk;
     /* oneDNN: a short last block of rows joins the one before (see above) */
     if (dnnl && !split_n && nblk > 1 && len - (nblk - 1) * blk < QKV_GEMM_DNNL_MIN_BLOCK) nblk--;
-    QKV_PAR_FOR_WITH(nblk > 1, num_threads(nt),
+    if (nt > nblk) nt = (int)nblk;
+    QKV_PAR_FOR_WITH(nt > 1, num_threads(nt),
         for (int64_t b = 0; b < nblk; b++) {
             int64_t o = b * blk, n = b == nblk - 1 ? len - o : blk;
             /* Sub-products: columns [o, o+n) of op(B) and C, or rows of op(A) and C. */
