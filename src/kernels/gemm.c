@@ -142,7 +142,8 @@ static void gemm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, float alph
      * elsewhere), which the earlier one-block-per-thread split exposed.
      * QKV_GEMM_BLOCKS blocks (the processors' count where it is larger),
      * multiples of 16 wide, cost at most 2% against one block per thread on
-     * 2 threads (the step's products, 2026-11-27, Zen 5). Small products run
+     * 2 threads (the step's products, 2026-11-27, Zen 5); the seq2seq and
+     * encoder training steps took the same time both ways (alternated). Small products run
      * whole on the calling thread: under 0.5 MFLOP, and under 4 MFLOP unless
      * they have at most 16 rows (a decoding step's matrix-vector products,
      * one row per sequence or beam). Measured on 2 cores by toggling the
