@@ -2,6 +2,9 @@
  *
  *  - finite-difference checks of mse_loss and cross_entropy (every
  *    reduction, ignore_index, label smoothing, every logits layout);
+ *  - cross_entropy of an intermediate tensor (tanh(x)), once (its backward
+ *    writes a fresh gradient, ignored rows 0) and twice with other labels
+ *    (the second backward adds to the first's);
  *  - a cross entropy whose every target is ignored, and an empty batch:
  *    0 (PyTorch: NaN) with a zero gradient;
  *  - bad input to mse_loss and cross_entropy.
@@ -29,6 +32,25 @@ static qkv_status f_ce(qkv_ctx *c, void *u, qkv_tensor **out)
 {
     loss_args *a = u;
     return qkv_cross_entropy(c, a->x, a->y, a->ignore, a->ls, a->r, out);
+}
+
+/* ce(tanh(x), y), and + ce(tanh(x), y2) when y2 is set: the logits are
+ * an op's output, whose gradient the cross entropy's backward writes (the
+ * first) or adds to (the second). */
+typedef struct {
+    qkv_tensor *x, *y, *y2;
+    int64_t ignore;
+} mid_args;
+
+static qkv_status f_ce_mid(qkv_ctx *c, void *u, qkv_tensor **out)
+{
+    mid_args *a = u;
+    qkv_tensor *h, *l1, *l2;
+    qkv_status st = qkv_tanh(c, a->x, &h);
+    if (!st) st = qkv_cross_entropy(c, h, a->y, a->ignore, 0.0, QKV_REDUCTION_MEAN, &l1);
+    if (st || !a->y2) return *out = l1, st;
+    st = qkv_cross_entropy(c, h, a->y2, a->ignore, 0.0, QKV_REDUCTION_MEAN, &l2);
+    return st ? st : qkv_add(c, l1, l2, out);
 }
 
 /* An I64 tensor of labels in [0,C), with about every third one ignore. */
@@ -77,6 +99,44 @@ static void test_gradcheck(qkv_arena *A, qkv_rng *r)
                 CHECK(e < 1e-2, "cross_entropy gradcheck (layout %d, %s, smoothing %g): %g", li,
                       red[ri], a.ls, e);
             }
+}
+
+static void test_gradcheck_mid(qkv_arena *A, qkv_rng *r)
+{
+    for (int twice = 0; twice < 2; twice++) {
+        mid_args a = {0};
+        a.ignore = -100;
+        a.x = h_input(A, r, 2, (int64_t[]){6, 37}, 1); /* 37 classes: a vector body and a tail */
+        a.y = labels(A, r, 1, (int64_t[]){6}, 37, -100);
+        a.y2 = twice ? labels(A, r, 1, (int64_t[]){6}, 37, -100) : NULL;
+        if (twice) a.y2->idx[1] = 5; /* a row ignored by the first loss only */
+        double e = h_gradcheck(f_ce_mid, &a, &a.x, 1, 1e-2f, 1e-2);
+        CHECK(e < 1e-2, "cross_entropy of tanh(x)%s gradcheck: %g", twice ? ", twice" : "", e);
+    }
+}
+
+/* The logits' gradient of an ignored row is 0 even where the arena's memory
+ * held another step's values (a fresh gradient is not zeroed first). */
+static void test_ignored_row_fresh(qkv_arena *A, qkv_rng *r)
+{
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_tensor *x = h_input(A, r, 2, (int64_t[]){4, 40}, 1);
+    int64_t all[4] = {1, 2, 3, 4}, some[4] = {1, -100, 3, -100};
+    for (int step = 0; step < 2; step++) {
+        qkv_ctx_reset(c);
+        memset(x->grad, 0, 160 * sizeof(float));
+        qkv_tensor *y, *h, *loss;
+        CHECK_OK(qkv_tensor_wrap_i64(qkv_ctx_arena(c), step ? some : all, 1, (int64_t[]){4}, &y));
+        CHECK_OK(qkv_tanh(c, x, &h));
+        CHECK_OK(qkv_cross_entropy(c, h, y, -100, 0.0, QKV_REDUCTION_MEAN, &loss));
+        CHECK_OK(qkv_backward(c, loss, NULL));
+        if (!step) continue;
+        int zero = 1;
+        for (int j = 0; j < 40; j++) zero &= x->grad[40 + j] == 0.0f && x->grad[120 + j] == 0.0f;
+        CHECK(zero, "cross_entropy: an ignored row's gradient is not 0 after a step that used the memory");
+    }
+    qkv_ctx_free(c);
 }
 
 /* A mean cross entropy whose every target is ignored: 0 with a zero
@@ -182,6 +242,8 @@ int main(void)
     qkv_rng r;
     qkv_rng_seed(&r, 2024);
     test_gradcheck(A, &r);
+    test_gradcheck_mid(A, &r);
+    test_ignored_row_fresh(A, &r);
     test_all_ignored(A, &r);
     test_empty_batch(A, &r);
     test_bad_losses(A, &r);

@@ -189,6 +189,18 @@ void qkv_vec_erfc(float *y, const float *x, int64_t n) { vmath()->erfc(y, x, n);
         return s_;                                                      \
     } while (0)
 
+float qkv_max_f32(const float *x, int64_t n)
+{
+    float p[16], m = -INFINITY;
+    for (int k = 0; k < 16; k++) p[k] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) p[k] = x[i + k] > p[k] ? x[i + k] : p[k];
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int k = 0; k < 16; k++) m = p[k] > m ? p[k] : m;
+    return m;
+}
+
 double qkv_sum_f64(const float *x, int64_t n)
 {
 #define T(i) (double)x[i]

@@ -51,6 +51,9 @@ int qkv_vmath_force(const char *name);
  * order is fixed, so the result is too. qkv_sum_f64: sum x[i];
  * qkv_sum_sq_dev: sum (x[i] - m)^2; qkv_sum_dot_dev: sum g[i] (x[i] - m). */
 double qkv_sum_f64(const float *x, int64_t n);
+/* The largest of x[0..n) that is not NaN (-inf if there is none), with 16
+ * independent partial maxima. */
+float qkv_max_f32(const float *x, int64_t n);
 double qkv_sum_sq_dev(const float *x, double m, int64_t n);
 double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n);
 #endif

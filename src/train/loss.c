@@ -126,28 +126,47 @@ static void ce_weights(const ce_saved *s, float g, double *wn, double *ws)
 
 /* Differentiates loss = (1-ls) R(nll) + ls/C R(smooth), where for position i
  * with label y, nll_i = lse_i - x_iy and smooth_i = sum_c (lse_i - x_ic):
- * dx_ic += wn (p_ic - [c == y]) + ws (C p_ic - 1), p = softmax(x_i). */
+ * dx_ic += wn (p_ic - [c == y]) + ws (C p_ic - 1), p = softmax(x_i).
+ * Where dx is fresh (nothing else wrote it yet) it is written, not added
+ * to, and ignored positions get 0. Contiguous classes without smoothing
+ * (the language models' and translators' case) take the same sums in a
+ * loop the compiler vectorises: wn p_ic for c != y, then the label's. */
 static qkv_status ce_backward(qkv_ctx *c, void *p)
 {
     ce_saved *s = p;
     const float *dl = s->loss->grad; // () or (N,K)
     if (!dl || !s->x->requires_grad || s->n_valid == 0) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (N,C,K)
+    int fresh;
+    float *dx = qkv_tensor_grad_fresh(qkv_ctx_arena(c), s->x, &fresh); // (N,C,K)
     if (!dx) return QKV_ERR_NOMEM;
     int64_t C = s->d.C, K = s->d.K, N = s->d.N;
+    int plain = K == 1 && s->ls == 0;
     /* positions are independent: each writes only its own row of dx */
     QKV_PAR_FOR_WITH(N * C * K >= QKV_PAR_MIN, collapse(2),
         for (int64_t n = 0; n < N; n++)
             for (int64_t k = 0; k < K; k++) {
                 int64_t i = n * K + k, y = s->y[i];
-                if (y == s->ignore) continue;
-                double wn, ws;
-                ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
                 const float *pi = s->p + n * C * K + k;
                 float *gi = dx + n * C * K + k;
+                if (y == s->ignore) {
+                    for (int64_t cl = 0; fresh && cl < C; cl++) gi[cl * K] = 0.0f;
+                    continue;
+                }
+                double wn, ws;
+                ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
+                if (plain) {
+                    float gy = fresh ? 0.0f : gi[y];
+                    if (fresh)
+                        for (int64_t cl = 0; cl < C; cl++) gi[cl] = (float)(wn * (double)pi[cl]);
+                    else
+                        for (int64_t cl = 0; cl < C; cl++) gi[cl] += (float)(wn * (double)pi[cl]);
+                    gi[y] = gy + (float)(wn * ((double)pi[y] - 1.0)); /* the label's own term */
+                    continue;
+                }
                 for (int64_t cl = 0; cl < C; cl++) {
                     double pc = pi[cl * K];
-                    gi[cl * K] += (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
+                    gi[cl * K] = (fresh ? 0.0f : gi[cl * K]) +
+                                 (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
                 }
             });
     return QKV_OK;
@@ -218,15 +237,16 @@ static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
             for (int64_t k = 0; k < d.K; k++) {
                 const float *xi = x + n * d.C * d.K + k; // (C) with stride K
                 float mx = -INFINITY;
-                for (int64_t cl = 0; cl < d.C; cl++)
+                if (vec) mx = qkv_max_f32(xi, d.C);
+                for (int64_t cl = 0; !vec && cl < d.C; cl++)
                     if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
                 double sum = 0;
                 float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
                 if (vec) {
                     for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
                     qkv_vec_exp(pi, pi, d.C);
+                    sum = qkv_sum_f64(pi, d.C);
                 }
-                for (int64_t cl = 0; vec && cl < d.C; cl++) sum += pi[cl];
                 for (int64_t cl = 0; !vec && cl < d.C; cl++) {
                     double e = exp((double)xi[cl * d.K] - mx);
                     sum += e;
@@ -290,7 +310,7 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
     double *lse = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *lse); // (N,K)
     int64_t *y = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *y);    // (N,K)
     ce_saved *s = qkv_ctx_alloc(c, sizeof *s);
-    float *pr = rec ? qkv_ctx_alloc(c, (size_t)(d.N * d.C * d.K) * sizeof *pr) : NULL; // (N,C,K)
+    float *pr = rec ? qkv_ctx_alloc_uninit(c, (size_t)(d.N * d.C * d.K) * sizeof *pr) : NULL; // (N,C,K) every element written by ce_lse
     if (!lse || !y || !s || (rec && !pr)) return QKV_ERR_NOMEM;
     /* A copy of the labels: the caller may refill its batch before backward. */
     int64_t n_valid = 0;
