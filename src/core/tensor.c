@@ -199,8 +199,14 @@ float *qkv_tensor_grad_fresh(qkv_arena *a, qkv_tensor *t, int *fresh)
 {
     *fresh = 0;
     if (!t || t->dtype != QKV_F32) return NULL;
-    if (t->grad || t->base) return qkv_tensor_grad(a, t); /* a view's shares its base's */
-    t->grad = qkv_arena_alloc_uninit(a, (size_t)qkv_tensor_numel(t) * sizeof(float));
+    if (t->grad) return t->grad;
+    /* A view shares its base's gradient: fresh only where the base has none
+     * yet and the view covers all of it (a reshape; views are contiguous). */
+    qkv_tensor *b = t->base ? t->base : t;
+    if (t->base && (b->grad || t->offset != 0 || qkv_tensor_numel(t) != qkv_tensor_numel(b)))
+        return qkv_tensor_grad(a, t);
+    b->grad = qkv_arena_alloc_uninit(a, (size_t)qkv_tensor_numel(b) * sizeof(float));
+    t->grad = b->grad;
     *fresh = t->grad != NULL;
     return t->grad;
 }

@@ -220,7 +220,8 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
     float *h = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));  // (N,H) the state
     float *cs = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float)); // (N,H) LSTM cell
     float *ah = qkv_arena_alloc(a, (size_t)(N * GH) * sizeof(float)); // (N,GH) h W_hh^T + b_hh
-    float *ax = qkv_arena_alloc(a, (size_t)(s->ref ? GH : L * N * GH) * sizeof(float)); // (L,N,GH) or (GH)
+    float *ax = s->ref ? qkv_arena_alloc(a, (size_t)GH * sizeof(float))               // (GH)
+                       : qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH) written in full below
     if (!h || !cs || !ah || !ax) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
     uint16_t *whh16; // (GH,H) or NULL
     QKV_TRY(whh_bf16(c, s, d, &whh16));
@@ -284,8 +285,10 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
     qkv_tensor **w = s->w[d];
     float *dh = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
     float *dc = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
-    float *dax = qkv_arena_alloc(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
-    float *dah = lstm ? dax : qkv_arena_alloc(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
+    /* dax, dah: every active step's rows written by the cell's backward,
+     * the other rows set to 0 below */
+    float *dax = qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
+    float *dah = lstm ? dax : qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
     if (!dh || !dc || !dax || !dah) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
     if (s->hn->grad) memcpy(dh, s->hn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->cn->grad) memcpy(dc, s->cn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
@@ -296,7 +299,11 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
         int64_t t = d ? L - 1 - st : st;
         float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
         for (int64_t n = 0; n < N; n++) {
-            if (!active(s, t, n)) continue; /* state passed through: dh, dc unchanged; dA = 0 */
+            if (!active(s, t, n)) { /* state passed through: dh, dc unchanged; dA = 0 */
+                memset(daxt + n * GH, 0, (size_t)GH * sizeof(float));
+                memset(daht + n * GH, 0, (size_t)GH * sizeof(float));
+                continue;
+            }
             int64_t tn = t * N + n;
             float *dhn = dh + n * H;
             if (dy) /* y[t,n,dH:(d+1)H] = h' */
