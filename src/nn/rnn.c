@@ -240,7 +240,9 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
             if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
             whh_gemm(c, 1, N, GH, H, h, Whh, whh16, bhh ? 1.0f : 0.0f, ah);
         }
-        for (int64_t n = 0; n < N; n++) {
+        /* the batch's rows are independent: on OpenMP's threads where the
+         * step is large (never in the reference, whose ax is one shared row) */
+        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN, for (int64_t n = 0; n < N; n++) {
             float *yo = y + (t * N + n) * DH + d * H; // (H)
             if (!active(s, t, n)) { /* past its end: state unchanged, output 0 */
                 memset(yo, 0, (size_t)H * sizeof(float));
@@ -261,7 +263,7 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
             else
                 gru_cell_vec(H, axn, ah + n * GH, h + n * H, g);
             memcpy(yo, h + n * H, (size_t)H * sizeof(float));
-        }
+        });
     }
     memcpy(s->hn->data + row0 * N * H, h, (size_t)(N * H) * sizeof(float));
     if (lstm) memcpy(s->cn->data + row0 * N * H, cs, (size_t)(N * H) * sizeof(float));
@@ -298,7 +300,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
     for (int64_t st = L - 1; st >= 0; st--) {
         int64_t t = d ? L - 1 - st : st;
         float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
-        for (int64_t n = 0; n < N; n++) {
+        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN, for (int64_t n = 0; n < N; n++) {
             if (!active(s, t, n)) { /* state passed through: dh, dc unchanged; dA = 0 */
                 memset(daxt + n * GH, 0, (size_t)GH * sizeof(float));
                 memset(daht + n * GH, 0, (size_t)GH * sizeof(float));
@@ -315,7 +317,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
                 gru_cell_backward(H, s->hprev[d] + tn * H, s->gates[d] + tn * 4 * H, dhn, daxt + n * GH,
                                   daht + n * GH);
             if (s->ref) ref_matvec_t(GH, H, Whh, daht + n * GH, dhn); /* ah = W_hh h + b_hh */
-        }
+        });
         if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
             whh_gemm(c, 0, N, H, GH, daht, Whh, whh16, 1.0f, dh);
     }
