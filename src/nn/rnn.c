@@ -385,7 +385,7 @@ static qkv_status rnn_layer(qkv_ctx *c, const qkv_nn_rnn *m, int64_t layer, qkv_
         for (int j = 0; j < 4; j++) in[nin++] = m->weights[4 * (layer * D + d) + j];
     int rec = qkv_ctx_recording(c, in, nin);
     int64_t shape[3] = {L, N, D * H};
-    QKV_TRY(qkv_ctx_tensor(c, 3, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, 3, shape, rec, y)); /* every (t, n) written: h' or 0 past its end */
     qkv_arena *a = qkv_ctx_arena(c);
     rnn_saved sv, *s = &sv;
     if (rec && !(s = qkv_ctx_alloc(c, sizeof *s))) return QKV_ERR_NOMEM;
@@ -408,11 +408,13 @@ static qkv_status rnn_layer(qkv_ctx *c, const qkv_nn_rnn *m, int64_t layer, qkv_
     }
     int lstm = m->mode == QKV_RNN_LSTM;
     for (int d = 0; d < D; d++) {
+        /* not zeroed: hprev and cprev are copied at every step, gates and tc
+         * written at every active step, and the backward reads no other */
         size_t nh = (size_t)(L * N * H) * sizeof(float);
-        s->gates[d] = qkv_arena_alloc(a, 4 * nh);
-        s->hprev[d] = qkv_arena_alloc(a, nh);
-        s->cprev[d] = lstm ? qkv_arena_alloc(a, nh) : NULL;
-        s->tc[d] = lstm ? qkv_arena_alloc(a, nh) : NULL;
+        s->gates[d] = qkv_arena_alloc_uninit(a, 4 * nh);
+        s->hprev[d] = qkv_arena_alloc_uninit(a, nh);
+        s->cprev[d] = lstm ? qkv_arena_alloc_uninit(a, nh) : NULL;
+        s->tc[d] = lstm ? qkv_arena_alloc_uninit(a, nh) : NULL;
         if (!s->gates[d] || !s->hprev[d] || (lstm && (!s->cprev[d] || !s->tc[d]))) {
             if (!rec) qkv_arena_release(a, mk);
             return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for the saved gates");
