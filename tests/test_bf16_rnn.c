@@ -19,7 +19,10 @@
  * 2^-6 per tensor (the measured errors are in docs/bf16.md). Each case
  * runs with the products' automatic path and again with every product
  * forced through oneDNN (where built), so that the once-converted W_hh
- * (qkv_gemm_bf16_pre) is used on both of qkv_gemm_bf16's paths. */
+ * (qkv_gemm_bf16_pre) is used on both of qkv_gemm_bf16's paths.
+ * BF16 on 1 thread and on 2 gives the same bits: no sum may depend on
+ * the thread count (the cells run by batch rows on the threads). */
+#include <omp.h>
 #include "gradcheck.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm_bf16.h"
@@ -140,9 +143,15 @@ static void test_case(const rnn_case *k, const char *path)
     qkv_rng_fill_uniform(&r, R, nout, -1, 1);
     for (int64_t n = 0; n < k->N; n++) len[n] = k->L - (n * 5) % k->L; /* L first, then shorter */
     const int64_t *lengths = k->lengths ? len : NULL;
-    snap A = {0}, B = {0}, C = {0}, Dr = {0};
+    snap A = {0}, B = {0}, C = {0}, Dr = {0}, B1 = {0};
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(2);
     int ok = run(c, QKV_FP32, &m, p, x, h0, c0, lengths, R, &A) && run(c, QKV_BF16, &m, p, x, h0, c0, lengths, R, &B) &&
              run(c, QKV_FP32, &m, p, x, h0, c0, lengths, R, &C);
+    omp_set_num_threads(1);
+    ok = ok && run(c, QKV_BF16, &m, p, x, h0, c0, lengths, R, &B1);
+    omp_set_num_threads(nthr);
+    if (ok) CHECK(same_bits(&B, &B1), "%s (%s): BF16 on 1 thread is not the bits of 2 threads", k->what, path);
     /* D: the products' inputs rounded (x, W_ih, W_hh; not the biases, which
      * BF16 mode adds in FP32, nor c0, which no product reads), FP32 */
     qkv_tensor *t[1 + 4 * 2 * 4] = {x};
@@ -174,7 +183,7 @@ static void test_case(const rnn_case *k, const char *path)
             }
         }
     }
-    snap_free(&A), snap_free(&B), snap_free(&C), snap_free(&Dr);
+    snap_free(&A), snap_free(&B), snap_free(&C), snap_free(&Dr), snap_free(&B1);
     free(R);
     free(len);
 done:
