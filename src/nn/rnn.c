@@ -303,7 +303,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
         QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN, for (int64_t n = 0; n < N; n++) {
             if (!active(s, t, n)) { /* state passed through: dh, dc unchanged; dA = 0 */
                 memset(daxt + n * GH, 0, (size_t)GH * sizeof(float));
-                memset(daht + n * GH, 0, (size_t)GH * sizeof(float));
+                if (!lstm) memset(daht + n * GH, 0, (size_t)GH * sizeof(float)); /* LSTM: dah is dax */
                 continue;
             }
             int64_t tn = t * N + n;
