@@ -126,6 +126,7 @@ $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
 endif
 

@@ -18,8 +18,9 @@
  * length 12: the translation model's recurrent layers), forward and
  * forward + backward, in FP32 and BF16 mode interleaved; then a GRU step's
  * product h W_hh^T (64 x 768 x 256) in FP32, in bf16 converting W_hh in
- * the call (qkv_gemm_bf16) and in bf16 from W_hh converted beforehand
- * (qkv_gemm_bf16_pre, what the layer does), interleaved.
+ * the call (qkv_gemm_bf16), in bf16 from W_hh converted beforehand
+ * (qkv_gemm_bf16_pre) and from W_hh packed beforehand (qkv_gemm_bf16_vnni,
+ * what the layer does where the CPU has AVX512-BF16), interleaved.
  * Candidates: oneDNN's matmul primitive (Debian's libdnnl-dev) and
  * libxsmm's JIT bf16 kernels (libxsmm-dev; single-thread kernels that this
  * file tiles over OpenMP threads, B packed in libxsmm's VNNI pairs), each
@@ -44,6 +45,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
 #include "qkv/transformer.h"
 #if __has_include(<dnnl.h>) && defined(QKV_BENCH_DNNL)
 #include <dnnl.h>
@@ -282,25 +284,30 @@ static int run_rnn(int reps)
     /* one step's product, h (N,H) W_hh^T, W_hh (3H,H) */
     int64_t G = 3 * H;
     float *w = malloc((size_t)(G * H) * 4), *C = malloc((size_t)(N * G) * 4);
-    uint16_t *w16 = malloc((size_t)(G * H) * 2);
-    if (!w || !C || !w16) return 1;
+    uint16_t *w16 = malloc((size_t)(G * H) * 2), *wp = malloc((size_t)qkv_bf16_vnni_len(H, G) * 2);
+    if (!w || !C || !w16 || !wp) return 1;
     qkv_rng_fill_normal(&r, w, G * H, 0, 0.06f);
     qkv_bf16_from_floats(w, w16, G * H);
-    double best[3] = {1e30, 1e30, 1e30};
+    int vnni = qkv_gemm_bf16_vnni_usable(N, G, H);
+    if (vnni) qkv_bf16_vnni_pack(1, H, G, w, wp);
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
     for (int rep = -1; rep < reps; rep++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 + vnni; k++) {
             double t0 = bench_now();
             for (int it = 0; it < 200; it++) {
                 if (k == 0) qkv_gemm(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
                 if (k == 1) qkv_gemm_bf16(0, 1, N, G, H, 1.0f, x, H, w, H, 0.0f, C, G);
                 if (k == 2) qkv_gemm_bf16_pre(0, 1, N, G, H, 1.0f, x, NULL, H, NULL, w16, H, 0.0f, C, G);
+                if (k == 3) qkv_gemm_bf16_vnni(N, G, H, x, wp, 0.0f, C);
             }
             if (rep >= 0) best[k] = fmin(best[k], (bench_now() - t0) / 200 * 1e6);
         }
     printf("  a GRU step's h W_hh^T (%lld x %lld x %lld), us per call: FP32 %.1f, bf16 converting W_hh %.1f, "
-           "bf16 from W_hh converted once %.1f\n", (long long)N, (long long)G, (long long)H, best[0], best[1],
+           "bf16 from W_hh converted once %.1f", (long long)N, (long long)G, (long long)H, best[0], best[1],
            best[2]);
-    free(w), free(C), free(w16);
+    if (vnni) printf(", bf16 from W_hh packed once (qkv_gemm_bf16_vnni) %.1f\n", best[3]);
+    else printf(" (qkv_gemm_bf16_vnni does not run here)\n");
+    free(w), free(C), free(w16), free(wp);
     free(x), free(dy);
     return 0;
 }

@@ -2,8 +2,9 @@
  *  - fp32 -> bf16 rounding against PyTorch's (tools/bf16_oracle.py): bit
  *    for bit on ties, subnormals, overflow, +-inf and +-0; NaN stays NaN;
  *  - qkv_gemm_bf16 (oneDNN where built and the CPU runs it, the fallback,
- *    the reference loop) against a double-precision product of the
- *    bf16-rounded inputs, per element within the FP32 summation bound;
+ *    the reference loop) and qkv_gemm_bf16_vnni (an RNN step's product)
+ *    against a double-precision product of the bf16-rounded inputs, per
+ *    element within the FP32 summation bound;
  *  - Linear forward and backward in BF16 mode against PyTorch's
  *    torch.autocast("cpu", dtype=torch.bfloat16), and bmm in BF16 mode;
  *  - FP32 mode is bit-for-bit what qkv_gemm gives, and the arguments of
@@ -18,7 +19,9 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
 #include "qkv/transformer.h"
+#include <omp.h>
 
 static uint32_t bits(float x)
 {
@@ -135,6 +138,65 @@ static void test_gemm(void)
     }
     CHECK(ok, "gemm_bf16 with a scratchpad from several threads at once");
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
+}
+
+/* qkv_gemm_bf16_vnni through qkv_gemm's signature, for h_gemm_case: ta = 0
+ * and alpha = 1 only; A and C copied compact, op(B) packed. */
+static void vnni_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    if (ta || alpha != 1.0f) abort();
+    int64_t nb = N * K;
+    float *Ac = malloc(sizeof(float) * (size_t)(M * K + nb + M * N)), *Bc = Ac + M * K, *Cc = Bc + nb;
+    uint16_t *P = malloc(sizeof *P * (size_t)qkv_bf16_vnni_len(K, N));
+    for (int64_t i = 0; i < M; i++) memcpy(Ac + i * K, A + i * lda, sizeof(float) * (size_t)K);
+    for (int64_t r = 0; r < (tb ? N : K); r++) memcpy(Bc + r * (tb ? K : N), B + r * ldb, sizeof(float) * (size_t)(tb ? K : N));
+    for (int64_t i = 0; i < M; i++) memcpy(Cc + i * N, C + i * ldc, sizeof(float) * (size_t)N);
+    qkv_bf16_vnni_pack(tb, K, N, Bc, P);
+    qkv_gemm_bf16_vnni(M, N, K, Ac, P, beta, Cc);
+    for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, Cc + i * N, sizeof(float) * (size_t)N);
+    free(Ac);
+    free(P);
+}
+
+/* The products of a GRU/LSTM step (batch 64, hidden 256: h W_hh^T and dAh
+ * W_hh) and odd shapes: K odd (a zero pair), rows not a multiple of the
+ * kernel's 6, one row, 16 columns; beta 0 ignores C (NaN there stays out);
+ * the same bits on 1 and 2 threads. */
+static void test_gemm_vnni(void)
+{
+    if (!qkv_gemm_bf16_vnni_usable(64, 768, 256)) {
+        printf("test_bf16: qkv_gemm_bf16_vnni does not run on this CPU (no AVX512-BF16): not tested\n");
+        return;
+    }
+    static const int64_t shapes[][3] = {{64, 768, 256}, {64, 256, 768}, {61, 784, 255}, {1, 16, 1}, {7, 48, 3}, {13, 32, 9}};
+    uint64_t seed = 300;
+    for (int tb = 0; tb < 2; tb++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            int64_t M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
+            h_gemm_case(vnni_gemm, 1, 0, tb, M, N, K, 1.0f, 0.0f, 0, seed++, "vnni");
+            h_gemm_case(vnni_gemm, 1, 0, tb, M, N, K, 1.0f, 1.0f, 3, seed++, "vnni");
+            h_gemm_case(vnni_gemm, 1, 0, tb, M, N, K, 1.0f, -0.25f, 1, seed++, "vnni");
+        }
+    int64_t M = 61, N = 784, K = 255;
+    float *A = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), *B = A + M * K, *C1 = B + N * K, *C2 = C1 + M * N;
+    for (int64_t i = 0; i < M * K; i++) A[i] = h_gemm_frand(&seed);
+    for (int64_t i = 0; i < N * K; i++) B[i] = h_gemm_frand(&seed);
+    for (int64_t i = 0; i < M * N; i++) C1[i] = C2[i] = NAN;
+    uint16_t *P = malloc(sizeof *P * (size_t)qkv_bf16_vnni_len(K, N));
+    qkv_bf16_vnni_pack(1, K, N, B, P);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C1);
+    omp_set_num_threads(2);
+    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C2);
+    omp_set_num_threads(nt);
+    int finite = 1;
+    for (int64_t i = 0; i < M * N; i++) finite &= isfinite(C1[i]);
+    CHECK(finite, "gemm_bf16_vnni beta 0: C's NaNs reached the result");
+    CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(M * N)), "gemm_bf16_vnni: 1 and 2 threads differ");
+    free(A);
+    free(P);
 }
 
 /* ---- Linear against torch.autocast ---------------------------------------- */
@@ -520,6 +582,7 @@ int main(void)
     test_linear_kept();
     test_linear_relu();
     test_gemm();
+    test_gemm_vnni();
     char dir[] = "/tmp/qkv_bf16_XXXXXX";
     if (h_oracle_run("bf16_oracle.py", dir, NULL)) {
         test_convert(dir);

@@ -17,8 +17,10 @@
  * next layer's input, the gates' gradients fed to the backward's
  * products), each by at most 2^-9 relative; the bound there is norm-wise
  * 2^-6 per tensor (the measured errors are in docs/bf16.md). Each case
- * runs with the products' automatic path and again with every product
- * forced through oneDNN (where built), so that the once-converted W_hh
+ * runs with the products' automatic path (the steps' products with W_hh
+ * by qkv_gemm_bf16_vnni where the CPU has AVX512-BF16 and the hidden size
+ * allows: H = 16 and 256 here, not 20) and again with every product forced
+ * through oneDNN (where built), so that the once-converted W_hh
  * (qkv_gemm_bf16_pre) is used on both of qkv_gemm_bf16's paths.
  * BF16 on 1 thread and on 2 gives the same bits: no sum may depend on
  * the thread count (the cells run by batch rows on the threads). */
@@ -229,7 +231,8 @@ int main(void)
         {"LSTM, 2 layers, bidirectional, lengths", QKV_RNN_LSTM, 6, 4, 7, 16, 2, 1, 1},
         {"GRU, one step", QKV_RNN_GRU, 1, 5, 24, 20, 1, 1, 0},
         {"LSTM, one step", QKV_RNN_LSTM, 1, 5, 24, 20, 1, 0, 0},
-        /* a step's h W_hh^T of 64 x 768 x 256 (25 MFLOP): oneDNN on the automatic path */
+        /* a step's h W_hh^T of 64 x 768 x 256 (25 MFLOP): qkv_gemm_bf16_vnni
+         * (or oneDNN) on the automatic path */
         {"GRU, batch 64, hidden 256", QKV_RNN_GRU, 3, 64, 32, 256, 1, 0, 0},
     };
     int paths = qkv_gemm_bf16_accelerated() ? 2 : 1;

@@ -12,6 +12,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
 #include "kernels/rows.h"
 #ifdef QKV_DNNL
 #include <dnnl.h>
@@ -352,4 +353,12 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     qkv_gemm_bf16_pre(ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
+}
+
+int64_t qkv_bf16_vnni_len(int64_t K, int64_t N) { return (K + 1) / 2 * N * 2; }
+
+int qkv_gemm_bf16_vnni_usable(int64_t M, int64_t N, int64_t K)
+{
+    return M > 0 && N > 0 && N % 16 == 0 && K > 0 && K <= qkv_gemm_bf16_vnni_kmax && !qkv_reference() &&
+           bf16_path == QKV_BF16_AUTO && qkv_bf16_dot_supported();
 }

@@ -22,6 +22,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
 #include "kernels/rows.h"
 
 static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
@@ -187,22 +188,36 @@ static int active(const rnn_saved *s, int64_t t, int64_t n)
  * once, in *w16, for every step's product (converting it inside each
  * product took about a fifth of that product's time: docs/bf16.md); else
  * NULL. Scratch from the arena (the caller releases). */
-static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, uint16_t **w16)
+/* W_hh (GH,H) of direction d in bf16 for the steps' products with op(W_hh)
+ * (W_hh^T when tb: the forward's h W_hh^T; W_hh: the backward's dAh W_hh):
+ * packed in pairs for qkv_gemm_bf16_vnni where it runs that shape (*vnni
+ * set), else a compact copy for qkv_gemm_bf16_pre; NULL outside the BF16
+ * mode and in the reference. */
+static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, int tb, uint16_t **w16, int *vnni)
 {
     *w16 = NULL;
+    *vnni = 0;
     if (s->ref || qkv_ctx_precision(c) != QKV_BF16) return QKV_OK;
-    int64_t n = s->G * s->H * s->H;
-    *w16 = qkv_bf16_copy(qkv_ctx_arena(c), s->w[d][1]->data, n);
+    int64_t GH = s->G * s->H, K = tb ? s->H : GH, N = tb ? GH : s->H;
+    const float *W = s->w[d][1]->data; // (GH,H)
+    *vnni = qkv_gemm_bf16_vnni_usable(s->N, N, K);
+    if (*vnni) {
+        *w16 = qkv_arena_alloc_uninit(qkv_ctx_arena(c), (size_t)qkv_bf16_vnni_len(K, N) * sizeof **w16);
+        if (*w16) qkv_bf16_vnni_pack(tb, K, N, W, *w16);
+    } else {
+        *w16 = qkv_bf16_copy(qkv_ctx_arena(c), W, GH * s->H);
+    }
     return *w16 ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
 }
 
 /* A step's product with W_hh (GH,H): C = A op(W_hh) + beta C, op(W_hh) its
- * transpose when tb; from w16, W_hh in bf16, when given, else in the ctx's
- * precision. */
+ * transpose when tb; from w16, W_hh in bf16 (packed when vnni: whh_bf16),
+ * when given, else in the ctx's precision. */
 static void whh_gemm(qkv_ctx *c, int tb, int64_t M, int64_t Nc, int64_t K, const float *A, const float *W,
-                     const uint16_t *w16, float beta, float *C)
+                     const uint16_t *w16, int vnni, float beta, float *C)
 {
-    if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
+    if (vnni) qkv_gemm_bf16_vnni(M, Nc, K, A, w16, beta, C);
+    else if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
     else qkv_gemm_ctx(c, 0, tb, M, Nc, K, 1.0f, A, K, W, tb ? K : Nc, beta, C, Nc);
 }
 
@@ -223,8 +238,9 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
     float *ax = s->ref ? qkv_arena_alloc(a, (size_t)GH * sizeof(float))               // (GH)
                        : qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH) written in full below
     if (!h || !cs || !ah || !ax) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
-    uint16_t *whh16; // (GH,H) or NULL
-    QKV_TRY(whh_bf16(c, s, d, &whh16));
+    uint16_t *whh16; // W_hh^T in bf16 (whh_bf16) or NULL
+    int vnni;
+    QKV_TRY(whh_bf16(c, s, d, 1, &whh16, &vnni));
     int64_t row0 = s->layer * s->D + d; /* this layer and direction's row of h0/h_n */
     if (s->h0) memcpy(h, s->h0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->c0) memcpy(cs, s->c0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
@@ -238,7 +254,7 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
         if (lstm) memcpy(s->cprev[d] + t * N * H, cs, (size_t)(N * H) * sizeof(float));
         if (!s->ref) { /* ah = h W_hh^T + b_hh */
             if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
-            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, bhh ? 1.0f : 0.0f, ah);
+            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, vnni, bhh ? 1.0f : 0.0f, ah);
         }
         /* the batch's rows are independent: on OpenMP's threads where the
          * step is large (never in the reference, whose ax is one shared row) */
@@ -295,8 +311,9 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
     if (s->hn->grad) memcpy(dh, s->hn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->cn->grad) memcpy(dc, s->cn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     const float *Whh = w[1]->data; // (GH,H)
-    uint16_t *whh16; // (GH,H) or NULL
-    QKV_TRY(whh_bf16(c, s, d, &whh16));
+    uint16_t *whh16; // W_hh in bf16 (whh_bf16) or NULL
+    int vnni;
+    QKV_TRY(whh_bf16(c, s, d, 0, &whh16, &vnni));
     for (int64_t st = L - 1; st >= 0; st--) {
         int64_t t = d ? L - 1 - st : st;
         float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
@@ -319,7 +336,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
             if (s->ref) ref_matvec_t(GH, H, Whh, daht + n * GH, dhn); /* ah = W_hh h + b_hh */
         });
         if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
-            whh_gemm(c, 0, N, H, GH, daht, Whh, whh16, 1.0f, dh);
+            whh_gemm(c, 0, N, H, GH, daht, Whh, whh16, vnni, 1.0f, dh);
     }
     /* The gradients were allocated by rnn_backward, before this scratch. */
     if (s->h0 && s->h0->requires_grad) qkv_vec_to2(s->h0->grad + row0 * N * H, 1, NULL, 0, dh, N * H);

@@ -1,0 +1,140 @@
+/* gemm_bf16_vnni.c: C = A B + beta C for a few rows of A against a bf16 B
+ * packed once in pairs along K (gemm_bf16_vnni.h), by AVX512-BF16 dot
+ * products. Register blocks of up to 6 rows x 4 vectors of 16 columns
+ * (24 accumulators); each thread takes a contiguous share of A's rows and
+ * rounds them to bf16 six at a time. Every element of C is one thread's sum
+ * over k in a fixed order (pairs 0, 1, ... of K), so the result does not
+ * depend on the thread count. The Makefile builds this file with
+ * -mavx512bf16 on x86-64; elsewhere, or with a compiler that lacks the set,
+ * the kernel reports itself unavailable and callers keep their product.
+ * Everything here runs only where qkv_gemm_bf16_vnni_usable (gemm_bf16.c,
+ * built for the baseline target) said yes. */
+#include <omp.h>
+#include <string.h>
+#include "core/internal.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
+
+void qkv_bf16_vnni_pack(int tb, int64_t K, int64_t N, const float *B, uint16_t *P)
+{
+    int64_t K2 = (K + 1) / 2;
+    int par = K2 * N * 2 >= 4 * QKV_PAR_MIN;
+    if (!tb) { /* rows 2 kk and 2 kk + 1 of B (K,N) interleaved into P's row kk */
+        QKV_PAR_FOR(par, for (int64_t kk = 0; kk < K2; kk++) {
+            const float *b0 = B + 2 * kk * N, *b1 = 2 * kk + 1 < K ? b0 + N : NULL; // (N), (N) or none
+            uint16_t *p = P + kk * N * 2;                                           // (N,2)
+            if (b1)
+                for (int64_t n = 0; n < N; n++) p[2 * n] = qkv_bf16_from_float(b0[n]), p[2 * n + 1] = qkv_bf16_from_float(b1[n]);
+            else
+                for (int64_t n = 0; n < N; n++) p[2 * n] = qkv_bf16_from_float(b0[n]), p[2 * n + 1] = 0;
+        });
+        return;
+    }
+    /* B (N,K) used as B^T: a transpose of pairs, 16 rows of B at a time so
+     * that their cache lines serve 8 pairs each */
+    QKV_PAR_FOR(par, for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        int64_t n1 = n0 + 16 < N ? n0 + 16 : N;
+        for (int64_t kk = 0; kk < K2; kk++)
+            for (int64_t n = n0; n < n1; n++) {
+                const float *b = B + n * K + 2 * kk; // op(B)[2 kk][n], then [2 kk + 1][n]
+                uint16_t *p = P + (kk * N + n) * 2;
+                p[0] = qkv_bf16_from_float(b[0]);
+                p[1] = 2 * kk + 1 < K ? qkv_bf16_from_float(b[1]) : 0;
+            }
+    });
+}
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+
+enum { MR = 6, NVEC = 4, KMAX = 8192 };
+
+/* C[0..mr) x [0..16 nv) (ldc) = A2 (mr rows of lda2 pairs of bf16) times
+ * P's columns from col (N a row of pairs) + beta C. mr and nv are constants
+ * where this is inlined, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile(const int mr, const int nv, int64_t K2, const uint16_t *A2,
+                                                       int64_t lda2, const uint16_t *P, int64_t N, int64_t col,
+                                                       float beta, float *C, int64_t ldc)
+{
+    __m512 acc[MR][NVEC];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nv; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t kk = 0; kk < K2; kk++) {
+        const uint16_t *pk = P + (kk * N + col) * 2;
+        __m512bh b[NVEC];
+        for (int j = 0; j < nv; j++) b[j] = (__m512bh)_mm512_loadu_si512(pk + 32 * j);
+        for (int i = 0; i < mr; i++) {
+            int32_t pair; /* A's k = 2 kk and 2 kk + 1, broadcast to every lane */
+            memcpy(&pair, A2 + 2 * (i * lda2 + kk), sizeof pair);
+            __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
+            for (int j = 0; j < nv; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a, b[j]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nv; j++) {
+            float *c = C + i * ldc + 16 * j;
+            __m512 r = acc[i][j];
+            if (beta != 0.0f) r = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), r);
+            _mm512_storeu_ps(c, r);
+        }
+}
+
+#define TILE_CASE(m, n) \
+    case m * 8 + n: tile(m, n, K2, A2, lda2, P, N, col, beta, C, ldc); break;
+
+static void tile_any(int mr, int nv, int64_t K2, const uint16_t *A2, int64_t lda2, const uint16_t *P, int64_t N,
+                     int64_t col, float beta, float *C, int64_t ldc)
+{
+    switch (mr * 8 + nv) {
+        TILE_CASE(1, 1) TILE_CASE(1, 2) TILE_CASE(1, 3) TILE_CASE(1, 4)
+        TILE_CASE(2, 1) TILE_CASE(2, 2) TILE_CASE(2, 3) TILE_CASE(2, 4)
+        TILE_CASE(3, 1) TILE_CASE(3, 2) TILE_CASE(3, 3) TILE_CASE(3, 4)
+        TILE_CASE(4, 1) TILE_CASE(4, 2) TILE_CASE(4, 3) TILE_CASE(4, 4)
+        TILE_CASE(5, 1) TILE_CASE(5, 2) TILE_CASE(5, 3) TILE_CASE(5, 4)
+        TILE_CASE(6, 1) TILE_CASE(6, 2) TILE_CASE(6, 3) TILE_CASE(6, 4)
+    }
+}
+
+/* Rows [r0, r1) of C, in blocks of at most MR rows as even as they go
+ * (32 rows: 6, 6, 5, 5, 5, 5, not five of 6 and one of 2). */
+static void rows_run(int64_t r0, int64_t r1, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta,
+                     float *C)
+{
+    int64_t K2 = (K + 1) / 2;
+    uint16_t A2[MR * KMAX]; // (MR, 2 K2) MR rows of A in bf16, 0 past K
+    for (int64_t r = r0, left = (r1 - r0 + MR - 1) / MR; r < r1; left--) {
+        int mr = (int)((r1 - r + left - 1) / left);
+        for (int i = 0; i < mr; i++) {
+            const float *a = A + (r + i) * K; // (K)
+            uint16_t *d = A2 + i * 2 * K2;
+            for (int64_t k = 0; k < K; k++) d[k] = qkv_bf16_from_float(a[k]);
+            if (K % 2) d[K] = 0;
+        }
+        for (int64_t col = 0; col < N; col += 16 * NVEC) {
+            int nv = (int)((N - col) / 16 < NVEC ? (N - col) / 16 : NVEC);
+            tile_any(mr, nv, K2, A2, K2, P, N, col, beta, C + r * N + col, N);
+        }
+        r += mr;
+    }
+}
+
+const int qkv_gemm_bf16_vnni_kmax = KMAX;
+
+void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C)
+{
+    int big = 2.0 * (double)M * (double)N * (double)K >= 1e6;
+#pragma omp parallel if (big)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t per = (M + nt - 1) / nt, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
+        if (r0 < r1) rows_run(r0, r1, N, K, A, P, beta, C);
+    }
+}
+#else
+const int qkv_gemm_bf16_vnni_kmax = 0; /* not built */
+
+void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C)
+{
+    (void)M, (void)N, (void)K, (void)A, (void)P, (void)beta, (void)C;
+}
+#endif

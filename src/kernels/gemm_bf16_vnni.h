@@ -1,0 +1,29 @@
+/* gemm_bf16_vnni.h: products of a few rows (an RNN step's state, M = the
+ * batch) against a weight converted to bf16 once and packed in pairs along
+ * K, the layout of AVX512-BF16's dot products: C (M,N) = A B + beta C with A
+ * (M,K) rounded to bf16 as it is read and FP32 sums, like qkv_gemm_bf16.
+ * oneDNN runs such a product (64 x 768 x 256) on one thread and spends a
+ * good part of it in its per-call setup (bench/bf16_gemm --rnn,
+ * docs/bf16.md). */
+#ifndef QKV_GEMM_BF16_VNNI_H
+#define QKV_GEMM_BF16_VNNI_H
+#include <stdint.h>
+
+/* uint16_t elements of a packed op(B) (K,N): ceil(K/2) pairs of rows. */
+int64_t qkv_bf16_vnni_len(int64_t K, int64_t N);
+/* P = op(B) (K,N) packed: P[((k/2) N + n) 2 + k%2] = bf16(op(B)[k][n]),
+ * 0 past K. B is (K,N) compact, or (N,K) compact when tb (a weight W
+ * (N,K) used as W^T). */
+/* Only where qkv_gemm_bf16_vnni_usable. */
+void qkv_bf16_vnni_pack(int tb, int64_t K, int64_t N, const float *B, uint16_t *P);
+/* 1 when qkv_gemm_bf16_vnni runs an (M,N,K) product on this CPU: AVX512-BF16,
+ * N a multiple of 16, K at most 8192, outside qkv_reference(), and the bf16
+ * products on their automatic path (qkv_gemm_bf16_set_path: tests that
+ * force oneDNN or the fallback get those). */
+int qkv_gemm_bf16_vnni_usable(int64_t M, int64_t N, int64_t K);
+/* K's limit of qkv_gemm_bf16_vnni, 0 where it was not built. */
+extern const int qkv_gemm_bf16_vnni_kmax;
+/* C (M,N) = bf16(A) (M,K) P + beta C, A and C compact; beta 0 writes C
+ * without reading it. Only where qkv_gemm_bf16_vnni_usable(M, N, K). */
+void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C);
+#endif
