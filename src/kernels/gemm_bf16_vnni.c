@@ -120,13 +120,19 @@ static void rows_run(int64_t r0, int64_t r1, int64_t N, int64_t K, const float *
 
 const int qkv_gemm_bf16_vnni_kmax = KMAX;
 
+void qkv_gemm_bf16_vnni_rows(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta,
+                             float *C)
+{
+    rows_run(0, M, N, K, A, P, beta, C);
+}
+
 void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C)
 {
     int big = 2.0 * (double)M * (double)N * (double)K >= 1e6;
 #pragma omp parallel if (big)
     {
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        int64_t per = (M + nt - 1) / nt, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
+        int64_t per = (M + nt - 1) / nt, r0 = t * per < M ? t * per : M, r1 = r0 + per < M ? r0 + per : M;
         if (r0 < r1) rows_run(r0, r1, N, K, A, P, beta, C);
     }
 }
@@ -134,6 +140,12 @@ void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const u
 const int qkv_gemm_bf16_vnni_kmax = 0; /* not built */
 
 void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C)
+{
+    (void)M, (void)N, (void)K, (void)A, (void)P, (void)beta, (void)C;
+}
+
+void qkv_gemm_bf16_vnni_rows(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta,
+                             float *C)
 {
     (void)M, (void)N, (void)K, (void)A, (void)P, (void)beta, (void)C;
 }

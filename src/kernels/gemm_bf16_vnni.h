@@ -23,7 +23,13 @@ void qkv_bf16_vnni_pack(int tb, int64_t K, int64_t N, const float *B, uint16_t *
 int qkv_gemm_bf16_vnni_usable(int64_t M, int64_t N, int64_t K);
 /* K's limit of qkv_gemm_bf16_vnni, 0 where it was not built. */
 extern const int qkv_gemm_bf16_vnni_kmax;
-/* C (M,N) = bf16(A) (M,K) P + beta C, A and C compact; beta 0 writes C
- * without reading it. Only where qkv_gemm_bf16_vnni_usable(M, N, K). */
+/* C (M,N) = bf16(A) (M,K) P + beta C, A and C compact, on OpenMP's threads
+ * by rows; beta 0 writes C without reading it. Only where
+ * qkv_gemm_bf16_vnni_usable(M, N, K). */
 void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C);
+/* qkv_gemm_bf16_vnni on the calling thread alone (an RNN's steps run
+ * inside one parallel region, each thread on its own rows): the same
+ * bits, each element's sum being the same on any split of the rows. */
+void qkv_gemm_bf16_vnni_rows(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta,
+                             float *C);
 #endif

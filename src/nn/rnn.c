@@ -15,6 +15,7 @@
  * converted once per direction for all the steps' products. The
  * reference path's loops stay FP32 in both modes. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,15 +185,13 @@ static int active(const rnn_saved *s, int64_t t, int64_t n)
     return !s->lengths || t < s->lengths[n];
 }
 
-/* In BF16 mode (fast path), W_hh (GH,H) of direction d converted to bf16
- * once, in *w16, for every step's product (converting it inside each
- * product took about a fifth of that product's time: docs/bf16.md); else
- * NULL. Scratch from the arena (the caller releases). */
-/* W_hh (GH,H) of direction d in bf16 for the steps' products with op(W_hh)
- * (W_hh^T when tb: the forward's h W_hh^T; W_hh: the backward's dAh W_hh):
- * packed in pairs for qkv_gemm_bf16_vnni where it runs that shape (*vnni
- * set), else a compact copy for qkv_gemm_bf16_pre; NULL outside the BF16
- * mode and in the reference. */
+/* W_hh (GH,H) of direction d in bf16, once for all the steps' products
+ * with op(W_hh) (W_hh^T when tb: the forward's h W_hh^T; W_hh: the
+ * backward's dAh W_hh; converting it inside each product took about a fifth
+ * of that product's time: docs/bf16.md): packed in pairs for
+ * qkv_gemm_bf16_vnni where it runs that shape (*vnni set), else a compact
+ * copy for qkv_gemm_bf16_pre; NULL outside the BF16 mode and in the
+ * reference. Scratch from the arena (the caller releases). */
 static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, int tb, uint16_t **w16, int *vnni)
 {
     *w16 = NULL;
@@ -211,24 +210,105 @@ static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, int tb, uint16
 }
 
 /* A step's product with W_hh (GH,H): C = A op(W_hh) + beta C, op(W_hh) its
- * transpose when tb; from w16, W_hh in bf16 (packed when vnni: whh_bf16),
+ * transpose when tb; from w16, W_hh in bf16 (a compact copy: whh_bf16),
  * when given, else in the ctx's precision. */
 static void whh_gemm(qkv_ctx *c, int tb, int64_t M, int64_t Nc, int64_t K, const float *A, const float *W,
-                     const uint16_t *w16, int vnni, float beta, float *C)
+                     const uint16_t *w16, float beta, float *C)
 {
-    if (vnni) qkv_gemm_bf16_vnni(M, Nc, K, A, w16, beta, C);
-    else if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
+    if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
     else qkv_gemm_ctx(c, 0, tb, M, Nc, K, 1.0f, A, K, W, tb ? K : Nc, beta, C, Nc);
+}
+
+/* Step t of direction d for batch row n, after ah = h W_hh^T + b_hh (the
+ * fast path; the reference computes its own ax and ah here): the cell, its
+ * saved gates, the output y[t,n]. A row past its sequence's end keeps its
+ * state and outputs 0. */
+static void cell_forward(rnn_saved *s, int d, int64_t t, int64_t n, float *ax, float *ah, float *h, float *cs)
+{
+    int64_t N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int lstm = s->mode == QKV_RNN_LSTM;
+    float *yo = s->y->data + (t * N + n) * DH + d * H; // (H)
+    if (!active(s, t, n)) {
+        memset(yo, 0, (size_t)H * sizeof(float));
+        return;
+    }
+    const float *axn = ax + (s->ref ? 0 : (t * N + n) * GH); // (GH)
+    if (s->ref) {
+        const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL, *bhh = s->w[d][3] ? s->w[d][3]->data : NULL;
+        ref_matvec(GH, In, s->w[d][0]->data, s->x->data + (t * N + n) * In, bih, ax);
+        ref_matvec(GH, H, s->w[d][1]->data, h + n * H, bhh, ah + n * GH);
+    }
+    float *g = s->gates[d] + (t * N + n) * 4 * H; // (4H)
+    if (lstm && s->ref)
+        lstm_cell(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+    else if (lstm)
+        lstm_cell_vec(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+    else if (s->ref)
+        gru_cell(H, axn, ah + n * GH, h + n * H, g);
+    else
+        gru_cell_vec(H, axn, ah + n * GH, h + n * H, g);
+    memcpy(yo, h + n * H, (size_t)H * sizeof(float));
+}
+
+/* The backward of step t for batch row n: the gates' gradients dA (into
+ * dax and dah, (L,N,GH); 0 past the sequence's end, where dh and dc pass
+ * through), dh and dc updated through the cell; the reference also adds
+ * dAh W_hh into dh here (the fast path does it as a product). */
+static void cell_backward(rnn_saved *s, int d, int64_t t, int64_t n, const float *Whh, float *dax, float *dah,
+                          float *dh, float *dc)
+{
+    int64_t N = s->N, H = s->H, GH = s->G * H, DH = s->D * H, tn = t * N + n;
+    int lstm = s->mode == QKV_RNN_LSTM;
+    float *daxn = dax + tn * GH, *dahn = dah + tn * GH; // (GH)
+    if (!active(s, t, n)) {
+        memset(daxn, 0, (size_t)GH * sizeof(float));
+        if (!lstm) memset(dahn, 0, (size_t)GH * sizeof(float)); /* LSTM: dah is dax */
+        return;
+    }
+    const float *dy = s->y->grad; // (L,N,D*H) or NULL
+    float *dhn = dh + n * H;
+    if (dy) /* y[t,n,dH:(d+1)H] = h' */
+        for (int64_t j = 0; j < H; j++) dhn[j] += dy[tn * DH + d * H + j];
+    if (lstm)
+        lstm_cell_backward(H, s->cprev[d] + tn * H, s->gates[d] + tn * 4 * H, s->tc[d] + tn * H, dhn, dc + n * H,
+                           daxn);
+    else
+        gru_cell_backward(H, s->hprev[d] + tn * H, s->gates[d] + tn * 4 * H, dhn, daxn, dahn);
+    if (s->ref) ref_matvec_t(GH, H, Whh, dahn, dhn); /* ah = W_hh h + b_hh */
+}
+
+/* Rows [*n0, *n1) of N for the calling thread of a parallel region: equal
+ * contiguous shares (each row's sums are the same on any share). */
+static void thread_rows(int64_t N, int64_t *n0, int64_t *n1)
+{
+    int64_t nt = omp_get_num_threads(), per = (N + nt - 1) / nt;
+    *n0 = omp_get_thread_num() * per;
+    if (*n0 > N) *n0 = N;
+    *n1 = *n0 + per < N ? *n0 + per : N;
+}
+
+/* Step t of direction d for rows [n0, n1) with W_hh packed (qkv_gemm_bf16_vnni,
+ * on the calling thread): the states saved, ah = h W_hh^T + b_hh, the cells. */
+static void steps_forward(rnn_saved *s, int d, int64_t t, int64_t n0, int64_t n1, const uint16_t *whhp, float *ax,
+                          float *ah, float *h, float *cs)
+{
+    int64_t N = s->N, H = s->H, GH = s->G * H, rows = n1 - n0;
+    const float *bhh = s->w[d][3] ? s->w[d][3]->data : NULL; // (GH)
+    memcpy(s->hprev[d] + (t * N + n0) * H, h + n0 * H, (size_t)(rows * H) * sizeof(float));
+    if (s->mode == QKV_RNN_LSTM)
+        memcpy(s->cprev[d] + (t * N + n0) * H, cs + n0 * H, (size_t)(rows * H) * sizeof(float));
+    for (int64_t n = n0; bhh && n < n1; n++) memcpy(ah + n * GH, bhh, (size_t)GH * sizeof(float));
+    qkv_gemm_bf16_vnni_rows(rows, GH, H, h + n0 * H, whhp, bhh ? 1.0f : 0.0f, ah + n0 * GH);
+    for (int64_t n = n0; n < n1; n++) cell_forward(s, d, t, n, ax, ah, h, cs);
 }
 
 /* Forward of direction d. Scratch comes from the arena (caller releases). */
 static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
 {
     qkv_arena *a = qkv_ctx_arena(c);
-    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H;
     int lstm = s->mode == QKV_RNN_LSTM;
     const float *x = s->x->data;                      // (L,N,In)
-    float *y = s->y->data;                            // (L,N,D*H)
     const float *Wih = s->w[d][0]->data, *Whh = s->w[d][1]->data; // (GH,In), (GH,H)
     const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL;       // (GH)
     const float *bhh = s->w[d][3] ? s->w[d][3]->data : NULL;       // (GH)
@@ -248,38 +328,27 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
         if (bih) qkv_rows_broadcast(ax, bih, L * N, GH);
         qkv_gemm_ctx(c, 0, 1, L * N, GH, In, 1.0f, x, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
     }
-    for (int64_t st = 0; st < L; st++) {
+    if (vnni) { /* every step of a share of the batch's rows on each thread, no barrier */
+        QKV_PRAGMA(omp parallel if (N * GH >= QKV_PAR_MIN))
+        {
+            int64_t n0, n1;
+            thread_rows(N, &n0, &n1);
+            for (int64_t st = 0; st < L && n0 < n1; st++)
+                steps_forward(s, d, d ? L - 1 - st : st, n0, n1, whh16, ax, ah, h, cs);
+        }
+    }
+    for (int64_t st = 0; st < L && !vnni; st++) {
         int64_t t = d ? L - 1 - st : st;
         memcpy(s->hprev[d] + t * N * H, h, (size_t)(N * H) * sizeof(float));
         if (lstm) memcpy(s->cprev[d] + t * N * H, cs, (size_t)(N * H) * sizeof(float));
         if (!s->ref) { /* ah = h W_hh^T + b_hh */
             if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
-            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, vnni, bhh ? 1.0f : 0.0f, ah);
+            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, bhh ? 1.0f : 0.0f, ah);
         }
         /* the batch's rows are independent: on OpenMP's threads where the
          * step is large (never in the reference, whose ax is one shared row) */
-        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN, for (int64_t n = 0; n < N; n++) {
-            float *yo = y + (t * N + n) * DH + d * H; // (H)
-            if (!active(s, t, n)) { /* past its end: state unchanged, output 0 */
-                memset(yo, 0, (size_t)H * sizeof(float));
-                continue;
-            }
-            const float *axn = ax + (s->ref ? 0 : (t * N + n) * GH); // (GH)
-            if (s->ref) {
-                ref_matvec(GH, In, Wih, x + (t * N + n) * In, bih, ax);
-                ref_matvec(GH, H, Whh, h + n * H, bhh, ah + n * GH);
-            }
-            float *g = s->gates[d] + (t * N + n) * 4 * H; // (4H)
-            if (lstm && s->ref)
-                lstm_cell(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
-            else if (lstm)
-                lstm_cell_vec(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
-            else if (s->ref)
-                gru_cell(H, axn, ah + n * GH, h + n * H, g);
-            else
-                gru_cell_vec(H, axn, ah + n * GH, h + n * H, g);
-            memcpy(yo, h + n * H, (size_t)H * sizeof(float));
-        });
+        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN,
+                    for (int64_t n = 0; n < N; n++) cell_forward(s, d, t, n, ax, ah, h, cs));
     }
     memcpy(s->hn->data + row0 * N * H, h, (size_t)(N * H) * sizeof(float));
     if (lstm) memcpy(s->cn->data + row0 * N * H, cs, (size_t)(N * H) * sizeof(float));
@@ -295,10 +364,9 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
 static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
 {
     qkv_arena *a = qkv_ctx_arena(c);
-    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H;
     int lstm = s->mode == QKV_RNN_LSTM;
     int64_t row0 = s->layer * s->D + d;
-    const float *dy = s->y->grad; // (L,N,D*H) or NULL
     const float *x = s->x->data;  // (L,N,In)
     qkv_tensor **w = s->w[d];
     float *dh = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
@@ -314,29 +382,24 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
     uint16_t *whh16; // W_hh in bf16 (whh_bf16) or NULL
     int vnni;
     QKV_TRY(whh_bf16(c, s, d, 0, &whh16, &vnni));
-    for (int64_t st = L - 1; st >= 0; st--) {
-        int64_t t = d ? L - 1 - st : st;
-        float *daxt = dax + t * N * GH, *daht = dah + t * N * GH; // (N,GH)
-        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN, for (int64_t n = 0; n < N; n++) {
-            if (!active(s, t, n)) { /* state passed through: dh, dc unchanged; dA = 0 */
-                memset(daxt + n * GH, 0, (size_t)GH * sizeof(float));
-                if (!lstm) memset(daht + n * GH, 0, (size_t)GH * sizeof(float)); /* LSTM: dah is dax */
-                continue;
+    if (vnni) { /* every step of a share of the batch's rows on each thread, no barrier */
+        QKV_PRAGMA(omp parallel if (N * GH >= QKV_PAR_MIN))
+        {
+            int64_t n0, n1;
+            thread_rows(N, &n0, &n1);
+            for (int64_t st = L - 1; st >= 0 && n0 < n1; st--) {
+                int64_t t = d ? L - 1 - st : st;
+                for (int64_t n = n0; n < n1; n++) cell_backward(s, d, t, n, Whh, dax, dah, dh, dc);
+                qkv_gemm_bf16_vnni_rows(n1 - n0, H, GH, dah + (t * N + n0) * GH, whh16, 1.0f, dh + n0 * H);
             }
-            int64_t tn = t * N + n;
-            float *dhn = dh + n * H;
-            if (dy) /* y[t,n,dH:(d+1)H] = h' */
-                for (int64_t j = 0; j < H; j++) dhn[j] += dy[tn * DH + d * H + j];
-            if (lstm)
-                lstm_cell_backward(H, s->cprev[d] + tn * H, s->gates[d] + tn * 4 * H, s->tc[d] + tn * H,
-                                   dhn, dc + n * H, daxt + n * GH);
-            else
-                gru_cell_backward(H, s->hprev[d] + tn * H, s->gates[d] + tn * 4 * H, dhn, daxt + n * GH,
-                                  daht + n * GH);
-            if (s->ref) ref_matvec_t(GH, H, Whh, daht + n * GH, dhn); /* ah = W_hh h + b_hh */
-        });
+        }
+    }
+    for (int64_t st = L - 1; st >= 0 && !vnni; st--) {
+        int64_t t = d ? L - 1 - st : st;
+        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN,
+                    for (int64_t n = 0; n < N; n++) cell_backward(s, d, t, n, Whh, dax, dah, dh, dc));
         if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
-            whh_gemm(c, 0, N, H, GH, daht, Whh, whh16, vnni, 1.0f, dh);
+            whh_gemm(c, 0, N, H, GH, dah + t * N * GH, Whh, whh16, 1.0f, dh);
     }
     /* The gradients were allocated by rnn_backward, before this scratch. */
     if (s->h0 && s->h0->requires_grad) qkv_vec_to2(s->h0->grad + row0 * N * H, 1, NULL, 0, dh, N * H);
