@@ -107,7 +107,8 @@ typedef struct {
     qkv_tensor *x, *loss;
     const int64_t *y;    // (N,K) labels
     const double *lse;   // (N,K) log-sum-exp over the classes
-    const float *p;      // (N,C,K) softmax over the classes, kept for the backward
+    const float *p;      // (N,C,K) softmax over the classes times 1/scale, kept for the backward
+    const double *scale; // (N,K) 1 / the sum of exp(x - max) where p holds those exps, or NULL (p normalised)
     ce_dims d;
     int64_t ignore;
     double ls;           // label smoothing
@@ -126,7 +127,8 @@ static void ce_weights(const ce_saved *s, float g, double *wn, double *ws)
 
 /* Differentiates loss = (1-ls) R(nll) + ls/C R(smooth), where for position i
  * with label y, nll_i = lse_i - x_iy and smooth_i = sum_c (lse_i - x_ic):
- * dx_ic += wn (p_ic - [c == y]) + ws (C p_ic - 1), p = softmax(x_i).
+ * dx_ic += wn (p_ic - [c == y]) + ws (C p_ic - 1), p = softmax(x_i) (kept
+ * by the forward, or its exps kept and 1/their sum: p = pi scale).
  * Where dx is fresh (nothing else wrote it yet) it is written, not added
  * to, and ignored positions get 0. Contiguous classes without smoothing
  * (the language models' and translators' case) take the same sums in a
@@ -154,17 +156,19 @@ static qkv_status ce_backward(qkv_ctx *c, void *p)
                 }
                 double wn, ws;
                 ce_weights(s, s->r == QKV_REDUCTION_NONE ? dl[i] : dl[0], &wn, &ws);
+                double sc = s->scale ? s->scale[i] : 1.0; /* p = pi sc */
                 if (plain) {
                     float gy = fresh ? 0.0f : gi[y];
+                    double wp = wn * sc; /* the scale folded into the weight */
                     if (fresh)
-                        for (int64_t cl = 0; cl < C; cl++) gi[cl] = (float)(wn * (double)pi[cl]);
+                        for (int64_t cl = 0; cl < C; cl++) gi[cl] = (float)(wp * (double)pi[cl]);
                     else
-                        for (int64_t cl = 0; cl < C; cl++) gi[cl] += (float)(wn * (double)pi[cl]);
-                    gi[y] = gy + (float)(wn * ((double)pi[y] - 1.0)); /* the label's own term */
+                        for (int64_t cl = 0; cl < C; cl++) gi[cl] += (float)(wp * (double)pi[cl]);
+                    gi[y] = gy + (float)(wn * (sc * (double)pi[y] - 1.0)); /* the label's own term */
                     continue;
                 }
                 for (int64_t cl = 0; cl < C; cl++) {
-                    double pc = pi[cl * K];
+                    double pc = sc * pi[cl * K];
                     gi[cl * K] = (fresh ? 0.0f : gi[cl * K]) +
                                  (float)(wn * (pc - (cl == y)) + ws * ((double)C * pc - 1.0));
                 }
@@ -226,28 +230,34 @@ static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore
 }
 
 /* log-sum-exp over the classes of every position, in double; p (may be
- * NULL) gets softmax(x) over the classes (one exp per element in all). */
-static void ce_lse(const float *x, ce_dims d, double *lse, float *p)
+ * NULL) gets softmax(x) over the classes (one exp per element in all).
+ * Contiguous classes (K = 1) with p kept, outside the reference: exp(x -
+ * max) vectorised in float (qkv_vec_exp), summed in double, and p keeps
+ * those exps, scale[i] = 1 / their sum (the backward multiplies; a pass
+ * dividing 13 MB of them cost a fifth of this function, perf). libm's exp
+ * in double otherwise, p normalised. */
+static void ce_lse(const float *x, ce_dims d, double *lse, float *p, double *scale)
 {
-    /* classes contiguous (K = 1) and p kept: exp(x - max) vectorised in
-     * float (qkv_vec_exp), summed in double; libm's exp in double otherwise */
     int vec = d.K == 1 && p && !qkv_reference();
     QKV_PAR_FOR_WITH(d.N * d.C * d.K >= QKV_PAR_MIN, collapse(2),
         for (int64_t n = 0; n < d.N; n++)
             for (int64_t k = 0; k < d.K; k++) {
                 const float *xi = x + n * d.C * d.K + k; // (C) with stride K
-                float mx = -INFINITY;
-                if (vec) mx = qkv_max_f32(xi, d.C);
-                for (int64_t cl = 0; !vec && cl < d.C; cl++)
-                    if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
-                double sum = 0;
                 float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
+                float mx = -INFINITY;
+                double sum = 0;
                 if (vec) {
+                    mx = qkv_max_f32(xi, d.C);
                     for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
                     qkv_vec_exp(pi, pi, d.C);
                     sum = qkv_sum_f64(pi, d.C);
+                    scale[n] = 1.0 / sum;
+                    lse[n] = isinf(mx) ? (double)mx : (double)mx + log(sum);
+                    continue;
                 }
-                for (int64_t cl = 0; !vec && cl < d.C; cl++) {
+                for (int64_t cl = 0; cl < d.C; cl++)
+                    if (xi[cl * d.K] > mx) mx = xi[cl * d.K];
+                for (int64_t cl = 0; cl < d.C; cl++) {
                     double e = exp((double)xi[cl * d.K] - mx);
                     sum += e;
                     if (pi) pi[cl * d.K] = (float)e;
@@ -311,15 +321,16 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
     int64_t *y = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *y);    // (N,K)
     ce_saved *s = qkv_ctx_alloc(c, sizeof *s);
     float *pr = rec ? qkv_ctx_alloc_uninit(c, (size_t)(d.N * d.C * d.K) * sizeof *pr) : NULL; // (N,C,K) every element written by ce_lse
-    if (!lse || !y || !s || (rec && !pr)) return QKV_ERR_NOMEM;
+    double *scale = rec && d.K == 1 && !qkv_reference() ? qkv_ctx_alloc(c, (size_t)d.N * sizeof *scale) : NULL; // (N)
+    if (!lse || !y || !s || (rec && !pr) || (rec && d.K == 1 && !qkv_reference() && !scale)) return QKV_ERR_NOMEM;
     /* A copy of the labels: the caller may refill its batch before backward. */
     int64_t n_valid = 0;
     for (int64_t i = 0; i < d.N * d.K; i++) {
         y[i] = target->idx[i];
         n_valid += y[i] != ignore_index;
     }
-    *s = (ce_saved){logits, *loss, y, lse, pr, d, ignore_index, label_smoothing, n_valid, reduction};
-    ce_lse(logits->data, d, lse, pr);
+    *s = (ce_saved){logits, *loss, y, lse, pr, scale, d, ignore_index, label_smoothing, n_valid, reduction};
+    ce_lse(logits->data, d, lse, pr, scale);
     ce_forward(s, (*loss)->data);
     if (!rec) return QKV_OK;
     return qkv_ctx_record(c, ce_backward, s);
