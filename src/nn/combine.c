@@ -84,25 +84,33 @@ typedef struct {
     int64_t outer, ia, ib; /* a as (outer,ia), b as (outer,ib), y as (outer,ia+ib) */
 } cat_saved;
 
+/* dst[i] = src[i] (fresh: nothing there yet) or dst[i] += src[i], i < n. */
+static void cat_put(float *dst, const float *src, int64_t n, int fresh)
+{
+    if (fresh) memcpy(dst, src, (size_t)n * sizeof(float));
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
 /* Differentiates y[o] = (a[o], b[o]) row by row: da[o] += dy[o, :ia],
- * db[o] += dy[o, ia:]. */
+ * db[o] += dy[o, ia:] (written, not added, into a fresh gradient); the
+ * rows on OpenMP's threads where there are many. */
 static qkv_status cat_backward(qkv_ctx *c, void *p)
 {
     cat_saved *s = p;
     const float *dy = s->y->grad; // (outer,ia+ib)
     if (!dy) return QKV_OK;
     qkv_arena *ar = qkv_ctx_arena(c);
-    float *da = s->a->requires_grad ? qkv_tensor_grad(ar, s->a) : NULL; // (outer,ia)
-    float *db = s->b->requires_grad ? qkv_tensor_grad(ar, s->b) : NULL; // (outer,ib)
+    int fa = 0, fb = 0;
+    float *da = s->a->requires_grad ? qkv_tensor_grad_fresh(ar, s->a, &fa) : NULL; // (outer,ia)
+    float *db = s->b->requires_grad ? qkv_tensor_grad_fresh(ar, s->b, &fb) : NULL; // (outer,ib)
     if ((s->a->requires_grad && !da) || (s->b->requires_grad && !db)) return QKV_ERR_NOMEM;
     int64_t ia = s->ia, ib = s->ib;
-    for (int64_t o = 0; o < s->outer; o++) {
+    QKV_PAR_FOR(s->outer * (ia + ib) >= QKV_PAR_MIN, for (int64_t o = 0; o < s->outer; o++) {
         const float *row = dy + o * (ia + ib);
-        if (da)
-            for (int64_t i = 0; i < ia; i++) da[o * ia + i] += row[i];
-        if (db)
-            for (int64_t i = 0; i < ib; i++) db[o * ib + i] += row[ia + i];
-    }
+        if (da) cat_put(da + o * ia, row, ia, fa);
+        if (db) cat_put(db + o * ib, row + ia, ib, fb);
+    });
     return QKV_OK;
 }
 
@@ -134,13 +142,13 @@ qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor
     }
     qkv_tensor *in[2] = {a, b};
     int rec = qkv_ctx_recording(c, in, 2);
-    QKV_TRY(qkv_ctx_tensor(c, nd, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, nd, shape, rec, y)); /* written in full below */
     int64_t ia = a->shape[d] * inner, ib = b->shape[d] * inner;
     float *yd = (*y)->data; // (outer,ia+ib)
-    for (int64_t o = 0; o < outer; o++) {
+    QKV_PAR_FOR(outer * (ia + ib) >= QKV_PAR_MIN, for (int64_t o = 0; o < outer; o++) {
         memcpy(yd + o * (ia + ib), a->data + o * ia, (size_t)ia * sizeof(float));
         memcpy(yd + o * (ia + ib) + ia, b->data + o * ib, (size_t)ib * sizeof(float));
-    }
+    });
     if (!rec) return QKV_OK;
     cat_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
