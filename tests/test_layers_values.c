@@ -426,9 +426,50 @@ static void test_linear_chunked_grad(void)
     qkv_arena_free(a);
 }
 
+/* cat's backward with one tensor on both sides, large enough for the
+ * threads (832 rows of 600): dx = the two halves of dy added, exactly
+ * (0 + left + right in float, as zero-filled accumulation gives), then
+ * again on top of that gradient. (h_input's tensors keep their gradient,
+ * so this takes the accumulating path; the fresh one is the translation
+ * models', whose cat inputs are activations: test_seq2seq_rnn.c.) */
+static void test_cat_grad(qkv_arena *a, qkv_rng *r)
+{
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    int64_t sx[3] = {64, 13, 300}, n = 64 * 13;
+    qkv_tensor *x = h_input(a, r, 3, sx, 1.0f), *dy = h_input(a, r, 3, (int64_t[]){64, 13, 600}, 1.0f), *y = NULL;
+    for (int round = 0; x && dy && round < 2; round++) {
+        qkv_ctx_reset(c);
+        CHECK_OK(qkv_cat(c, x, x, -1, &y));
+        CHECK_OK(qkv_backward(c, y, dy->data));
+        int64_t bad = 0;
+        for (int64_t o = 0; o < n; o++)
+            for (int64_t j = 0; j < 300; j++) {
+                float l = dy->data[o * 600 + j], rt = dy->data[o * 600 + 300 + j], want = 0.0f + l + rt;
+                if (round) want = want + l + rt; /* round 0's sum, then the two halves added to it */
+                bad += x->grad[o * 300 + j] != want;
+            }
+        CHECK(bad == 0, "cat(x, x) backward, round %d: %lld of dx's elements are not the halves' sum", round,
+              (long long)bad);
+    }
+    /* an activation's gradient, fresh when cat's backward reaches it first */
+    qkv_tensor *t = NULL;
+    qkv_ctx_reset(c);
+    CHECK_OK(qkv_tanh(c, x, &t));
+    CHECK_OK(qkv_cat(c, t, t, -1, &y));
+    CHECK_OK(qkv_backward(c, y, dy->data));
+    int64_t bad = 0;
+    for (int64_t o = 0; t && t->grad && o < n; o++)
+        for (int64_t j = 0; j < 300; j++)
+            bad += t->grad[o * 300 + j] != 0.0f + dy->data[o * 600 + j] + dy->data[o * 600 + 300 + j];
+    CHECK(t && t->grad && bad == 0, "cat(t, t) backward into a fresh gradient: %lld elements differ", (long long)bad);
+    qkv_ctx_free(c);
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
+    test_cat_grad(A, &R);
     test_dropout_stats(A, &R);
     test_values(A, &R);
     test_module_init(&R);
