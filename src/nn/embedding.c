@@ -3,6 +3,9 @@
 #include <string.h>
 #include "nn/nn_check.h"
 
+/* Columns of the weight's gradient a thread takes at a time (backward). */
+enum { EMB_COLS = 64 };
+
 typedef struct {
     qkv_tensor *w, *ids, *y;
     int64_t n, dim, padding_idx; /* n ids */
@@ -17,12 +20,17 @@ static qkv_status emb_backward(qkv_ctx *c, void *p)
     if (!dy || !s->w->requires_grad) return QKV_OK;
     float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (num,dim)
     if (!dw) return QKV_ERR_NOMEM;
-    int64_t dim = s->dim;
-    for (int64_t i = 0; i < s->n; i++) {
-        int64_t id = s->ids->idx[i];
-        if (id == s->padding_idx) continue;
-        for (int64_t j = 0; j < dim; j++) dw[id * dim + j] += dy[i * dim + j];
-    }
+    int64_t dim = s->dim, nblk = (dim + EMB_COLS - 1) / EMB_COLS;
+    /* by blocks of columns on the threads: each element's sum runs over the
+     * ids in order, whichever thread has its block */
+    QKV_PAR_FOR(s->n * dim >= QKV_PAR_MIN && nblk > 1, for (int64_t b = 0; b < nblk; b++) {
+        int64_t j0 = b * EMB_COLS, j1 = j0 + EMB_COLS < dim ? j0 + EMB_COLS : dim;
+        for (int64_t i = 0; i < s->n; i++) {
+            int64_t id = s->ids->idx[i];
+            if (id == s->padding_idx) continue;
+            for (int64_t j = j0; j < j1; j++) dw[id * dim + j] += dy[i * dim + j];
+        }
+    });
     return QKV_OK;
 }
 
@@ -72,10 +80,10 @@ qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_
     shape[ids->ndim] = dim;
     qkv_tensor *in[1] = {weight};
     int rec = qkv_ctx_recording(c, in, 1);
-    QKV_TRY(qkv_ctx_tensor(c, ids->ndim + 1, shape, rec, y));
+    QKV_TRY(qkv_ctx_tensor_uninit(c, ids->ndim + 1, shape, rec, y)); /* every row written below */
     float *yd = (*y)->data; // (n,dim)
-    for (int64_t i = 0; i < n; i++)
-        memcpy(yd + i * dim, weight->data + ids->idx[i] * dim, (size_t)dim * sizeof(float));
+    QKV_PAR_FOR(n * dim >= QKV_PAR_MIN, for (int64_t i = 0; i < n; i++)
+        memcpy(yd + i * dim, weight->data + ids->idx[i] * dim, (size_t)dim * sizeof(float)));
     if (!rec) return QKV_OK;
     emb_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
