@@ -23,10 +23,10 @@ void qkv_bf16_vnni_pack(int tb, int64_t K, int64_t N, const float *B, uint16_t *
         QKV_PAR_FOR(par, for (int64_t kk = 0; kk < K2; kk++) {
             const float *b0 = B + 2 * kk * N, *b1 = 2 * kk + 1 < K ? b0 + N : NULL; // (N), (N) or none
             uint16_t *p = P + kk * N * 2;                                           // (N,2)
-            if (b1)
-                for (int64_t n = 0; n < N; n++) p[2 * n] = qkv_bf16_from_float(b0[n]), p[2 * n + 1] = qkv_bf16_from_float(b1[n]);
-            else
-                for (int64_t n = 0; n < N; n++) p[2 * n] = qkv_bf16_from_float(b0[n]), p[2 * n + 1] = 0;
+            for (int64_t n = 0; n < N; n++) {
+                p[2 * n] = qkv_bf16_from_float(b0[n]);
+                p[2 * n + 1] = b1 ? qkv_bf16_from_float(b1[n]) : 0;
+            }
         });
         return;
     }
