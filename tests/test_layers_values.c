@@ -430,8 +430,8 @@ static void test_linear_chunked_grad(void)
  * threads (832 rows of 600): dx = the two halves of dy added, exactly
  * (0 + left + right in float, as zero-filled accumulation gives), then
  * again on top of that gradient. (h_input's tensors keep their gradient,
- * so this takes the accumulating path; the fresh one is the translation
- * models', whose cat inputs are activations: test_seq2seq_rnn.c.) */
+ * so this takes the accumulating path; the fresh one is the activations'
+ * below.) */
 static void test_cat_grad(qkv_arena *a, qkv_rng *r)
 {
     qkv_ctx *c;
@@ -463,6 +463,30 @@ static void test_cat_grad(qkv_arena *a, qkv_rng *r)
         for (int64_t j = 0; j < 300; j++)
             bad += t->grad[o * 300 + j] != 0.0f + dy->data[o * 600 + j] + dy->data[o * 600 + 300 + j];
     CHECK(t && t->grad && bad == 0, "cat(t, t) backward into a fresh gradient: %lld elements differ", (long long)bad);
+    /* a tensor and an overlapping view of it, with integer dy (every order
+     * of the sums exact): t (3000,64) an activation (its gradient fresh)
+     * and its rows 1500.. seen as (3000,32), cat along the features, large
+     * enough for the threads: t's rows 1500.. get both terms */
+    qkv_ctx_reset(c);
+    int64_t sv[2] = {3000, 64};
+    qkv_tensor *xv = h_input(a, r, 2, sv, 1.0f), *tv = NULL, *hi = NULL, *hv = NULL, *yv = NULL;
+    float *dyv = malloc(sizeof(float) * 3000 * 96);
+    for (int64_t i = 0; dyv && i < 3000 * 96; i++) dyv[i] = (float)(i % 7 + 1);
+    CHECK_OK(qkv_tanh(c, xv, &tv));
+    if (tv) CHECK_OK(qkv_tensor_narrow(qkv_ctx_arena(c), tv, 1500, 1500, &hi));
+    if (hi) CHECK_OK(qkv_tensor_view(qkv_ctx_arena(c), hi, 2, (int64_t[]){3000, 32}, &hv));
+    if (hv) CHECK_OK(qkv_cat(c, tv, hv, 1, &yv));
+    if (yv && dyv) CHECK_OK(qkv_backward(c, yv, dyv));
+    bad = 0;
+    for (int64_t i = 0; tv && tv->grad && dyv && i < 3000 * 64; i++) {
+        int64_t row = i / 64, j = i % 64, k = i - 1500 * 64; /* k: the view's flat index */
+        float want = dyv[row * 96 + j];
+        if (k >= 0) want += dyv[(k / 32) * 96 + 64 + k % 32];
+        bad += tv->grad[i] != want;
+    }
+    CHECK(tv && tv->grad && bad == 0, "cat of a tensor and an overlapping view of it: %lld of the gradient's "
+          "elements wrong", (long long)bad);
+    free(dyv);
     qkv_ctx_free(c);
 }
 

@@ -27,6 +27,9 @@ extern const int qkv_gemm_bf16_vnni_kmax;
  * by rows; beta 0 writes C without reading it. Only where
  * qkv_gemm_bf16_vnni_usable(M, N, K). */
 void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta, float *C);
+/* vdpbf16ps takes subnormal inputs (below 1.2e-38) as 0 and flushes
+ * subnormal results, as oneDNN's bf16 products (the same instruction) do;
+ * qkv_gemm_bf16's FP32 fallback for small products keeps them. */
 /* qkv_gemm_bf16_vnni on the calling thread alone (an RNN's steps run
  * inside one parallel region, each thread on its own rows): the same
  * bits, each element's sum being the same on any split of the rows. */

@@ -94,19 +94,28 @@ static void cat_put(float *dst, const float *src, int64_t n, int fresh)
 
 /* Differentiates y[o] = (a[o], b[o]) row by row: da[o] += dy[o, :ia],
  * db[o] += dy[o, ia:] (written, not added, into a fresh gradient); the
- * rows on OpenMP's threads where there are many. */
+ * rows on OpenMP's threads where there are many. Two different views of
+ * one tensor (cat(h[:-1], h[1:])) share a gradient whose rows overlap at
+ * other o: they are added into, zero-filled first, on one thread, row
+ * after row (a fresh write would drop an earlier row's sum; two threads
+ * would add into one element at once). One tensor twice takes the fast
+ * path: each row's two writes stay on one thread, in order. */
 static qkv_status cat_backward(qkv_ctx *c, void *p)
 {
     cat_saved *s = p;
     const float *dy = s->y->grad; // (outer,ia+ib)
     if (!dy) return QKV_OK;
     qkv_arena *ar = qkv_ctx_arena(c);
+    int overlap = s->a != s->b && (s->a->base ? s->a->base : s->a) == (s->b->base ? s->b->base : s->b);
     int fa = 0, fb = 0;
-    float *da = s->a->requires_grad ? qkv_tensor_grad_fresh(ar, s->a, &fa) : NULL; // (outer,ia)
-    float *db = s->b->requires_grad ? qkv_tensor_grad_fresh(ar, s->b, &fb) : NULL; // (outer,ib)
+    float *da = NULL, *db = NULL; // (outer,ia), (outer,ib)
+    if (s->a->requires_grad)
+        da = overlap ? qkv_tensor_grad(ar, s->a) : qkv_tensor_grad_fresh(ar, s->a, &fa);
+    if (s->b->requires_grad)
+        db = overlap ? qkv_tensor_grad(ar, s->b) : qkv_tensor_grad_fresh(ar, s->b, &fb);
     if ((s->a->requires_grad && !da) || (s->b->requires_grad && !db)) return QKV_ERR_NOMEM;
     int64_t ia = s->ia, ib = s->ib;
-    QKV_PAR_FOR(s->outer * (ia + ib) >= QKV_PAR_MIN, for (int64_t o = 0; o < s->outer; o++) {
+    QKV_PAR_FOR(!overlap && s->outer * (ia + ib) >= QKV_PAR_MIN, for (int64_t o = 0; o < s->outer; o++) {
         const float *row = dy + o * (ia + ib);
         if (da) cat_put(da + o * ia, row, ia, fa);
         if (db) cat_put(db + o * ib, row + ia, ib, fb);
