@@ -238,7 +238,7 @@ static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore
  * in double otherwise, p normalised. */
 static void ce_lse(const float *x, ce_dims d, double *lse, float *p, double *scale)
 {
-    int vec = d.K == 1 && p && !qkv_reference();
+    int vec = scale != NULL; /* given exactly on that path (qkv_cross_entropy) */
     QKV_PAR_FOR_WITH(d.N * d.C * d.K >= QKV_PAR_MIN, collapse(2),
         for (int64_t n = 0; n < d.N; n++)
             for (int64_t k = 0; k < d.K; k++) {
@@ -321,8 +321,9 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
     int64_t *y = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *y);    // (N,K)
     ce_saved *s = qkv_ctx_alloc(c, sizeof *s);
     float *pr = rec ? qkv_ctx_alloc_uninit(c, (size_t)(d.N * d.C * d.K) * sizeof *pr) : NULL; // (N,C,K) every element written by ce_lse
-    double *scale = rec && d.K == 1 && !qkv_reference() ? qkv_ctx_alloc(c, (size_t)d.N * sizeof *scale) : NULL; // (N)
-    if (!lse || !y || !s || (rec && !pr) || (rec && d.K == 1 && !qkv_reference() && !scale)) return QKV_ERR_NOMEM;
+    int keep_exps = rec && d.K == 1 && !qkv_reference(); /* ce_lse's vectorised path */
+    double *scale = keep_exps ? qkv_ctx_alloc(c, (size_t)d.N * sizeof *scale) : NULL; // (N)
+    if (!lse || !y || !s || (rec && !pr) || (keep_exps && !scale)) return QKV_ERR_NOMEM;
     /* A copy of the labels: the caller may refill its batch before backward. */
     int64_t n_valid = 0;
     for (int64_t i = 0; i < d.N * d.K; i++) {
