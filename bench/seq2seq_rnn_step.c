@@ -69,17 +69,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", qkv_last_error());
         return 1;
     }
+    /* QKV_BENCH_TWO_CALLS=1: the forward's logits, then the loss (the
+     * output layer and the cross entropy as two ops), for comparison */
+    const char *tc = getenv("QKV_BENCH_TWO_CALLS");
+    int two_calls = tc && !strcmp(tc, "1");
     double *ms = malloc((size_t)(steps + 2) * sizeof *ms), *cpu = malloc((size_t)(steps + 2) * sizeof *cpu);
     for (int s = 0; s < steps + 2; s++) {
         double t0 = omp_get_wtime(), c0 = cpu_ms();
         qkv_ctx_reset(c);
         qkv_arena *a = qkv_ctx_arena(c);
-        qkv_tensor *ts, *ti, *to, *lg, *loss;
+        qkv_tensor *ts, *ti, *to, *lg, *loss = NULL;
         if (qkv_tensor_wrap_i64(a, src, 2, (int64_t[]){B, L}, &ts) ||
             qkv_tensor_wrap_i64(a, tin, 2, (int64_t[]){B, T}, &ti) ||
             qkv_tensor_wrap_i64(a, tout, 2, (int64_t[]){B, T}, &to) ||
-            qkv_seq2seq_rnn_forward(c, &m, ts, lens, ti, NULL, &lg, NULL) ||
-            qkv_seq2seq_rnn_loss(c, lg, to, 0, &loss) || qkv_backward(c, loss, NULL) ||
+            (two_calls ? qkv_seq2seq_rnn_forward(c, &m, ts, lens, ti, NULL, &lg, NULL) ||
+                             qkv_seq2seq_rnn_loss(c, lg, to, 0, &loss)
+                       : qkv_seq2seq_rnn_forward_loss(c, &m, ts, lens, ti, to, 0, NULL, &loss, NULL)) ||
+            qkv_backward(c, loss, NULL) ||
             qkv_optim_step(opt)) {
             fprintf(stderr, "%s\n", qkv_last_error());
             return 1;

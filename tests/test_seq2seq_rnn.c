@@ -554,10 +554,79 @@ static void test_errors(void)
     qkv_tensor *loss = NULL;
     CHECK_OK(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt, NULL, &lg, NULL));
     CHECK_ERR(qkv_seq2seq_rnn_loss(c, lg, tgt3, 0, &loss), QKV_ERR_SHAPE, "do not match tgt_out");
+    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, tgt3, 0, NULL, &loss, NULL), QKV_ERR_SHAPE,
+              "seq2seq_rnn_forward_loss: tgt_in (2,4) do not match tgt_out (3,4)");
+    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, NULL, 0, NULL, &loss, NULL), QKV_ERR_ARG,
+              "tgt_out is NULL");
+    CHECK_OK(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, tgt, 0, NULL, &loss, NULL));
     qkv_seq2seq_rnn_free(&m);
     qkv_ctx_free(c);
     qkv_arena_free(a);
     qkv_params_free(p);
+}
+
+/* One step's loss and every parameter gradient, by forward_loss (fused
+ * 1) or by forward then loss, into g (every parameter in turn). */
+static float step_grads(qkv_ctx *c, qkv_seq2seq_rnn *m, qkv_params *p, int fused, const int64_t *src,
+                        const int64_t *lens, const int64_t *tin, const int64_t *tout, int64_t N, float *g)
+{
+    enum { T = MAXS + 1 };
+    qkv_params_zero_grad(p);
+    qkv_ctx_reset(c);
+    qkv_arena *a = qkv_ctx_arena(c);
+    qkv_tensor *ts, *ti, *to, *lg, *loss = NULL;
+    qkv_status s = qkv_tensor_wrap_i64(a, (int64_t *)src, 2, (int64_t[]){N, MAXS}, &ts);
+    if (!s) s = qkv_tensor_wrap_i64(a, (int64_t *)tin, 2, (int64_t[]){N, T}, &ti);
+    if (!s) s = qkv_tensor_wrap_i64(a, (int64_t *)tout, 2, (int64_t[]){N, T}, &to);
+    if (!s && fused) s = qkv_seq2seq_rnn_forward_loss(c, m, ts, lens, ti, to, PAD, NULL, &loss, NULL);
+    if (!s && !fused) s = qkv_seq2seq_rnn_forward(c, m, ts, lens, ti, NULL, &lg, NULL);
+    if (!s && !fused) s = qkv_seq2seq_rnn_loss(c, lg, to, PAD, &loss);
+    if (!s) s = qkv_backward(c, loss, NULL);
+    CHECK(s == QKV_OK, "forward_loss (fused %d): %s", fused, qkv_last_error());
+    for (int i = 0, k = 0; i < qkv_params_count(p); i++) {
+        qkv_tensor *t = qkv_params_at(p, i);
+        int64_t n = qkv_tensor_numel(t);
+        memcpy(g + k, t->grad, (size_t)n * sizeof *g);
+        k += (int)n;
+    }
+    return s ? NAN : loss->data[0];
+}
+
+/* qkv_seq2seq_rnn_forward_loss against forward then loss: the same loss and
+ * gradients, in FP32 and in BF16, for Luong attention (the fused output
+ * layer), no attention, and location attention (the two calls inside). */
+static void test_forward_loss(void)
+{
+    enum { N = 64, T = MAXS + 1 };
+    static const qkv_rnn_attention kinds[3] = {QKV_RNN_ATTN_ADDITIVE, QKV_RNN_ATTN_NONE, QKV_RNN_ATTN_LOCATION};
+    for (int ki = 0; ki < 3; ki++)
+        for (int bf = 0; bf < 2; bf++) {
+            qkv_params *p;
+            qkv_rng r;
+            qkv_rng_seed(&r, 7 + ki);
+            CHECK_OK(qkv_params_new(&p));
+            qkv_seq2seq_rnn_opts o = qkv_seq2seq_rnn_opts_default(VOC, VOC, 16, 32);
+            o.attention = kinds[ki], o.padding_idx = PAD, o.max_length = T;
+            qkv_seq2seq_rnn m;
+            CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, p, "", &r));
+            qkv_ctx *c;
+            CHECK_OK(qkv_ctx_new(&c));
+            if (bf) CHECK_OK(qkv_ctx_set_precision(c, QKV_BF16));
+            qkv_ctx_set_training(c, 1);
+            int64_t src[N * MAXS], lens[N], tin[N * T], tout[N * T], n = qkv_params_numel(p);
+            make_batch(&r, N, src, lens, tin, tout);
+            float *g1 = malloc((size_t)n * sizeof *g1), *g2 = malloc((size_t)n * sizeof *g2);
+            float l1 = step_grads(c, &m, p, 1, src, lens, tin, tout, N, g1);
+            float l2 = step_grads(c, &m, p, 0, src, lens, tin, tout, N, g2);
+            double eg = h_rel_err(g1, g2, n);
+            CHECK(fabsf(l1 - l2) <= 1e-6f * fabsf(l2) && eg < 1e-5 && l1 > 0,
+                  "forward_loss vs forward + loss (attention %d, %s): loss %.9g vs %.9g, gradients %.3g", ki,
+                  bf ? "BF16" : "FP32", l1, l2, eg);
+            free(g1), free(g2);
+            qkv_ctx_free(c);
+            qkv_seq2seq_rnn_free(&m);
+            qkv_params_free(p);
+        }
 }
 
 int main(void)
@@ -567,6 +636,7 @@ int main(void)
     test_gradcheck();
     test_weights_and_paths();
     test_decoding();
+    test_forward_loss();
     int n = h_oracle_cases("seq2seq_rnn_oracle.py", 31, parity_case);
     CHECK(n == 31 && n_runs == 93, "parity: %d cases, %d runs compared", n, n_runs);
     printf("parity: %d cases x 3 runs (full, stepwise, reference): worst logits/weights/loss error %.3g, "

@@ -35,6 +35,7 @@ static double *load_f64(qkv_safetensors *st, const char *name, int64_t *n)
     return x;
 }
 
+static int n_lce; /* qkv_linear_cross_entropy cases run */
 static double worst_loss_fwd, worst_loss_grad, worst_optim, worst_norm, worst_sched;
 
 static void note(double e, double *worst) { *worst = isnan(e) ? INFINITY : fmax(*worst, e); }
@@ -65,6 +66,30 @@ static void compare(const char *file, const char *what, const qkv_tensor *got,
     note(e, worst);
 }
 
+/* A qkv_linear_cross_entropy case (kind "lce") against F.cross_entropy(F.linear(x, W, b)). */
+static void parity_lce(qkv_safetensors *st, qkv_arena *A, qkv_ctx *c, const char *file)
+{
+    int has_bias = qkv_safetensors_info(st, "bias", NULL, NULL, NULL, NULL, NULL) == QKV_OK;
+    qkv_tensor *x = h_load(st, A, "x", 1), *w = h_load(st, A, "weight", 1), *b = has_bias ? h_load(st, A, "bias", 1) : NULL;
+    qkv_tensor *y = h_load(st, A, "target", 0), *want = h_load(st, A, "loss", 0), *dl = h_load(st, A, "dloss", 0);
+    qkv_tensor *loss = NULL;
+    if (!x || !w || (has_bias && !b) || !y || !want || !dl) {
+        CHECK(0, "%s: oracle file lacks tensors", file);
+        return;
+    }
+    qkv_status s = qkv_linear_cross_entropy(c, x, w, b, y, h_meta_int(st, "ignore_index"),
+                                            meta_dbl(st, "label_smoothing"),
+                                            (qkv_reduction)h_meta_int(st, "reduction"), &loss);
+    CHECK(s == QKV_OK, "%s: %s", file, qkv_last_error());
+    if (s != QKV_OK) return;
+    compare(file, "loss", loss, loss->data, want, 1e-5, &worst_loss_fwd);
+    CHECK_OK(qkv_backward(c, loss, dl->data));
+    compare(file, "grad.x", x, x->grad, h_load(st, A, "grad.x", 0), 1e-4, &worst_loss_grad);
+    compare(file, "grad.weight", w, w->grad, h_load(st, A, "grad.weight", 0), 1e-4, &worst_loss_grad);
+    if (b) compare(file, "grad.bias", b, b->grad, h_load(st, A, "grad.bias", 0), 1e-4, &worst_loss_grad);
+    n_lce++;
+}
+
 static void parity_loss(const char *path, const char *file)
 {
     qkv_safetensors *st = NULL;
@@ -77,6 +102,13 @@ static void parity_loss(const char *path, const char *file)
     const char *kind = qkv_safetensors_meta(st, "kind");
     qkv_reduction r = (qkv_reduction)h_meta_int(st, "reduction");
     int ce = kind && !strcmp(kind, "ce");
+    if (kind && !strcmp(kind, "lce")) {
+        parity_lce(st, A, c, file);
+        qkv_ctx_free(c);
+        qkv_arena_free(A);
+        qkv_safetensors_close(st);
+        return;
+    }
     qkv_tensor *x = h_load(st, A, ce ? "logits" : "input", 1), *loss = NULL;
     qkv_tensor *t = ce ? NULL : h_load(st, A, "target", h_meta_int(st, "target_grad"));
     qkv_tensor *y = ce ? h_load(st, A, "target", 0) : NULL;
@@ -259,11 +291,11 @@ static void test_parity(void)
     snprintf(path, sizeof path, "%s/index.txt", dir);
     unlink(path);
     rmdir(dir);
-    CHECK(n_loss >= 90 && n_optim == 12, "parity ran %d loss cases and %d optimizer runs", n_loss,
-          n_optim);
-    printf("PyTorch parity: %d loss cases (worst forward %.3g, gradient %.3g), %d optimizer runs "
+    CHECK(n_loss >= 120 && n_lce >= 30 && n_optim == 12,
+          "parity ran %d loss cases (%d of linear_cross_entropy) and %d optimizer runs", n_loss, n_lce, n_optim);
+    printf("PyTorch parity: %d loss cases, %d of them linear_cross_entropy (worst forward %.3g, gradient %.3g), %d optimizer runs "
            "(worst parameter %.3g, total norm %.3g), schedules (worst %.3g)\n",
-           n_loss, worst_loss_fwd, worst_loss_grad, n_optim, worst_optim, worst_norm, worst_sched);
+           n_loss, n_lce, worst_loss_fwd, worst_loss_grad, n_optim, worst_optim, worst_norm, worst_sched);
 }
 
 int main(void)

@@ -4,10 +4,12 @@
 Writes safetensors files (tools/safetensors_io.py) into --out DIR for
 tests/test_train_oracle.c:
 
-  loss_NNN.safetensors   F.cross_entropy / F.mse_loss cases: the inputs
-                         (logits or input, target), the upstream gradient
-                         "dloss", the loss and the gradients ("grad.logits",
-                         "grad.input", "grad.target"); the options in
+  loss_NNN.safetensors   F.cross_entropy / F.mse_loss cases, and
+                         F.cross_entropy(F.linear(x, weight, bias)) ones
+                         (kind "lce"): the inputs (logits or input, target;
+                         x, weight, bias), the upstream gradient "dloss", the
+                         loss and the gradients ("grad.logits", "grad.input",
+                         "grad.target", "grad.x", ...); the options in
                          __metadata__ (kind, reduction, ignore_index,
                          label_smoothing, target_grad).
   optim_NAME.safetensors an optimizer run: initial parameters "p<k>", 20
@@ -109,7 +111,48 @@ def mse_case(rng, i):
     return tensors, meta
 
 
-def write_losses(out, rng, n_ce, n_mse):
+def lce_case(rng, i):
+    """F.cross_entropy(F.linear(x, W, b)) for qkv_linear_cross_entropy: x
+    (N,K), (N,T,K) or (K,), the target shaped like x's leading dims."""
+    layout = ["n", "nt", "n", "unbatched"][i % 4]
+    K, V = rng.randint(1, 9), rng.randint(1, 40)
+    N, T = rng.randint(1, 6), rng.randint(1, 4)
+    lead = {"n": (N,), "nt": (N, T), "unbatched": ()}[layout]
+    reduction = REDUCTIONS[(i // 4) % 3]
+    ignore_index = rng.choice([-100, -100, -1, min(2, V - 1)])
+    label_smoothing = rng.choice([0.0, 0.0, 0.1, 0.37, 1.0])
+    has_bias = i % 5 != 3
+    x = (torch.randn(lead + (K,)) * rng.choice([1.0, 3.0])).requires_grad_(True)
+    w = torch.randn(V, K).requires_grad_(True)
+    b = torch.randn(V).requires_grad_(True) if has_bias else None
+    target = torch.randint(0, V, lead, dtype=torch.int64)
+    ign = torch.rand(lead) < 0.25
+    target = torch.where(ign, torch.full_like(target, ignore_index), target)
+    if reduction == "mean" and bool((target == ignore_index).all()):
+        label = 1 if ignore_index == 0 else 0
+        if label >= V:
+            return None
+        target.view(-1)[0] = label
+    logits = F.linear(x, w, b).reshape(-1, V)
+    loss = F.cross_entropy(logits, target.reshape(-1), ignore_index=ignore_index,
+                           label_smoothing=label_smoothing, reduction=reduction)
+    if reduction == "none":
+        loss = loss.reshape(lead)
+    dloss = torch.randn(loss.shape)
+    loss.backward(dloss)
+    if not bool(torch.isfinite(loss).all()):
+        return None
+    tensors = {"x": x.detach(), "weight": w.detach(), "target": target, "loss": loss.detach(),
+               "dloss": dloss, "grad.x": x.grad, "grad.weight": w.grad}
+    if has_bias:
+        tensors["bias"] = b.detach()
+        tensors["grad.bias"] = b.grad
+    meta = {"kind": "lce", "reduction": str(REDUCTIONS.index(reduction)),
+            "ignore_index": str(ignore_index), "label_smoothing": fmt(label_smoothing)}
+    return tensors, meta
+
+
+def write_losses(out, rng, n_ce, n_mse, n_lce=36):
     k = 0
     for i in range(n_ce):
         case = ce_case(rng, i)
@@ -119,6 +162,12 @@ def write_losses(out, rng, n_ce, n_mse):
         k += 1
     for i in range(n_mse):
         safetensors_io.save(os.path.join(out, "loss_%03d.safetensors" % k), *mse_case(rng, i))
+        k += 1
+    for i in range(n_lce):
+        case = lce_case(rng, i)
+        if case is None:
+            continue
+        safetensors_io.save(os.path.join(out, "loss_%03d.safetensors" % k), *case)
         k += 1
     return k
 

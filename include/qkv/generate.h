@@ -359,6 +359,15 @@ qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_ten
  * F.cross_entropy(logits.reshape(-1,V), tgt_out.reshape(-1), ignore_index). */
 qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_out,
                                 int64_t ignore_index, qkv_tensor **loss);
+/* qkv_seq2seq_rnn_forward then qkv_seq2seq_rnn_loss, for training: the same
+ * loss (and weights), without the logits. When every step is fed its target
+ * by a Luong decoder (teacher_forcing 1, not stepwise, not location), the
+ * output layer and the loss run as one op (qkv_linear_cross_entropy), which
+ * never writes the (N,T,V) logits; otherwise it is the two calls. */
+qkv_status qkv_seq2seq_rnn_forward_loss(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                        const int64_t *src_lengths, qkv_tensor *tgt_in, qkv_tensor *tgt_out,
+                                        int64_t ignore_index, const qkv_seq2seq_rnn_args *args,
+                                        qkv_tensor **loss, qkv_tensor **weights);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,20 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
                              int64_t ignore_index, double label_smoothing,
                              qkv_reduction reduction, qkv_tensor **loss);
 
+/* F.cross_entropy(F.linear(x, weight, bias), target, ...) as one op, the
+ * output layer of a language or translation model and its loss: x
+ * (...,K), weight (V,K), bias (V) or NULL, target QKV_I64 shaped like x's
+ * leading dims (...) -> loss () (NONE: like target); the classes are V.
+ * The same numbers as the two ops (the same rules for ignore_index and
+ * label_smoothing), but when recording it never keeps the logits nor
+ * their softmax: it turns each row of logits into its gradient as soon as
+ * the row's loss is known (the BF16 mode writes that gradient in bf16 for
+ * the backward's products). */
+qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
+                                    const qkv_tensor *target, int64_t ignore_index,
+                                    double label_smoothing, qkv_reduction reduction,
+                                    qkv_tensor **loss);
+
 /* ---- optimizers --------------------------------------------------------- */
 
 typedef enum { QKV_OPTIM_SGD = 0, QKV_OPTIM_ADAM, QKV_OPTIM_ADAMW } qkv_optim_kind;

@@ -456,12 +456,12 @@ static qkv_status pad_mask(qkv_ctx *c, int64_t N, int64_t L, const int64_t *leng
 qkv_status mt_loss(qkv_ctx *c, const mt_model *m, const mt_batch *b, double teacher_forcing,
                    uint64_t seed, qkv_tensor **loss)
 {
-    qkv_tensor *logits, *w;
+    qkv_tensor *logits;
     if (m->cfg.model == MT_RNN) {
         qkv_seq2seq_rnn_args args = qkv_seq2seq_rnn_args_default();
         args.teacher_forcing = (float)teacher_forcing, args.seed = seed;
-        QKV_CLI_TRY(qkv_seq2seq_rnn_forward(c, &m->rnn, b->src, b->lengths, b->tgt_in, &args,
-                                            &logits, &w));
+        return qkv_seq2seq_rnn_forward_loss(c, &m->rnn, b->src, b->lengths, b->tgt_in, b->tgt_out,
+                                            QKV_IGNORE_INDEX_DEFAULT, &args, loss, NULL);
     } else {
         int64_t N = b->src->shape[0], S = b->src->shape[1], T = b->tgt_in->shape[1];
         qkv_tensor *sm, *tm;

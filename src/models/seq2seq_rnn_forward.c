@@ -117,12 +117,12 @@ qkv_status s2r_encode(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
 
 /* Luong: y = RNN(emb(ids), state) (N,T,H); a = softmax(score(y, H^E)),
  * ctx = a H^E (or the last encoder state), h~ = tanh(concat([ctx; y])),
- * logits = out(h~). */
-static qkv_status luong(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, qkv_tensor *x,
-                        qkv_tensor **logits, qkv_tensor **weights)
+ * logits = out(h~); luong_hidden stops at h~ (N,T,H). */
+static qkv_status luong_hidden(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, qkv_tensor *x,
+                               qkv_tensor **ht, qkv_tensor **weights)
 {
     int64_t N = x->shape[0], T = x->shape[1];
-    qkv_tensor *y, *ctx, *cat, *ht;
+    qkv_tensor *y, *ctx, *cat;
     QKV_TRY(run_rnn(c, &m->decoder, x, st->h, st->cs, NULL, &y, &st->h, &st->cs)); // (N,T,H)
     if (m->o.attention == QKV_RNN_ATTN_NONE) {
         qkv_tensor *ones; // (N,T,1): ctx[n,t] = last[n]
@@ -137,8 +137,15 @@ static qkv_status luong(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, qkv
         QKV_TRY(qkv_bmm(c, *weights, st->enc, &ctx)); // (N,T,K)
     }
     QKV_TRY(qkv_cat(c, ctx, y, -1, &cat)); // (N,T,K+H)
-    QKV_TRY(qkv_linear(c, cat, m->concat.weight, m->concat.bias, &ht));
-    QKV_TRY(qkv_tanh(c, ht, &ht)); // (N,T,H)
+    QKV_TRY(qkv_linear(c, cat, m->concat.weight, m->concat.bias, ht));
+    return qkv_tanh(c, *ht, ht); // (N,T,H)
+}
+
+static qkv_status luong(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, qkv_tensor *x,
+                        qkv_tensor **logits, qkv_tensor **weights)
+{
+    qkv_tensor *ht; // (N,T,H)
+    QKV_TRY(luong_hidden(c, m, st, x, &ht, weights));
     return qkv_linear(c, ht, m->out.weight, m->out.bias, logits);
 }
 
@@ -227,16 +234,14 @@ static qkv_status check_tgt(const char *fn, const qkv_seq2seq_rnn *m, const qkv_
     return QKV_OK;
 }
 
-qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
-                                   const int64_t *src_lengths, qkv_tensor *tgt_in,
-                                   const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
-                                   qkv_tensor **weights)
+/* The training forward (fn names it in errors): logits (N,T,V), or with
+ * tgt_out given and every step fed its target by Luong's decoder, the loss
+ * through qkv_linear_cross_entropy instead (then *logits stays NULL). */
+static qkv_status s2r_train(const char *fn, qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                            const int64_t *src_lengths, qkv_tensor *tgt_in, const qkv_tensor *tgt_out,
+                            int64_t ignore_index, const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
+                            qkv_tensor **loss, qkv_tensor **weights)
 {
-    const char *fn = "seq2seq_rnn_forward";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    if (weights) *weights = NULL;
-    QKV_NEED(c, fn, "ctx");
     QKV_TRY(s2r_ready(fn, m));
     qkv_seq2seq_rnn_args a = args ? *args : qkv_seq2seq_rnn_args_default();
     QKV_TRY(s2r_check_src(fn, m, src, src_lengths));
@@ -254,7 +259,14 @@ qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_ten
     s2r_state st;
     qkv_tensor *w = NULL;
     QKV_TRY(s2r_encode(c, m, src, src_lengths, &st));
-    if (all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION)
+    if (all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION && tgt_out) {
+        qkv_tensor *x, *ht; // (N,T,E), (N,T,H)
+        QKV_TRY(qkv_embedding(c, m->tgt_emb.weight, tgt_in, m->o.padding_idx, &x));
+        QKV_TRY(qkv_dropout(c, x, m->o.dropout, &x));
+        QKV_TRY(luong_hidden(c, m, &st, x, &ht, &w));
+        QKV_TRY(qkv_linear_cross_entropy(c, ht, m->out.weight, m->out.bias, tgt_out, ignore_index, 0.0,
+                                         QKV_REDUCTION_MEAN, loss));
+    } else if (all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION)
         QKV_TRY(s2r_decode(c, m, &st, tgt_in, logits, &w));
     else
         QKV_TRY(stepwise(c, m, &st, tgt_in, forced, logits, &w));
@@ -262,20 +274,59 @@ qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_ten
     return QKV_OK;
 }
 
+qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                   const int64_t *src_lengths, qkv_tensor *tgt_in,
+                                   const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
+                                   qkv_tensor **weights)
+{
+    const char *fn = "seq2seq_rnn_forward";
+    QKV_NEED(logits, fn, "logits");
+    *logits = NULL;
+    if (weights) *weights = NULL;
+    QKV_NEED(c, fn, "ctx");
+    return s2r_train(fn, c, m, src, src_lengths, tgt_in, NULL, 0, args, logits, NULL, weights);
+}
+
+/* tgt_out (N,T) I64 beside logits (N,T,V) or tgt_in (N,T). */
+static qkv_status check_tgt_out(const char *fn, const qkv_tensor *like, const qkv_tensor *tgt_out)
+{
+    char b1[64], b2[64];
+    QKV_TRY(seq_check_ids(fn, "tgt_out", tgt_out));
+    if (like->ndim != (like->dtype == QKV_F32 ? 3 : 2) || like->shape[0] != tgt_out->shape[0] ||
+        like->shape[1] != tgt_out->shape[1])
+        return qkv_fail(QKV_ERR_SHAPE, "%s: %s %s do not match tgt_out %s, expected (N,T%s) and (N,T)", fn,
+                        like->dtype == QKV_F32 ? "logits" : "tgt_in", qkv_shape_str(like, b1, sizeof b1),
+                        qkv_shape_str(tgt_out, b2, sizeof b2), like->dtype == QKV_F32 ? ",V" : "");
+    return QKV_OK;
+}
+
+qkv_status qkv_seq2seq_rnn_forward_loss(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                        const int64_t *src_lengths, qkv_tensor *tgt_in, qkv_tensor *tgt_out,
+                                        int64_t ignore_index, const qkv_seq2seq_rnn_args *args,
+                                        qkv_tensor **loss, qkv_tensor **weights)
+{
+    const char *fn = "seq2seq_rnn_forward_loss";
+    QKV_NEED(loss, fn, "loss");
+    *loss = NULL;
+    if (weights) *weights = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_TRY(seq_check_ids(fn, "tgt_in", tgt_in));
+    QKV_TRY(check_tgt_out(fn, tgt_in, tgt_out));
+    qkv_tensor *logits = NULL;
+    QKV_TRY(s2r_train(fn, c, m, src, src_lengths, tgt_in, tgt_out, ignore_index, args, &logits, loss, weights));
+    if (*loss) return QKV_OK;
+    return qkv_seq2seq_rnn_loss(c, logits, tgt_out, ignore_index, loss);
+}
+
 qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_out,
                                 int64_t ignore_index, qkv_tensor **loss)
 {
     const char *fn = "seq2seq_rnn_loss";
-    char b1[64], b2[64];
     QKV_NEED(loss, fn, "loss");
     *loss = NULL;
     QKV_NEED(c, fn, "ctx");
     QKV_NEED(logits, fn, "logits");
-    QKV_TRY(seq_check_ids(fn, "tgt_out", tgt_out));
-    if (logits->ndim != 3 || logits->shape[0] != tgt_out->shape[0] ||
-        logits->shape[1] != tgt_out->shape[1])
-        return qkv_fail(QKV_ERR_SHAPE, "%s: logits %s do not match tgt_out %s, expected (N,T,V) and (N,T)",
-                        fn, qkv_shape_str(logits, b1, sizeof b1), qkv_shape_str(tgt_out, b2, sizeof b2));
+    QKV_TRY(check_tgt_out(fn, logits, tgt_out));
     int64_t NT = logits->shape[0] * logits->shape[1];
     qkv_tensor *l2, *t1;
     QKV_TRY(qkv_reshape(c, logits, 2, (int64_t[]){NT, logits->shape[2]}, &l2));

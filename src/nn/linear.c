@@ -4,6 +4,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/rows.h"
+#include "nn/linear.h"
 #include "nn/linear_bf16.h"
 
 typedef struct {
@@ -15,37 +16,34 @@ typedef struct {
     int relu; /* y = relu(x W^T + b) (qkv_linear_relu) */
 } linear_saved;
 
-/* C = op(A) op(B) + beta C in ctx c's precision; from A16 and B16, bf16
- * copies of A and B, where given (then in BF16). */
-static void lin_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                     const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
-                     float beta, float *C, int64_t ldc)
+void qkv_linear_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16,
+                     int64_t ldb, float beta, float *C, int64_t ldc)
 {
-    if (A16 || B16) qkv_gemm_bf16_pre(ta, tb, M, N, K, 1.0f, A, A16, lda, B, B16, ldb, beta, C, ldc);
-    else qkv_gemm_ctx(c, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    if (A16 || B16) qkv_gemm_bf16_pre(ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    else qkv_gemm_ctx(c, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* dW += dy^T x, dy (M,out), x (M,in). A tall product (M at least
- * 4 max(out,in): a ViT's 6,400 rows into 64x64) goes by LIN_CHUNKS fixed
- * chunks of rows, one product per chunk on the threads, the chunks' results
- * then added in chunk order: qkv_gemm splits a product by its output's
- * rows or columns, and a 64x64 output (or 192 rows, in blocks of 128 and
- * 64) left the second core idle or half idle. The chunks depend on the
- * shape only, so the result does not depend on the thread count. */
+/* A tall product (M at least 4 max(out,in): a ViT's 6,400 rows into 64x64)
+ * goes by LIN_CHUNKS fixed chunks of rows, one product per chunk on the
+ * threads, the chunks' results then added in chunk order: qkv_gemm splits
+ * a product by its output's rows or columns, and a 64x64 output (or 192
+ * rows, in blocks of 128 and 64) left the second core idle or half idle.
+ * The chunks depend on the shape only, so the result does not depend on
+ * the thread count. */
 enum { LIN_CHUNKS = 4 };
 
-/* db += sum_rows dy too (db not NULL) in the chunked case: each chunk's
- * column sums in row order beside its product, in the same region, added
- * in chunk order; *db_done says whether it was taken here. */
-static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const float *dy, const uint16_t *dy16,
-                                     float *dw, float *db, int *db_done)
+qkv_status qkv_linear_weight_grad(qkv_ctx *c, int64_t M, int64_t in, int64_t out, float alpha, const float *dy,
+                                  const uint16_t *dy16, const float *x, const uint16_t *x16, float *dw,
+                                  float *db, int *db_done)
 {
-    int64_t M = s->M, in = s->in, out = s->out, big = in > out ? in : out;
+    int64_t big = in > out ? in : out;
     *db_done = 0;
     if (qkv_reference() || M < 4 * big || M < 1024) {
-        lin_gemm(c, 1, 0, out, in, M, dy, dy16, out, s->x->data, s->x16, in, 1.0f, dw, in);
+        qkv_linear_gemm(c, 1, 0, out, in, M, alpha, dy, dy16, out, x, x16, in, 1.0f, dw, in);
         return QKV_OK;
     }
+    if (!dy) db = NULL; /* the column sums need dy in FP32 */
     int64_t len = (M + LIN_CHUNKS - 1) / LIN_CHUNKS, n = out * in;
     float *part = qkv_ctx_alloc_uninit(c, (size_t)(LIN_CHUNKS * (n + out)) * sizeof(float)); // (chunks,out,in)
     if (!part) return QKV_ERR_NOMEM;
@@ -53,8 +51,8 @@ static qkv_status linear_weight_grad(qkv_ctx *c, const linear_saved *s, const fl
 #pragma omp parallel for
     for (int k = 0; k < LIN_CHUNKS; k++) {
         int64_t r0 = k * len, rows = M - r0 < len ? M - r0 : len;
-        lin_gemm(c, 1, 0, out, in, rows, dy + r0 * out, dy16 ? dy16 + r0 * out : NULL, out,
-                 s->x->data + r0 * in, s->x16 ? s->x16 + r0 * in : NULL, in, 0.0f, part + k * n, in);
+        qkv_linear_gemm(c, 1, 0, out, in, rows, alpha, dy ? dy + r0 * out : NULL, dy16 ? dy16 + r0 * out : NULL,
+                        out, x + r0 * in, x16 ? x16 + r0 * in : NULL, in, 0.0f, part + k * n, in);
         if (!db) continue;
         float *acc = pb + k * out;
         for (int64_t j = 0; j < out; j++) acc[j] = 0.0f;
@@ -101,17 +99,33 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
         float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        lin_gemm(c, 0, 0, s->M, s->in, s->out, dy, dy16, s->out, s->w->data, s->w16, s->in,
-                 fresh ? 0.0f : 1.0f, dx, s->in);
+        qkv_linear_gemm(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, dy16, s->out, s->w->data, s->w16, s->in,
+                        fresh ? 0.0f : 1.0f, dx, s->in);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
         int done = 0;
-        QKV_TRY(linear_weight_grad(c, s, dy, dy16, dw, db_done ? NULL : db, &done));
+        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->in, s->out, 1.0f, dy, dy16, s->x->data, s->x16, dw,
+                                       db_done ? NULL : db, &done));
         db_done |= done;
     }
     if (db && !db_done) qkv_rows_sum_into(db, dy, s->M, s->out);
+    return QKV_OK;
+}
+
+qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int64_t in, const float *x,
+                              const float *w, const float *b, float *y, const uint16_t **x16,
+                              const uint16_t **w16)
+{
+    *x16 = *w16 = NULL;
+    if (keep && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
+        qkv_arena *a = qkv_ctx_arena(c);
+        if (!(*x16 = qkv_bf16_copy(a, x, M * in)) || !(*w16 = qkv_bf16_copy(a, w, out * in)))
+            return QKV_ERR_NOMEM;
+        qkv_gemm_bf16_bias(M, out, in, *x16, *w16, b, y);
+    } else
+        qkv_gemm_ctx_bias(c, M, out, in, x, w, b, y);
     return QKV_OK;
 }
 
@@ -157,16 +171,8 @@ static qkv_status linear_node(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tens
     /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
     if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
-    /* BF16 mode, recording, on oneDNN: x and W converted once, here, for
-     * the forward and both backward products */
-    const uint16_t *x16 = NULL, *wk16 = NULL; // (M,in), (out,in)
-    if (rec && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
-        qkv_arena *a = qkv_ctx_arena(c);
-        if (!(x16 = qkv_bf16_copy(a, x->data, M * in)) || !(wk16 = qkv_bf16_copy(a, w->data, out * in)))
-            return QKV_ERR_NOMEM;
-        qkv_gemm_bf16_bias(M, out, in, x16, wk16, b ? b->data : NULL, yd);
-    } else
-        qkv_gemm_ctx_bias(c, M, out, in, x->data, w->data, b ? b->data : NULL, yd);
+    const uint16_t *x16, *wk16; // (M,in), (out,in)
+    QKV_TRY(qkv_linear_product(c, rec, M, out, in, x->data, w->data, b ? b->data : NULL, yd, &x16, &wk16));
     if (relu) qkv_vec_relu(yd, yd, M * out);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);

@@ -10,8 +10,9 @@
 #include <stdio.h>
 #include "core/internal.h"
 #include "kernels/rows.h"
+#include "train/loss.h"
 
-static qkv_status check_reduction(const char *fn, qkv_reduction r)
+qkv_status qkv_loss_check_reduction(const char *fn, qkv_reduction r)
 {
     if (r != QKV_REDUCTION_MEAN && r != QKV_REDUCTION_SUM && r != QKV_REDUCTION_NONE)
         return qkv_fail(QKV_ERR_ARG, "%s: reduction %d, expected QKV_REDUCTION_MEAN, _SUM or _NONE",
@@ -19,8 +20,7 @@ static qkv_status check_reduction(const char *fn, qkv_reduction r)
     return QKV_OK;
 }
 
-/* The loss tensor: () for MEAN and SUM, shaped like `like` for NONE. */
-static qkv_status loss_tensor(qkv_ctx *c, qkv_reduction r, const qkv_tensor *like, int rec,
+qkv_status qkv_loss_tensor(qkv_ctx *c, qkv_reduction r, const qkv_tensor *like, int rec,
                               qkv_tensor **loss)
 {
     if (r == QKV_REDUCTION_NONE) return qkv_ctx_tensor(c, like->ndim, like->shape, rec, loss);
@@ -65,7 +65,7 @@ qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
     QKV_NEED(c, "mse_loss", "ctx");
     QKV_NEED(input, "mse_loss", "input");
     QKV_NEED(target, "mse_loss", "target");
-    QKV_TRY(check_reduction("mse_loss", reduction));
+    QKV_TRY(qkv_loss_check_reduction("mse_loss", reduction));
     if (input->dtype != QKV_F32 || target->dtype != QKV_F32 ||
         (qkv_tensor_numel(input) > 0 && (!input->data || !target->data)))
         return qkv_fail(QKV_ERR_DTYPE, "mse_loss: input and target must be F32");
@@ -77,7 +77,7 @@ qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
                         qkv_shape_str(target, bt, sizeof bt), qkv_shape_str(input, bi, sizeof bi));
     qkv_tensor *in2[2] = {input, target};
     int rec = qkv_ctx_recording(c, in2, 2);
-    QKV_TRY(loss_tensor(c, reduction, input, rec, loss));
+    QKV_TRY(qkv_loss_tensor(c, reduction, input, rec, loss));
     int64_t n = qkv_tensor_numel(input);
     const float *x = input->data, *t = target->data; // like input
     float *l = (*loss)->data;                       // () or like input
@@ -204,9 +204,7 @@ static qkv_status ce_check_shapes(const qkv_tensor *x, const qkv_tensor *y, ce_d
     return QKV_OK;
 }
 
-/* Every label is ignore_index or in [0,C); names the first that is not,
- * with its position in the target. */
-static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore)
+qkv_status qkv_ce_check_labels(const char *fn, const qkv_tensor *y, int64_t C, int64_t ignore)
 {
     int64_t n = qkv_tensor_numel(y);
     for (int64_t i = 0; i < n; i++) {
@@ -222,9 +220,9 @@ static qkv_status ce_check_labels(const qkv_tensor *y, int64_t C, int64_t ignore
         for (int dim = 0; dim < y->ndim && k < sizeof pos; dim++)
             k += (size_t)snprintf(pos + k, sizeof pos - k, "[%lld]", (long long)at[dim]);
         return qkv_fail(QKV_ERR_ARG,
-                        "cross_entropy: target%s = %lld is not a class in [0,%lld) nor "
+                        "%s: target%s = %lld is not a class in [0,%lld) nor "
                         "ignore_index %lld",
-                        pos, (long long)v, (long long)C, (long long)ignore);
+                        fn, pos, (long long)v, (long long)C, (long long)ignore);
     }
     return QKV_OK;
 }
@@ -308,15 +306,15 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
     QKV_NEED(c, "cross_entropy", "ctx");
     QKV_NEED(logits, "cross_entropy", "logits");
     QKV_NEED(target, "cross_entropy", "target");
-    QKV_TRY(check_reduction("cross_entropy", reduction));
+    QKV_TRY(qkv_loss_check_reduction("cross_entropy", reduction));
     if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
         return qkv_fail(QKV_ERR_ARG, "cross_entropy: label_smoothing %g outside [0,1]",
                         label_smoothing);
     ce_dims d;
     QKV_TRY(ce_check_shapes(logits, target, &d));
-    QKV_TRY(ce_check_labels(target, d.C, ignore_index));
+    QKV_TRY(qkv_ce_check_labels("cross_entropy", target, d.C, ignore_index));
     int rec = qkv_ctx_recording(c, &logits, 1);
-    QKV_TRY(loss_tensor(c, reduction, target, rec, loss));
+    QKV_TRY(qkv_loss_tensor(c, reduction, target, rec, loss));
     double *lse = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *lse); // (N,K)
     int64_t *y = qkv_ctx_alloc(c, (size_t)(d.N * d.K) * sizeof *y);    // (N,K)
     ce_saved *s = qkv_ctx_alloc(c, sizeof *s);

@@ -1,0 +1,29 @@
+/* linear.h: the pieces of qkv_linear (src/nn/linear.c) that the fused
+ * output layer and cross entropy (src/train/loss_linear.c) runs too. */
+#ifndef QKV_NN_LINEAR_H
+#define QKV_NN_LINEAR_H
+#include "core/internal.h"
+
+/* y (M,out) = x (M,in) W^T (out,in) + b (b (out) or NULL) in ctx c's
+ * precision. In BF16 mode on oneDNN with keep set, x and W are converted
+ * once, here, and *x16, *w16 get those bf16 copies (from c's arena) for
+ * the backward's two products; otherwise both are NULL. */
+qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int64_t in, const float *x,
+                              const float *w, const float *b, float *y, const uint16_t **x16,
+                              const uint16_t **w16);
+/* C = alpha op(A) op(B) + beta C in ctx c's precision; from A16 and B16,
+ * bf16 copies of A and B, where given (then in BF16; A or B may then be
+ * NULL). */
+void qkv_linear_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16,
+                     int64_t ldb, float beta, float *C, int64_t ldc);
+/* dW (out,in) += alpha dy^T x for dy (M,out) (or its bf16 copy dy16; dy
+ * may then be NULL) and x (M,in) (x16 likewise beside it). Tall products
+ * go by fixed chunks of rows on the threads (linear.c); there db (out),
+ * when not NULL and dy is given, gets += the column sums of dy (times 1,
+ * not alpha) and *db_done is set; elsewhere *db_done is 0 and db is left
+ * to the caller. */
+qkv_status qkv_linear_weight_grad(qkv_ctx *c, int64_t M, int64_t in, int64_t out, float alpha, const float *dy,
+                                  const uint16_t *dy16, const float *x, const uint16_t *x16, float *dw,
+                                  float *db, int *db_done);
+#endif

@@ -1,0 +1,234 @@
+/* loss_linear.c: cross_entropy(linear(x, W, b), target) as one tape op
+ * (qkv_linear_cross_entropy). The two ops write the logits (M,V), read
+ * them for the softmax, write the softmax, read it back for the gradient,
+ * write the gradient, and then the backward reads it twice more (its bf16
+ * copy, the bias's column sums) before the two products. Here one pass
+ * over the logits, row by row while a row is in cache, gives the row's
+ * loss, its gradient (for upstream gradient 1) in place of the logits (in
+ * bf16 in the BF16 mode, where the products take it so), and the bias
+ * gradient's column sums; the backward scales by the upstream gradient in
+ * the products' alpha. Under qkv_reference(), and when not recording, it
+ * is the two ops. */
+#include <math.h>
+#include "core/internal.h"
+#include "kernels/bf16.h"
+#include "kernels/rows.h"
+#include "nn/linear.h"
+#include "train/loss.h"
+
+/* The rows go by this many fixed chunks (fewer when there are fewer rows),
+ * each with its own column sums, added in chunk order: the bias gradient
+ * does not depend on the thread count. */
+enum { LCE_CHUNKS = 16 };
+
+typedef struct {
+    qkv_tensor *x, *w, *b, *loss;
+    int64_t M, K, V;
+    float *d;            // (M,V) d loss / d logits for an upstream gradient of 1 (NULL when in d16)
+    uint16_t *d16;       // (M,V) the same in bf16 (BF16 mode on oneDNN, reductions MEAN and SUM), or NULL
+    const uint16_t *x16, *w16; // the forward's bf16 copies of x and W, or NULL
+    float *colsum;       // (V) the column sums of d
+    qkv_reduction r;
+} lce_saved;
+
+/* Columns [0,n) of a row's exps e (in place, unless d16): d = the
+ * gradient for them, not the label's, written over e or to d16 in bf16;
+ * colsum += d. Out of line with restrict pointers so that it vectorises. */
+static __attribute__((noinline)) void lce_cols(float *restrict e, int64_t n, double sc, double wn, double ws,
+                                               double V, uint16_t *restrict d16, float *restrict colsum)
+{
+    double wp = wn * sc;
+    for (int64_t j = 0; j < n; j++) {
+        float g = ws == 0 ? (float)(wp * (double)e[j]) : (float)(wn * (sc * (double)e[j]) + ws * (V * sc * (double)e[j] - 1.0));
+        if (d16) d16[j] = qkv_bf16_from_float(g);
+        else e[j] = g;
+        colsum[j] += g;
+    }
+}
+
+/* Row x (V) of the logits with label y: its loss terms, and the row turned
+ * into d loss_i / d x for the terms' weights wn and ws (at an upstream
+ * gradient of 1), over x or, in bf16, to d16; colsum += it. The formulas
+ * and roundings of qkv_cross_entropy's vectorised path (loss.c). */
+static void lce_row(float *x, int64_t V, int64_t y, double wn, double ws, uint16_t *d16, float *colsum,
+                    double *nll, double *smooth)
+{
+    float mx = qkv_max_f32(x, V);
+    double xy = x[y], sx = ws != 0 ? qkv_sum_f64(x, V) : 0.0;
+    for (int64_t j = 0; j < V; j++) x[j] -= mx;
+    qkv_vec_exp(x, x, V);
+    double sum = qkv_sum_f64(x, V), sc = 1.0 / sum;
+    double lse = isinf(mx) ? (double)mx : (double)mx + log(sum);
+    *nll = lse - xy;
+    *smooth = (double)V * lse - sx;
+    double py = sc * (double)x[y];
+    float gy = (float)(wn * (py - 1.0) + ws * ((double)V * py - 1.0)); /* the label's own term */
+    lce_cols(x, y, sc, wn, ws, (double)V, d16, colsum);
+    lce_cols(x + y + 1, V - y - 1, sc, wn, ws, (double)V, d16 ? d16 + y + 1 : NULL, colsum + y + 1);
+    if (d16) d16[y] = qkv_bf16_from_float(gy);
+    else x[y] = gy;
+    colsum[y] += gy;
+}
+
+/* Differentiates loss = R(cross_entropy(x W^T + b)) with saved d = dloss /
+ * dlogits at upstream gradient 1: dx += g d W, dW += g d^T x, db += g
+ * colsum(d); g the loss's gradient (NONE: per row, applied to d first). */
+static qkv_status lce_backward(qkv_ctx *c, void *p)
+{
+    lce_saved *s = p;
+    const float *dl = s->loss->grad; // () or (M)
+    if (!dl) return QKV_OK;
+    qkv_arena *a = qkv_ctx_arena(c);
+    float g = dl[0];
+    const uint16_t *d16 = s->d16;
+    const float *d = s->d;        // (M,V) or NULL
+    const float *colsum = s->colsum; // (V)
+    if (s->r == QKV_REDUCTION_NONE) { /* each row times its own gradient (a copy); then as for g = 1 */
+        float *dg = qkv_arena_alloc_uninit(a, (size_t)(s->M * s->V) * sizeof *dg); // (M,V)
+        float *cs = qkv_arena_alloc(a, (size_t)s->V * sizeof *cs);                // (V)
+        if (!dg || !cs) return QKV_ERR_NOMEM;
+        QKV_PAR_FOR(s->M * s->V >= QKV_PAR_MIN,
+            for (int64_t i = 0; i < s->M; i++)
+                for (int64_t j = 0; j < s->V; j++) dg[i * s->V + j] = s->d[i * s->V + j] * dl[i]);
+        qkv_rows_sum_into(cs, dg, s->M, s->V);
+        if (s->x16 && !(d16 = qkv_bf16_copy(a, dg, s->M * s->V))) return QKV_ERR_NOMEM;
+        d = dg, colsum = cs, g = 1.0f;
+    }
+    if (s->b && s->b->requires_grad) {
+        float *db = qkv_tensor_grad(a, s->b); // (V)
+        if (!db) return QKV_ERR_NOMEM;
+        for (int64_t j = 0; j < s->V; j++) db[j] += g * colsum[j];
+    }
+    if (s->x->requires_grad) {
+        int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
+        float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,K)
+        if (!dx) return QKV_ERR_NOMEM;
+        qkv_linear_gemm(c, 0, 0, s->M, s->K, s->V, g, d16 ? NULL : d, d16, s->V, s->w->data, s->w16, s->K,
+                        fresh ? 0.0f : 1.0f, dx, s->K);
+    }
+    if (s->w->requires_grad) {
+        float *dw = qkv_tensor_grad(a, s->w); // (V,K)
+        if (!dw) return QKV_ERR_NOMEM;
+        int done;
+        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->K, s->V, g, d16 ? NULL : d, d16, s->x->data, s->x16, dw,
+                                       NULL, &done));
+    }
+    return QKV_OK;
+}
+
+static qkv_status lce_check(const char *fn, const qkv_tensor *x, const qkv_tensor *w, const qkv_tensor *b,
+                            const qkv_tensor *y)
+{
+    char bx[64], bw[64], bb[64];
+    if (x->dtype != QKV_F32 || w->dtype != QKV_F32 || (b && b->dtype != QKV_F32))
+        return qkv_fail(QKV_ERR_DTYPE, "%s: x, weight and bias must be F32", fn);
+    if (y->dtype != QKV_I64 || (!y->idx && qkv_tensor_numel(y) > 0))
+        return qkv_fail(QKV_ERR_DTYPE, "%s: target must be QKV_I64 class indices", fn);
+    if (w->ndim != 2 || w->shape[0] < 1)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: weight %s, expected (V,K) with V >= 1 classes", fn,
+                        qkv_shape_str(w, bw, sizeof bw));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s last dim does not match weight %s in_features %lld", fn,
+                        qkv_shape_str(x, bx, sizeof bx), qkv_shape_str(w, bw, sizeof bw),
+                        (long long)w->shape[1]);
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return qkv_fail(QKV_ERR_SHAPE, "%s: bias %s, expected (%lld,)", fn, qkv_shape_str(b, bb, sizeof bb),
+                        (long long)w->shape[0]);
+    int ok = y->ndim == x->ndim - 1;
+    for (int i = 0; ok && i < y->ndim; i++) ok = y->shape[i] == x->shape[i];
+    if (!ok)
+        return qkv_fail(QKV_ERR_SHAPE, "%s: target %s, expected x's leading dims (x is %s)", fn,
+                        qkv_shape_str(y, bb, sizeof bb), qkv_shape_str(x, bx, sizeof bx));
+    return QKV_OK;
+}
+
+/* The two ops: linear, then cross_entropy on (M,V) logits. */
+static qkv_status lce_compose(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, const qkv_tensor *y,
+                              int64_t M, int64_t ignore, double ls, qkv_reduction r, qkv_tensor **loss)
+{
+    qkv_tensor *lg, *l2, *y1;
+    QKV_TRY(qkv_linear(c, x, w, b, &lg));
+    QKV_TRY(qkv_reshape(c, lg, 2, (int64_t[]){M, w->shape[0]}, &l2));
+    QKV_TRY(qkv_tensor_view(qkv_ctx_arena(c), (qkv_tensor *)y, 1, &M, &y1));
+    QKV_TRY(qkv_cross_entropy(c, l2, y1, ignore, ls, r, loss));
+    if (r != QKV_REDUCTION_NONE) return QKV_OK;
+    return qkv_reshape(c, *loss, y->ndim, y->shape, loss);
+}
+
+qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
+                                    const qkv_tensor *target, int64_t ignore_index, double label_smoothing,
+                                    qkv_reduction reduction, qkv_tensor **loss)
+{
+    const char *fn = "linear_cross_entropy";
+    QKV_NEED(loss, fn, "loss");
+    *loss = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED(x, fn, "x");
+    QKV_NEED(weight, fn, "weight");
+    QKV_NEED(target, fn, "target");
+    QKV_TRY(qkv_loss_check_reduction(fn, reduction));
+    if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+        return qkv_fail(QKV_ERR_ARG, "%s: label_smoothing %g outside [0,1]", fn, label_smoothing);
+    QKV_TRY(lce_check(fn, x, weight, bias, target));
+    int64_t V = weight->shape[0], K = weight->shape[1], M = qkv_tensor_numel(target);
+    QKV_TRY(qkv_ce_check_labels(fn, target, V, ignore_index));
+    qkv_tensor *in3[3] = {x, weight, bias};
+    int rec = qkv_ctx_recording(c, in3, 3);
+    if (!rec || qkv_reference() || M == 0 || K == 0)
+        return lce_compose(c, x, weight, bias, target, M, ignore_index, label_smoothing, reduction, loss);
+    QKV_TRY(qkv_loss_tensor(c, reduction, target, rec, loss));
+    lce_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    float *lg = qkv_ctx_alloc_uninit(c, (size_t)(M * V) * sizeof *lg); // (M,V) the logits, then d
+    int nch = M < LCE_CHUNKS ? (int)M : LCE_CHUNKS;
+    float *part = qkv_ctx_alloc(c, (size_t)((nch + 1) * V) * sizeof *part); // (nch,V) column sums, then (V)
+    double *terms = qkv_ctx_alloc(c, (size_t)(2 * M) * sizeof *terms);      // (M,2) nll, smooth
+    if (!s || !lg || !part || !terms) return QKV_ERR_NOMEM;
+    const uint16_t *x16, *w16;
+    QKV_TRY(qkv_linear_product(c, 1, M, V, K, x->data, weight->data, bias ? bias->data : NULL, lg, &x16, &w16));
+    uint16_t *d16 = NULL;
+    if (x16 && reduction != QKV_REDUCTION_NONE &&
+        !(d16 = qkv_arena_alloc_uninit(qkv_ctx_arena(c), (size_t)(M * V) * sizeof *d16)))
+        return QKV_ERR_NOMEM;
+    int64_t n_valid = 0;
+    for (int64_t i = 0; i < M; i++) n_valid += target->idx[i] != ignore_index;
+    double count = reduction == QKV_REDUCTION_MEAN ? (double)n_valid : 1.0;
+    double wn = (1.0 - label_smoothing) / count, ws = label_smoothing / (double)V / count;
+    int64_t len = (M + nch - 1) / nch;
+#pragma omp parallel for if (M * V >= QKV_PAR_MIN)
+    for (int k = 0; k < nch; k++)
+        for (int64_t i = k * len; i < M && i < (k + 1) * len; i++) {
+            int64_t y = target->idx[i];
+            float *row = lg + i * V;
+            if (y == ignore_index) { /* no loss, a zero gradient */
+                for (int64_t j = 0; j < V; j++) {
+                    if (d16) d16[i * V + j] = 0;
+                    else row[j] = 0.0f;
+                }
+                terms[2 * i] = terms[2 * i + 1] = 0.0;
+                continue;
+            }
+            lce_row(row, V, y, wn, ws, d16 ? d16 + i * V : NULL, part + k * V, &terms[2 * i], &terms[2 * i + 1]);
+        }
+    float *colsum = part + nch * V; // (V)
+    for (int k = 0; k < nch; k++)
+        for (int64_t j = 0; j < V; j++) colsum[j] += part[k * V + j];
+    /* the loss: qkv_cross_entropy's sums, in row order */
+    float *l = (*loss)->data;
+    double nll_sum = 0, smooth_sum = 0;
+    for (int64_t i = 0; i < M; i++) {
+        if (reduction == QKV_REDUCTION_NONE)
+            l[i] = target->idx[i] == ignore_index
+                       ? 0.0f
+                       : (float)((1.0 - label_smoothing) * terms[2 * i] + label_smoothing / (double)V * terms[2 * i + 1]);
+        nll_sum += terms[2 * i];
+        smooth_sum += terms[2 * i + 1];
+    }
+    if (reduction == QKV_REDUCTION_MEAN) {
+        nll_sum = n_valid ? nll_sum / (double)n_valid : 0.0;
+        smooth_sum = n_valid ? smooth_sum / (double)n_valid : 0.0;
+    }
+    if (reduction != QKV_REDUCTION_NONE)
+        l[0] = (float)((1.0 - label_smoothing) * nll_sum + label_smoothing / (double)V * smooth_sum);
+    *s = (lce_saved){x, weight, bias, *loss, M, K, V, d16 ? NULL : lg, d16, x16, w16, colsum, reduction};
+    return qkv_ctx_record(c, lce_backward, s);
+}
