@@ -28,6 +28,18 @@ static inline qkv_tensor *h_input(qkv_arena *a, qkv_rng *r, int ndim, const int6
     return t;
 }
 
+/* An I64 tensor of class labels in [0,C) for a loss, every third one
+ * ignore (an ignore_index). */
+static inline qkv_tensor *h_labels(qkv_arena *A, qkv_rng *r, int ndim, const int64_t *shape, int64_t C,
+                                   int64_t ignore)
+{
+    qkv_tensor *y = NULL;
+    if (qkv_tensor_new(A, QKV_I64, ndim, shape, &y) != QKV_OK) return NULL;
+    for (int64_t i = 0; i < qkv_tensor_numel(y); i++)
+        y->idx[i] = (i % 3 == 1) ? ignore : (int64_t)(qkv_rng_next(r) % (uint64_t)C);
+    return y;
+}
+
 static inline double h_loss(qkv_ctx *c, h_forward_fn f, void *user, const float *R, int *ok)
 {
     qkv_ctx_reset(c);

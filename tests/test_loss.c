@@ -53,17 +53,6 @@ static qkv_status f_ce_mid(qkv_ctx *c, void *u, qkv_tensor **out)
     return st ? st : qkv_add(c, l1, l2, out);
 }
 
-/* An I64 tensor of labels in [0,C), with about every third one ignore. */
-static qkv_tensor *labels(qkv_arena *A, qkv_rng *r, int ndim, const int64_t *shape, int64_t C,
-                          int64_t ignore)
-{
-    qkv_tensor *y = NULL;
-    if (qkv_tensor_new(A, QKV_I64, ndim, shape, &y) != QKV_OK) return NULL;
-    for (int64_t i = 0; i < qkv_tensor_numel(y); i++)
-        y->idx[i] = (i % 3 == 1) ? ignore : (int64_t)(qkv_rng_next(r) % (uint64_t)C);
-    return y;
-}
-
 static void test_gradcheck(qkv_arena *A, qkv_rng *r)
 {
     static const char *red[3] = {"mean", "sum", "none"};
@@ -94,7 +83,7 @@ static void test_gradcheck(qkv_arena *A, qkv_rng *r)
                 if (tnd > 0) tshape[0] = sh[0];
                 for (int k = 1; k < tnd; k++) tshape[k] = sh[k + 1];
                 a.x = h_input(A, r, nd[li], sh, 2);
-                a.y = labels(A, r, tnd, tshape, C, nd[li] == 1 ? -100 : a.ignore);
+                a.y = h_labels(A, r, tnd, tshape, C, nd[li] == 1 ? -100 : a.ignore);
                 double e = h_gradcheck(f_ce, &a, &a.x, 1, 1e-2f, 1e-2);
                 CHECK(e < 1e-2, "cross_entropy gradcheck (layout %d, %s, smoothing %g): %g", li,
                       red[ri], a.ls, e);
@@ -107,8 +96,8 @@ static void test_gradcheck_mid(qkv_arena *A, qkv_rng *r)
         mid_args a = {0};
         a.ignore = -100;
         a.x = h_input(A, r, 2, (int64_t[]){6, 37}, 1); /* 37 classes: a vector body and a tail */
-        a.y = labels(A, r, 1, (int64_t[]){6}, 37, -100);
-        a.y2 = twice ? labels(A, r, 1, (int64_t[]){6}, 37, -100) : NULL;
+        a.y = h_labels(A, r, 1, (int64_t[]){6}, 37, -100);
+        a.y2 = twice ? h_labels(A, r, 1, (int64_t[]){6}, 37, -100) : NULL;
         if (twice) a.y2->idx[1] = 5; /* a row ignored by the first loss only */
         double e = h_gradcheck(f_ce_mid, &a, &a.x, 1, 1e-2f, 1e-2);
         CHECK(e < 1e-2, "cross_entropy of tanh(x)%s gradcheck: %g", twice ? ", twice" : "", e);

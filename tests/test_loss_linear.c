@@ -22,16 +22,6 @@ static qkv_status f_lce(qkv_ctx *c, void *u, qkv_tensor **out)
     return qkv_linear_cross_entropy(c, a->x, a->w, a->b, a->y, a->ignore, a->ls, a->r, out);
 }
 
-/* An I64 tensor of labels in [0,C), every third one ignore. */
-static qkv_tensor *labels(qkv_arena *A, qkv_rng *r, int ndim, const int64_t *shape, int64_t C, int64_t ignore)
-{
-    qkv_tensor *y = NULL;
-    if (qkv_tensor_new(A, QKV_I64, ndim, shape, &y) != QKV_OK) return NULL;
-    for (int64_t i = 0; i < qkv_tensor_numel(y); i++)
-        y->idx[i] = (i % 3 == 1) ? ignore : (int64_t)(qkv_rng_next(r) % (uint64_t)C);
-    return y;
-}
-
 static void test_gradcheck(qkv_arena *A, qkv_rng *r)
 {
     static const char *red[3] = {"mean", "sum", "none"};
@@ -40,7 +30,7 @@ static void test_gradcheck(qkv_arena *A, qkv_rng *r)
             double ls = li ? 0.3 : 0.0;
             lce_args a = {h_input(A, r, 3, (int64_t[]){2, 3, 4}, 1), h_input(A, r, 2, (int64_t[]){7, 4}, 1),
                           ri == 1 ? NULL : h_input(A, r, 1, (int64_t[]){7}, 1),
-                          labels(A, r, 2, (int64_t[]){2, 3}, 7, -100), -100, ls, (qkv_reduction)ri};
+                          h_labels(A, r, 2, (int64_t[]){2, 3}, 7, -100), -100, ls, (qkv_reduction)ri};
             qkv_tensor *in[3] = {a.x, a.w, a.b};
             double e = h_gradcheck(f_lce, &a, in, a.b ? 3 : 2, 1e-2f, 1e-2);
             CHECK(e < 1e-2, "linear_cross_entropy gradcheck (%s, smoothing %g): %g", red[ri], ls, e);
@@ -84,7 +74,7 @@ static void test_against_two_ops(qkv_arena *A, qkv_rng *r)
     for (int ri = 0; ri < 3; ri++)
         for (int li = 0; li < 2; li++) {
             lce_args a = {h_input(A, r, 3, (int64_t[]){N, T, K}, 1), h_input(A, r, 2, (int64_t[]){V, K}, 0.5f),
-                          h_input(A, r, 1, (int64_t[]){V}, 1), labels(A, r, 2, (int64_t[]){N, T}, V, 0), 0,
+                          h_input(A, r, 1, (int64_t[]){V}, 1), h_labels(A, r, 2, (int64_t[]){N, T}, V, 0), 0,
                           li ? 0.1 : 0.0, (qkv_reduction)ri};
             int64_t nl = ri == QKV_REDUCTION_NONE ? M : 1, ng = M * K + V * K + V;
             float *dl = malloc((size_t)nl * 4), *l[5], *g[5];
@@ -129,7 +119,7 @@ static void test_accumulate_and_ignored(qkv_arena *A, qkv_rng *r)
     qkv_ctx *c;
     qkv_ctx_new(&c);
     lce_args a = {h_input(A, r, 2, (int64_t[]){6, 5}, 1), h_input(A, r, 2, (int64_t[]){9, 5}, 1),
-                  h_input(A, r, 1, (int64_t[]){9}, 1), labels(A, r, 1, (int64_t[]){6}, 9, -100), -100, 0,
+                  h_input(A, r, 1, (int64_t[]){9}, 1), h_labels(A, r, 1, (int64_t[]){6}, 9, -100), -100, 0,
                   QKV_REDUCTION_MEAN};
     qkv_tensor *l1, *l2, *sum;
     CHECK_OK(f_lce(c, &a, &l1));

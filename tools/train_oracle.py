@@ -51,6 +51,21 @@ def fmt(x):
 
 # ---- losses -----------------------------------------------------------------
 
+def random_targets(C, shape, ignore_index, reduction):
+    """Labels in [0,C) of the given shape, about a quarter of them
+    ignore_index (with a mean, not all: then the first counts), or None
+    where no label can count (C == 1 and ignore_index 0)."""
+    target = torch.randint(0, C, shape, dtype=torch.int64)
+    ign = torch.rand(shape) < 0.25
+    target = torch.where(ign, torch.full_like(target, ignore_index), target)
+    if reduction == "mean" and bool((target == ignore_index).all()):
+        label = 1 if ignore_index == 0 else 0
+        if label >= C:
+            return None
+        target.view(-1)[0] = label
+    return target
+
+
 def ce_case(rng, i):
     layout = ["nc", "nc", "ncd", "ncdd", "c"][i % 5]
     C = rng.randint(1, 7)
@@ -70,15 +85,9 @@ def ce_case(rng, i):
     label_smoothing = rng.choice([0.0, 0.0, 0.1, 0.37, 1.0])
     scale = rng.choice([1.0, 3.0, 30.0])
     logits = (torch.randn(shape) * scale).requires_grad_(True)
-    target = torch.randint(0, C, tshape, dtype=torch.int64)
-    # Ignore about a quarter of the targets (not all, with a mean).
-    ign = torch.rand(tshape) < 0.25
-    target = torch.where(ign, torch.full_like(target, ignore_index), target)
-    if reduction == "mean" and bool((target == ignore_index).all()):
-        label = 1 if ignore_index == 0 else 0
-        if label >= C:
-            return None  # C == 1 and ignore_index 0: no label can count
-        target.view(-1)[0] = label
+    target = random_targets(C, tshape, ignore_index, reduction)
+    if target is None:
+        return None
     loss = F.cross_entropy(logits, target, ignore_index=ignore_index,
                            label_smoothing=label_smoothing, reduction=reduction)
     dloss = torch.randn(loss.shape)
@@ -125,14 +134,9 @@ def lce_case(rng, i):
     x = (torch.randn(lead + (K,)) * rng.choice([1.0, 3.0])).requires_grad_(True)
     w = torch.randn(V, K).requires_grad_(True)
     b = torch.randn(V).requires_grad_(True) if has_bias else None
-    target = torch.randint(0, V, lead, dtype=torch.int64)
-    ign = torch.rand(lead) < 0.25
-    target = torch.where(ign, torch.full_like(target, ignore_index), target)
-    if reduction == "mean" and bool((target == ignore_index).all()):
-        label = 1 if ignore_index == 0 else 0
-        if label >= V:
-            return None
-        target.view(-1)[0] = label
+    target = random_targets(V, lead, ignore_index, reduction)
+    if target is None:
+        return None
     logits = F.linear(x, w, b).reshape(-1, V)
     loss = F.cross_entropy(logits, target.reshape(-1), ignore_index=ignore_index,
                            label_smoothing=label_smoothing, reduction=reduction)
