@@ -172,12 +172,18 @@ static qkv_status location(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, 
     return qkv_linear(c, y, m->out.weight, m->out.bias, logits);
 }
 
+/* The decoder's input x (N,T,E): the target embedding of ids, dropped out. */
+static qkv_status tgt_embed(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *ids, qkv_tensor **x)
+{
+    QKV_TRY(qkv_embedding(c, m->tgt_emb.weight, ids, m->o.padding_idx, x));
+    return qkv_dropout(c, *x, m->o.dropout, x);
+}
+
 qkv_status s2r_decode(qkv_ctx *c, const qkv_seq2seq_rnn *m, s2r_state *st, qkv_tensor *ids,
                       qkv_tensor **logits, qkv_tensor **weights)
 {
     qkv_tensor *x; // (N,T,E)
-    QKV_TRY(qkv_embedding(c, m->tgt_emb.weight, ids, m->o.padding_idx, &x));
-    QKV_TRY(qkv_dropout(c, x, m->o.dropout, &x));
+    QKV_TRY(tgt_embed(c, m, ids, &x));
     if (m->o.attention == QKV_RNN_ATTN_LOCATION) return location(c, m, st, x, logits, weights);
     return luong(c, m, st, x, logits, weights);
 }
@@ -259,14 +265,14 @@ static qkv_status s2r_train(const char *fn, qkv_ctx *c, const qkv_seq2seq_rnn *m
     s2r_state st;
     qkv_tensor *w = NULL;
     QKV_TRY(s2r_encode(c, m, src, src_lengths, &st));
-    if (all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION && tgt_out) {
+    int at_once = all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION; /* every step in one call */
+    if (at_once && tgt_out) {
         qkv_tensor *x, *ht; // (N,T,E), (N,T,H)
-        QKV_TRY(qkv_embedding(c, m->tgt_emb.weight, tgt_in, m->o.padding_idx, &x));
-        QKV_TRY(qkv_dropout(c, x, m->o.dropout, &x));
+        QKV_TRY(tgt_embed(c, m, tgt_in, &x));
         QKV_TRY(luong_hidden(c, m, &st, x, &ht, &w));
         QKV_TRY(qkv_linear_cross_entropy(c, ht, m->out.weight, m->out.bias, tgt_out, ignore_index, 0.0,
                                          QKV_REDUCTION_MEAN, loss));
-    } else if (all && !a.stepwise && m->o.attention != QKV_RNN_ATTN_LOCATION)
+    } else if (at_once)
         QKV_TRY(s2r_decode(c, m, &st, tgt_in, logits, &w));
     else
         QKV_TRY(stepwise(c, m, &st, tgt_in, forced, logits, &w));
@@ -287,16 +293,17 @@ qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_ten
     return s2r_train(fn, c, m, src, src_lengths, tgt_in, NULL, 0, args, logits, NULL, weights);
 }
 
-/* tgt_out (N,T) I64 beside logits (N,T,V) or tgt_in (N,T). */
-static qkv_status check_tgt_out(const char *fn, const qkv_tensor *like, const qkv_tensor *tgt_out)
+/* tgt_out (N,T) I64 beside `like` (N,T,...), named like_name, of like_ndim
+ * dims: the logits (N,T,V) or tgt_in (N,T). */
+static qkv_status check_tgt_out(const char *fn, const qkv_tensor *like, const char *like_name, int like_ndim,
+                                const qkv_tensor *tgt_out)
 {
     char b1[64], b2[64];
     QKV_TRY(seq_check_ids(fn, "tgt_out", tgt_out));
-    if (like->ndim != (like->dtype == QKV_F32 ? 3 : 2) || like->shape[0] != tgt_out->shape[0] ||
-        like->shape[1] != tgt_out->shape[1])
+    if (like->ndim != like_ndim || like->shape[0] != tgt_out->shape[0] || like->shape[1] != tgt_out->shape[1])
         return qkv_fail(QKV_ERR_SHAPE, "%s: %s %s do not match tgt_out %s, expected (N,T%s) and (N,T)", fn,
-                        like->dtype == QKV_F32 ? "logits" : "tgt_in", qkv_shape_str(like, b1, sizeof b1),
-                        qkv_shape_str(tgt_out, b2, sizeof b2), like->dtype == QKV_F32 ? ",V" : "");
+                        like_name, qkv_shape_str(like, b1, sizeof b1), qkv_shape_str(tgt_out, b2, sizeof b2),
+                        like_ndim == 3 ? ",V" : "");
     return QKV_OK;
 }
 
@@ -311,7 +318,7 @@ qkv_status qkv_seq2seq_rnn_forward_loss(qkv_ctx *c, const qkv_seq2seq_rnn *m, qk
     if (weights) *weights = NULL;
     QKV_NEED(c, fn, "ctx");
     QKV_TRY(seq_check_ids(fn, "tgt_in", tgt_in));
-    QKV_TRY(check_tgt_out(fn, tgt_in, tgt_out));
+    QKV_TRY(check_tgt_out(fn, tgt_in, "tgt_in", 2, tgt_out));
     qkv_tensor *logits = NULL;
     QKV_TRY(s2r_train(fn, c, m, src, src_lengths, tgt_in, tgt_out, ignore_index, args, &logits, loss, weights));
     if (*loss) return QKV_OK;
@@ -326,7 +333,7 @@ qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_
     *loss = NULL;
     QKV_NEED(c, fn, "ctx");
     QKV_NEED(logits, fn, "logits");
-    QKV_TRY(check_tgt_out(fn, logits, tgt_out));
+    QKV_TRY(check_tgt_out(fn, logits, "logits", 3, tgt_out));
     int64_t NT = logits->shape[0] * logits->shape[1];
     qkv_tensor *l2, *t1;
     QKV_TRY(qkv_reshape(c, logits, 2, (int64_t[]){NT, logits->shape[2]}, &l2));

@@ -129,15 +129,8 @@ qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int6
     return QKV_OK;
 }
 
-/* The arguments of qkv_linear and qkv_linear_relu (fn, their name). */
-static qkv_status linear_check(const char *fn, qkv_ctx *c, const qkv_tensor *x, const qkv_tensor *w,
-                               const qkv_tensor *b, qkv_tensor **y)
+qkv_status qkv_linear_check_shapes(const char *fn, const qkv_tensor *x, const qkv_tensor *w, const qkv_tensor *b)
 {
-    QKV_NEED(y, fn, "y");
-    *y = NULL;
-    QKV_NEED(c, fn, "ctx");
-    QKV_NEED(x, fn, "x");
-    QKV_NEED(w, fn, "weight");
     char bx[64], bw[64], bb[64];
     if (x->dtype != QKV_F32 || w->dtype != QKV_F32 || (b && b->dtype != QKV_F32))
         return qkv_fail(QKV_ERR_DTYPE, "%s: x, weight and bias must be F32", fn);
@@ -152,6 +145,18 @@ static qkv_status linear_check(const char *fn, qkv_ctx *c, const qkv_tensor *x, 
         return qkv_fail(QKV_ERR_SHAPE, "%s: bias %s, expected (%lld,)", fn,
                         qkv_shape_str(b, bb, sizeof bb), (long long)w->shape[0]);
     return QKV_OK;
+}
+
+/* The arguments of qkv_linear and qkv_linear_relu (fn, their name). */
+static qkv_status linear_check(const char *fn, qkv_ctx *c, const qkv_tensor *x, const qkv_tensor *w,
+                               const qkv_tensor *b, qkv_tensor **y)
+{
+    QKV_NEED(y, fn, "y");
+    *y = NULL;
+    QKV_NEED(c, fn, "ctx");
+    QKV_NEED(x, fn, "x");
+    QKV_NEED(w, fn, "weight");
+    return qkv_linear_check_shapes(fn, x, w, b);
 }
 
 /* y = x W^T + b, then relu(y) in place where relu is set (only on the

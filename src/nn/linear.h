@@ -4,6 +4,9 @@
 #define QKV_NN_LINEAR_H
 #include "core/internal.h"
 
+/* x (...,in), weight (out,in) and bias (out) or NULL, all F32; else an
+ * error naming fn and what does not match. */
+qkv_status qkv_linear_check_shapes(const char *fn, const qkv_tensor *x, const qkv_tensor *w, const qkv_tensor *b);
 /* y (M,out) = x (M,in) W^T (out,in) + b (b (out) or NULL) in ctx c's
  * precision. In BF16 mode on oneDNN with keep set, x and W are converted
  * once, here, and *x16, *w16 get those bf16 copies (from c's arena) for

@@ -120,9 +120,7 @@ typedef struct {
  * gradient g: loss_i = wn * nll_i + ws * smooth_i (see the forward). */
 static void ce_weights(const ce_saved *s, float g, double *wn, double *ws)
 {
-    double count = s->r == QKV_REDUCTION_MEAN ? (double)s->n_valid : 1.0;
-    *wn = (1.0 - s->ls) * g / count;
-    *ws = s->ls / (double)s->d.C * g / count;
+    qkv_ce_weights(s->r, s->ls, s->d.C, s->n_valid, g, wn, ws);
 }
 
 /* Differentiates loss = (1-ls) R(nll) + ls/C R(smooth), where for position i
@@ -282,19 +280,11 @@ static void ce_forward(const ce_saved *s, float *l)
             double nll = s->lse[i] - xi[y * K], smooth = 0;
             if (s->ls != 0)
                 for (int64_t cl = 0; cl < C; cl++) smooth += s->lse[i] - xi[cl * K];
-            if (s->r == QKV_REDUCTION_NONE)
-                l[i] = (float)((1.0 - s->ls) * nll + s->ls / (double)C * smooth);
+            if (s->r == QKV_REDUCTION_NONE) l[i] = qkv_ce_mix(s->ls, C, nll, smooth);
             nll_sum += nll;
             smooth_sum += smooth;
         }
-    if (s->r == QKV_REDUCTION_NONE) return;
-    if (s->r == QKV_REDUCTION_MEAN) {
-        /* PyTorch 1.13 divides both terms by the count of non-ignored
-         * positions (0/0 there is NaN; here 0). */
-        nll_sum = s->n_valid ? nll_sum / (double)s->n_valid : 0.0;
-        smooth_sum = s->n_valid ? smooth_sum / (double)s->n_valid : 0.0;
-    }
-    l[0] = (float)((1.0 - s->ls) * nll_sum + s->ls / (double)C * smooth_sum);
+    if (s->r != QKV_REDUCTION_NONE) l[0] = qkv_ce_reduce(s->r, s->ls, C, s->n_valid, nll_sum, smooth_sum);
 }
 
 qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *target,

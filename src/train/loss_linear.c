@@ -116,29 +116,23 @@ static qkv_status lce_backward(qkv_ctx *c, void *p)
     return QKV_OK;
 }
 
+/* The linear layer's arguments (qkv_linear's checks), at least one class,
+ * and target I64 shaped like x's leading dims. */
 static qkv_status lce_check(const char *fn, const qkv_tensor *x, const qkv_tensor *w, const qkv_tensor *b,
                             const qkv_tensor *y)
 {
-    char bx[64], bw[64], bb[64];
-    if (x->dtype != QKV_F32 || w->dtype != QKV_F32 || (b && b->dtype != QKV_F32))
-        return qkv_fail(QKV_ERR_DTYPE, "%s: x, weight and bias must be F32", fn);
-    if (y->dtype != QKV_I64 || (!y->idx && qkv_tensor_numel(y) > 0))
-        return qkv_fail(QKV_ERR_DTYPE, "%s: target must be QKV_I64 class indices", fn);
-    if (w->ndim != 2 || w->shape[0] < 1)
+    char bx[64], bw[64], by[64];
+    QKV_TRY(qkv_linear_check_shapes(fn, x, w, b));
+    if (w->shape[0] < 1)
         return qkv_fail(QKV_ERR_SHAPE, "%s: weight %s, expected (V,K) with V >= 1 classes", fn,
                         qkv_shape_str(w, bw, sizeof bw));
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s last dim does not match weight %s in_features %lld", fn,
-                        qkv_shape_str(x, bx, sizeof bx), qkv_shape_str(w, bw, sizeof bw),
-                        (long long)w->shape[1]);
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
-        return qkv_fail(QKV_ERR_SHAPE, "%s: bias %s, expected (%lld,)", fn, qkv_shape_str(b, bb, sizeof bb),
-                        (long long)w->shape[0]);
+    if (y->dtype != QKV_I64 || (!y->idx && qkv_tensor_numel(y) > 0))
+        return qkv_fail(QKV_ERR_DTYPE, "%s: target must be QKV_I64 class indices", fn);
     int ok = y->ndim == x->ndim - 1;
     for (int i = 0; ok && i < y->ndim; i++) ok = y->shape[i] == x->shape[i];
     if (!ok)
         return qkv_fail(QKV_ERR_SHAPE, "%s: target %s, expected x's leading dims (x is %s)", fn,
-                        qkv_shape_str(y, bb, sizeof bb), qkv_shape_str(x, bx, sizeof bx));
+                        qkv_shape_str(y, by, sizeof by), qkv_shape_str(x, bx, sizeof bx));
     return QKV_OK;
 }
 
@@ -191,8 +185,8 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
         return QKV_ERR_NOMEM;
     int64_t n_valid = 0;
     for (int64_t i = 0; i < M; i++) n_valid += target->idx[i] != ignore_index;
-    double count = reduction == QKV_REDUCTION_MEAN ? (double)n_valid : 1.0;
-    double wn = (1.0 - label_smoothing) / count, ws = label_smoothing / (double)V / count;
+    double wn, ws; /* the terms' weights at an upstream gradient of 1 */
+    qkv_ce_weights(reduction, label_smoothing, V, n_valid, 1.0, &wn, &ws);
     int64_t len = (M + nch - 1) / nch;
 #pragma omp parallel for if (M * V >= QKV_PAR_MIN)
     for (int k = 0; k < nch; k++)
@@ -212,23 +206,15 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
     float *colsum = part + nch * V; // (V)
     for (int k = 0; k < nch; k++)
         for (int64_t j = 0; j < V; j++) colsum[j] += part[k * V + j];
-    /* the loss: qkv_cross_entropy's sums, in row order */
+    /* the loss: qkv_cross_entropy's sums, in row order (an ignored row's terms are 0) */
     float *l = (*loss)->data;
     double nll_sum = 0, smooth_sum = 0;
     for (int64_t i = 0; i < M; i++) {
-        if (reduction == QKV_REDUCTION_NONE)
-            l[i] = target->idx[i] == ignore_index
-                       ? 0.0f
-                       : (float)((1.0 - label_smoothing) * terms[2 * i] + label_smoothing / (double)V * terms[2 * i + 1]);
+        if (reduction == QKV_REDUCTION_NONE) l[i] = qkv_ce_mix(label_smoothing, V, terms[2 * i], terms[2 * i + 1]);
         nll_sum += terms[2 * i];
         smooth_sum += terms[2 * i + 1];
     }
-    if (reduction == QKV_REDUCTION_MEAN) {
-        nll_sum = n_valid ? nll_sum / (double)n_valid : 0.0;
-        smooth_sum = n_valid ? smooth_sum / (double)n_valid : 0.0;
-    }
-    if (reduction != QKV_REDUCTION_NONE)
-        l[0] = (float)((1.0 - label_smoothing) * nll_sum + label_smoothing / (double)V * smooth_sum);
+    if (reduction != QKV_REDUCTION_NONE) l[0] = qkv_ce_reduce(reduction, label_smoothing, V, n_valid, nll_sum, smooth_sum);
     *s = (lce_saved){x, weight, bias, *loss, M, K, V, d16 ? NULL : lg, d16, x16, w16, colsum, reduction};
     return qkv_ctx_record(c, lce_backward, s);
 }
