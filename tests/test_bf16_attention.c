@@ -245,6 +245,54 @@ static const bcase CASES[] = {
     {"large scores, causal L130 S130 D64", 1, 2, 130, 130, 64, 1, 0, 0, 0, 0, 0, 0, 12.0f},
 };
 
+/* Each row of dS sums to 0 in exact arithmetic (softmax's gradient is
+ * blind to a shift of a row's scores), so the keys' gradients sum to 0:
+ * sum_j dk_j = scale sum_i (sum_j ds_ij) q_i. The bf16 kernel rounds each
+ * ds_ij on its own (errors of either sign, which mostly cancel in the sum);
+ * what it must not do is give a row's ds one error of one sign, as it did
+ * while D_i = dO_i . out_i took dO unrounded and dp_ij took it rounded.
+ * Bound: two bf16 roundings, 2^-8, of sum_j |dk_jx|, on peaked attention
+ * (large q and k, where dp_ij - D_i cancels and the rows' errors matter
+ * most). Measured 2026-11-27: 1.8e-3 at both magnitudes with D_i from the
+ * rounded dO, 8.6e-3 and 2.2e-2 with it from the unrounded one. */
+static void test_ds_rows_sum_to_zero(const char *isa)
+{
+    int64_t H = 4, L = 64, S = 64, D = 64, nq = H * L * D;
+    int threads = omp_get_max_threads();
+    for (int m = 0; m < 2; m++) {
+        float mag = m ? 12.0f : 8.0f;
+        qkv_rng r;
+        qkv_rng_seed(&r, 7);
+        float *q = rnd_buf(&r, nq, -mag, mag), *k = rnd_buf(&r, nq, -mag, mag);
+        float *v = rnd_buf(&r, nq, -1, 1), *dout = rnd_buf(&r, nq, -1, 1);
+        qkv_attn_desc d = {0};
+        d.N = 1, d.H = H, d.L = L, d.S = S, d.D = d.Dv = D, d.mask_keys = S, d.window = -1;
+        d.scale = 1.0f / 8.0f;
+        d.bf16 = 1;
+        float *out = calloc((size_t)nq, sizeof(float)), *lse = calloc((size_t)(H * L), sizeof(float));
+        float *dq = calloc((size_t)nq, sizeof(float)), *dk = calloc((size_t)nq, sizeof(float));
+        float *dv = calloc((size_t)nq, sizeof(float));
+        float *fs = malloc(qkv_attn_forward_scratch(&d, threads) * sizeof(float));
+        float *bs = malloc(qkv_attn_backward_scratch(&d, threads) * sizeof(float));
+        qkv_attn_forward_flash(&d, q, k, v, out, lse, fs, threads);
+        qkv_attn_backward_flash(&d, q, k, v, out, lse, dout, dq, dk, dv, bs, threads);
+        double worst_ratio = 0;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t x = 0; x < D; x++) {
+                double sum = 0, abs_sum = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    sum += dk[(h * S + j) * D + x];
+                    abs_sum += fabs(dk[(h * S + j) * D + x]);
+                }
+                worst_ratio = fmax(worst_ratio, fabs(sum) / abs_sum);
+            }
+        CHECK(worst_ratio <= ldexp(1.0, -8), "%s: |q|,|k| <= %g: |sum_j dk_j| = %.3g of sum_j |dk_j|, over 2^-8",
+              isa, (double)mag, worst_ratio);
+        free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv), free(fs),
+            free(bs);
+    }
+}
+
 /* The mode through qkv_sdpa: BF16 gives the bf16 kernel's result, FP32
  * before and after it is bit for bit the same. */
 static void test_ctx_mode(void)
@@ -310,6 +358,7 @@ int main(void)
             printf("note: no AVX512-BF16 here; %s takes its place\n", b);
         worst_seen = 0;
         for (size_t k = 0; k < sizeof CASES / sizeof *CASES; k++) run_case(&CASES[k], b);
+        test_ds_rows_sum_to_zero(b);
         printf("%s: largest error %.3f of the bound\n", b, worst_seen);
     }
     qkv_attn_simd_force(NULL);

@@ -676,14 +676,22 @@ static void dsk_skip_masked(const qkv_attn_desc *d, int64_t n, int64_t h, int64_
 static float row_dot(const float *a, const float *b, int64_t n)
 {
 #if defined(ATTN_BF16)
-    /* In the bf16 builds dp_ij multiplies bf16-rounded operands, so no
-     * order of this FP32 sum makes D_i equal to it: VW lanes at once. */
+    /* In the bf16 builds dp_ij = bf16(dout_i) . bf16(v_j), so D_i takes
+     * dout_i rounded the same way: then sum_j p_ij dp_ij = D_i up to the
+     * forward's rounding of p, i.e. each row of ds sums to about 0, as
+     * in FP32. With dout_i unrounded, every ds_ij of the row carries the
+     * same error p_ij (D_i - bf16(dout_i) . out_i), a bias that training
+     * on the toy experiment showed (docs/bf16.md). VW lanes at once. */
+    float ar[VW];
     vf acc = vsplat(0);
     int64_t x = 0;
-    for (; x + VW <= n; x += VW) acc = VFMA(vload(a + x), vload(b + x), acc);
+    for (; x + VW <= n; x += VW) {
+        qkv_bf16_round_floats(a + x, ar, VW);
+        acc = VFMA(vload(ar), vload(b + x), acc);
+    }
     float s = 0;
     for (int l = 0; l < VW; l++) s += acc[l];
-    for (; x < n; x++) s = SFMA(a[x], b[x], s);
+    for (; x < n; x++) s = SFMA(qkv_bf16_to_float(qkv_bf16_from_float(a[x])), b[x], s);
     return s;
 #else
     float acc = 0;
