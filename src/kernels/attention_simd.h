@@ -679,9 +679,9 @@ static float row_dot(const float *a, const float *b, int64_t n)
     /* In the bf16 builds dp_ij = bf16(dout_i) . bf16(v_j), so D_i takes
      * dout_i rounded the same way: then sum_j p_ij dp_ij = D_i up to the
      * forward's rounding of p, i.e. each row of ds sums to about 0, as
-     * in FP32. With dout_i unrounded, every ds_ij of the row carries the
-     * same error p_ij (D_i - bf16(dout_i) . out_i), a bias that training
-     * on the toy experiment showed (docs/bf16.md). VW lanes at once. */
+     * in FP32. With dout_i unrounded, every ds_ij of the row carried the
+     * same error p_ij (D_i - bf16(dout_i) . out_i) (docs/bf16.md, "The
+     * rows of dS sum to zero"). VW lanes at once, the tail one by one. */
     float ar[VW];
     vf acc = vsplat(0);
     int64_t x = 0;
@@ -691,7 +691,8 @@ static float row_dot(const float *a, const float *b, int64_t n)
     }
     float s = 0;
     for (int l = 0; l < VW; l++) s += acc[l];
-    for (; x < n; x++) s = SFMA(qkv_bf16_to_float(qkv_bf16_from_float(a[x])), b[x], s);
+    qkv_bf16_round_floats(a + x, ar, n - x);
+    for (int64_t t = 0; x < n; x++, t++) s = SFMA(ar[t], b[x], s);
     return s;
 #else
     float acc = 0;
