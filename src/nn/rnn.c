@@ -167,23 +167,40 @@ static void ref_outer(int64_t G, int64_t K, const float *d, const float *v, floa
 
 /* ---- one layer, both directions: the tape op ----------------------------- */
 
+/* The rows a layer computes and keeps are its active (time step, batch
+ * entry) pairs, step by step: with lengths, a sequence's steps past its end
+ * are left out of every product (as PyTorch's packed sequences leave them
+ * out), so the input projection, each step's product with W_hh and the
+ * backward's three products run on P <= L*N rows. Step t's rows are
+ * [off[t], off[t+1]), their batch entries bn[.] ascending; without lengths
+ * P = L*N and row p is (t, n) = (p / N, p % N). */
 typedef struct {
     qkv_rnn_mode mode;
-    int64_t L, N, In, H, G, D, layer;
-    const int64_t *lengths;       /* (N) copy in the arena, or NULL */
+    int64_t L, N, In, H, G, D, layer, P;
+    int64_t *off;                 /* (L+1) the first row of each step */
+    int32_t *bn;                  /* (P) the batch entry of each row */
     qkv_tensor *x, *y, *h0, *c0;  /* x (L,N,In), y (L,N,D*H); h0, c0 (D*nl,N,H) or NULL */
+    const float *xp;              /* (P,In) x's active rows: x itself without lengths */
     qkv_tensor *hn, *cn;          /* (D*nl,N,H); cn NULL for GRU */
     qkv_tensor *w[2][4];          /* per direction: W_ih (GH,In), W_hh (GH,H), b_ih, b_hh (GH) */
-    float *gates[2];              /* (L,N,4H): GRU r,z,n,ah_n; LSTM i,f,g,o */
-    float *hprev[2], *cprev[2];   /* (L,N,H): the state before step t */
-    float *tc[2];                 /* (L,N,H): LSTM tanh(c') */
+    float *gates[2];              /* (P,4H): GRU r,z,n,ah_n; LSTM i,f,g,o */
+    float *hprev[2], *cprev[2];   /* (P,H): the state before the row's step */
+    float *tc[2];                 /* (P,H): LSTM tanh(c') */
     int ref;
 } rnn_saved;
 
-static int active(const rnn_saved *s, int64_t t, int64_t n)
+/* The rows [*p0, *p1) of step t whose batch entries lie in [n0, n1). */
+static void step_rows(const rnn_saved *s, int64_t t, int64_t n0, int64_t n1, int64_t *p0, int64_t *p1)
 {
-    return !s->lengths || t < s->lengths[n];
+    int64_t p = s->off[t], e = s->off[t + 1];
+    while (p < e && s->bn[p] < n0) p++;
+    *p0 = p;
+    while (p < e && s->bn[p] < n1) p++;
+    *p1 = p;
 }
+
+/* Rows [p0, p1) of step t are all of the batch entries [n0, n1). */
+static int step_whole(int64_t p0, int64_t p1, int64_t n0, int64_t n1) { return p1 - p0 == n1 - n0; }
 
 /* W_hh (GH,H) of direction d in bf16, once for all the steps' products
  * with op(W_hh) (W_hh^T when tb: the forward's h W_hh^T; W_hh: the
@@ -209,71 +226,60 @@ static qkv_status whh_bf16(qkv_ctx *c, const rnn_saved *s, int d, int tb, uint16
     return *w16 ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
 }
 
-/* A step's product with W_hh (GH,H): C = A op(W_hh) + beta C, op(W_hh) its
- * transpose when tb; from w16, W_hh in bf16 (a compact copy: whh_bf16),
- * when given, else in the ctx's precision. */
-static void whh_gemm(qkv_ctx *c, int tb, int64_t M, int64_t Nc, int64_t K, const float *A, const float *W,
-                     const uint16_t *w16, float beta, float *C)
+/* A step's product with W_hh (GH,H): C (M,Nc) = A op(W_hh) + beta C, op
+ * its transpose when tb; on the calling thread with the packed W_hh of
+ * qkv_gemm_bf16_vnni when vnni, else from w16, a compact bf16 copy
+ * (whh_bf16), when given, else in the ctx's precision. */
+static void whh_gemm(qkv_ctx *c, int vnni, int tb, int64_t M, int64_t Nc, int64_t K, const float *A,
+                     const float *W, const uint16_t *w16, float beta, float *C)
 {
-    if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
+    if (M == 0) return;
+    if (vnni) qkv_gemm_bf16_vnni_rows(M, Nc, K, A, w16, beta, C);
+    else if (w16) qkv_gemm_bf16_pre(0, tb, M, Nc, K, 1.0f, A, NULL, K, NULL, w16, 0, beta, C, Nc);
     else qkv_gemm_ctx(c, 0, tb, M, Nc, K, 1.0f, A, K, W, tb ? K : Nc, beta, C, Nc);
 }
 
-/* Step t of direction d for batch row n, after ah = h W_hh^T + b_hh (the
- * fast path; the reference computes its own ax and ah here): the cell, its
- * saved gates, the output y[t,n]. A row past its sequence's end keeps its
- * state and outputs 0. */
-static void cell_forward(rnn_saved *s, int d, int64_t t, int64_t n, float *ax, float *ah, float *h, float *cs)
+/* Row p (step t) of direction d, after ahn = h W_hh^T + b_hh (the fast
+ * path; the reference computes its own axn and ahn here): the cell, its
+ * saved gates, the output y[t,n]. */
+static void cell_forward(rnn_saved *s, int d, int64_t t, int64_t p, float *axn, float *ahn, float *h, float *cs)
 {
-    int64_t N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H;
+    int64_t N = s->N, In = s->In, H = s->H, GH = s->G * H, DH = s->D * H, n = s->bn[p];
     int lstm = s->mode == QKV_RNN_LSTM;
     float *yo = s->y->data + (t * N + n) * DH + d * H; // (H)
-    if (!active(s, t, n)) {
-        memset(yo, 0, (size_t)H * sizeof(float));
-        return;
-    }
-    const float *axn = ax + (s->ref ? 0 : (t * N + n) * GH); // (GH)
     if (s->ref) {
         const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL, *bhh = s->w[d][3] ? s->w[d][3]->data : NULL;
-        ref_matvec(GH, In, s->w[d][0]->data, s->x->data + (t * N + n) * In, bih, ax);
-        ref_matvec(GH, H, s->w[d][1]->data, h + n * H, bhh, ah + n * GH);
+        ref_matvec(GH, In, s->w[d][0]->data, s->x->data + (t * N + n) * In, bih, axn);
+        ref_matvec(GH, H, s->w[d][1]->data, h + n * H, bhh, ahn);
     }
-    float *g = s->gates[d] + (t * N + n) * 4 * H; // (4H)
+    float *g = s->gates[d] + p * 4 * H; // (4H)
     if (lstm && s->ref)
-        lstm_cell(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+        lstm_cell(H, axn, ahn, h + n * H, cs + n * H, g, s->tc[d] + p * H);
     else if (lstm)
-        lstm_cell_vec(H, axn, ah + n * GH, h + n * H, cs + n * H, g, s->tc[d] + (t * N + n) * H);
+        lstm_cell_vec(H, axn, ahn, h + n * H, cs + n * H, g, s->tc[d] + p * H);
     else if (s->ref)
-        gru_cell(H, axn, ah + n * GH, h + n * H, g);
+        gru_cell(H, axn, ahn, h + n * H, g);
     else
-        gru_cell_vec(H, axn, ah + n * GH, h + n * H, g);
+        gru_cell_vec(H, axn, ahn, h + n * H, g);
     memcpy(yo, h + n * H, (size_t)H * sizeof(float));
 }
 
-/* The backward of step t for batch row n: the gates' gradients dA (into
- * dax and dah, (L,N,GH); 0 past the sequence's end, where dh and dc pass
- * through), dh and dc updated through the cell; the reference also adds
- * dAh W_hh into dh here (the fast path does it as a product). */
-static void cell_backward(rnn_saved *s, int d, int64_t t, int64_t n, const float *Whh, float *dax, float *dah,
+/* The backward of row p (step t): the gates' gradients daxn, dahn (GH,
+ * the same row for LSTM), dh and dc of its batch entry updated through the
+ * cell; the reference also adds dAh W_hh into dh here (the fast path does
+ * it as a product). */
+static void cell_backward(rnn_saved *s, int d, int64_t t, int64_t p, const float *Whh, float *daxn, float *dahn,
                           float *dh, float *dc)
 {
-    int64_t N = s->N, H = s->H, GH = s->G * H, DH = s->D * H, tn = t * N + n;
-    int lstm = s->mode == QKV_RNN_LSTM;
-    float *daxn = dax + tn * GH, *dahn = dah + tn * GH; // (GH)
-    if (!active(s, t, n)) {
-        memset(daxn, 0, (size_t)GH * sizeof(float));
-        if (!lstm) memset(dahn, 0, (size_t)GH * sizeof(float)); /* LSTM: dah is dax */
-        return;
-    }
+    int64_t N = s->N, H = s->H, GH = s->G * H, DH = s->D * H, n = s->bn[p];
     const float *dy = s->y->grad; // (L,N,D*H) or NULL
     float *dhn = dh + n * H;
     if (dy) /* y[t,n,dH:(d+1)H] = h' */
-        for (int64_t j = 0; j < H; j++) dhn[j] += dy[tn * DH + d * H + j];
-    if (lstm)
-        lstm_cell_backward(H, s->cprev[d] + tn * H, s->gates[d] + tn * 4 * H, s->tc[d] + tn * H, dhn, dc + n * H,
-                           daxn);
+        for (int64_t j = 0; j < H; j++) dhn[j] += dy[(t * N + n) * DH + d * H + j];
+    if (s->mode == QKV_RNN_LSTM)
+        lstm_cell_backward(H, s->cprev[d] + p * H, s->gates[d] + p * 4 * H, s->tc[d] + p * H, dhn, dc + n * H, daxn);
     else
-        gru_cell_backward(H, s->hprev[d] + tn * H, s->gates[d] + tn * 4 * H, dhn, daxn, dahn);
+        gru_cell_backward(H, s->hprev[d] + p * H, s->gates[d] + p * 4 * H, dhn, daxn, dahn);
     if (s->ref) ref_matvec_t(GH, H, Whh, dahn, dhn); /* ah = W_hh h + b_hh */
 }
 
@@ -287,36 +293,52 @@ static void thread_rows(int64_t N, int64_t *n0, int64_t *n1)
     *n1 = *n0 + per < N ? *n0 + per : N;
 }
 
-/* Step t of direction d for rows [n0, n1) with W_hh packed (qkv_gemm_bf16_vnni,
- * on the calling thread): the states saved, ah = h W_hh^T + b_hh, the cells. */
-static void steps_forward(rnn_saved *s, int d, int64_t t, int64_t n0, int64_t n1, const uint16_t *whhp, float *ax,
-                          float *ah, float *h, float *cs)
+/* Step t of direction d for batch entries [n0, n1): the states of its rows
+ * [p0, p1) saved (the product's input), ah's rows n0.. = h W_hh^T + b_hh
+ * (not in the reference), the cells; y = 0 for the entries whose sequences
+ * have ended (their states stay). vnni: on the calling thread (whh_gemm). */
+static void step_forward(qkv_ctx *c, rnn_saved *s, int d, int64_t t, int64_t n0, int64_t n1, int vnni,
+                         const uint16_t *whh16, float *ax, float *ah, float *h, float *cs)
 {
-    int64_t N = s->N, H = s->H, GH = s->G * H, rows = n1 - n0;
+    int64_t N = s->N, H = s->H, GH = s->G * H, DH = s->D * H, p0, p1;
     const float *bhh = s->w[d][3] ? s->w[d][3]->data : NULL; // (GH)
-    memcpy(s->hprev[d] + (t * N + n0) * H, h + n0 * H, (size_t)(rows * H) * sizeof(float));
-    if (s->mode == QKV_RNN_LSTM)
-        memcpy(s->cprev[d] + (t * N + n0) * H, cs + n0 * H, (size_t)(rows * H) * sizeof(float));
-    for (int64_t n = n0; bhh && n < n1; n++) memcpy(ah + n * GH, bhh, (size_t)GH * sizeof(float));
-    qkv_gemm_bf16_vnni_rows(rows, GH, H, h + n0 * H, whhp, bhh ? 1.0f : 0.0f, ah + n0 * GH);
-    for (int64_t n = n0; n < n1; n++) cell_forward(s, d, t, n, ax, ah, h, cs);
+    step_rows(s, t, n0, n1, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        memcpy(s->hprev[d] + p * H, h + s->bn[p] * H, (size_t)H * sizeof(float));
+        if (s->mode == QKV_RNN_LSTM) memcpy(s->cprev[d] + p * H, cs + s->bn[p] * H, (size_t)H * sizeof(float));
+    }
+    float *ahk = ah + n0 * GH; // (p1-p0,GH) the rows' h W_hh^T + b_hh
+    if (!s->ref) {
+        for (int64_t p = p0; bhh && p < p1; p++) memcpy(ahk + (p - p0) * GH, bhh, (size_t)GH * sizeof(float));
+        whh_gemm(c, vnni, 1, p1 - p0, GH, H, s->hprev[d] + p0 * H, s->w[d][1]->data, whh16, bhh ? 1.0f : 0.0f,
+                 ahk);
+    }
+    /* the rows are independent: on OpenMP's threads where the step is large
+     * and not already on one of them (never in the reference, whose ax is
+     * one shared row) */
+    QKV_PAR_FOR(!vnni && !s->ref && (p1 - p0) * GH >= QKV_PAR_MIN,
+                for (int64_t p = p0; p < p1; p++)
+                    cell_forward(s, d, t, p, s->ref ? ax : ax + p * GH, ahk + (p - p0) * GH, h, cs));
+    if (step_whole(p0, p1, n0, n1)) return;
+    for (int64_t n = n0, p = p0; n < n1; n++) {
+        if (p < p1 && s->bn[p] == n) p++;
+        else memset(s->y->data + (t * N + n) * DH + d * H, 0, (size_t)H * sizeof(float));
+    }
 }
 
 /* Forward of direction d. Scratch comes from the arena (caller releases). */
 static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
 {
     qkv_arena *a = qkv_ctx_arena(c);
-    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H;
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, P = s->P;
     int lstm = s->mode == QKV_RNN_LSTM;
-    const float *x = s->x->data;                      // (L,N,In)
-    const float *Wih = s->w[d][0]->data, *Whh = s->w[d][1]->data; // (GH,In), (GH,H)
-    const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL;       // (GH)
-    const float *bhh = s->w[d][3] ? s->w[d][3]->data : NULL;       // (GH)
+    const float *Wih = s->w[d][0]->data;                     // (GH,In)
+    const float *bih = s->w[d][2] ? s->w[d][2]->data : NULL; // (GH)
     float *h = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));  // (N,H) the state
     float *cs = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float)); // (N,H) LSTM cell
-    float *ah = qkv_arena_alloc(a, (size_t)(N * GH) * sizeof(float)); // (N,GH) h W_hh^T + b_hh
-    float *ax = s->ref ? qkv_arena_alloc(a, (size_t)GH * sizeof(float))               // (GH)
-                       : qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH) written in full below
+    float *ah = qkv_arena_alloc(a, (size_t)(N * GH) * sizeof(float)); // (N,GH) a step's h W_hh^T + b_hh
+    float *ax = s->ref ? qkv_arena_alloc(a, (size_t)GH * sizeof(float))           // (GH)
+                       : qkv_arena_alloc_uninit(a, (size_t)(P * GH) * sizeof(float)); // (P,GH) written in full below
     if (!h || !cs || !ah || !ax) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
     uint16_t *whh16; // W_hh^T in bf16 (whh_bf16) or NULL
     int vnni;
@@ -324,9 +346,9 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
     int64_t row0 = s->layer * s->D + d; /* this layer and direction's row of h0/h_n */
     if (s->h0) memcpy(h, s->h0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->c0) memcpy(cs, s->c0->data + row0 * N * H, (size_t)(N * H) * sizeof(float));
-    if (!s->ref) { /* ax = x W_ih^T + b_ih, all steps at once */
-        if (bih) qkv_rows_broadcast(ax, bih, L * N, GH);
-        qkv_gemm_ctx(c, 0, 1, L * N, GH, In, 1.0f, x, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
+    if (!s->ref) { /* ax = x W_ih^T + b_ih, all rows at once */
+        if (bih) qkv_rows_broadcast(ax, bih, P, GH);
+        qkv_gemm_ctx(c, 0, 1, P, GH, In, 1.0f, s->xp, In, Wih, In, bih ? 1.0f : 0.0f, ax, GH);
     }
     if (vnni) { /* every step of a share of the batch's rows on each thread, no barrier */
         QKV_PRAGMA(omp parallel if (N * GH >= QKV_PAR_MIN))
@@ -334,25 +356,35 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
             int64_t n0, n1;
             thread_rows(N, &n0, &n1);
             for (int64_t st = 0; st < L && n0 < n1; st++)
-                steps_forward(s, d, d ? L - 1 - st : st, n0, n1, whh16, ax, ah, h, cs);
+                step_forward(c, s, d, d ? L - 1 - st : st, n0, n1, 1, whh16, ax, ah, h, cs);
         }
     }
-    for (int64_t st = 0; st < L && !vnni; st++) {
-        int64_t t = d ? L - 1 - st : st;
-        memcpy(s->hprev[d] + t * N * H, h, (size_t)(N * H) * sizeof(float));
-        if (lstm) memcpy(s->cprev[d] + t * N * H, cs, (size_t)(N * H) * sizeof(float));
-        if (!s->ref) { /* ah = h W_hh^T + b_hh */
-            if (bhh) qkv_rows_broadcast(ah, bhh, N, GH);
-            whh_gemm(c, 1, N, GH, H, h, Whh, whh16, bhh ? 1.0f : 0.0f, ah);
-        }
-        /* the batch's rows are independent: on OpenMP's threads where the
-         * step is large (never in the reference, whose ax is one shared row) */
-        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN,
-                    for (int64_t n = 0; n < N; n++) cell_forward(s, d, t, n, ax, ah, h, cs));
-    }
+    for (int64_t st = 0; st < L && !vnni; st++)
+        step_forward(c, s, d, d ? L - 1 - st : st, 0, N, 0, whh16, ax, ah, h, cs);
     memcpy(s->hn->data + row0 * N * H, h, (size_t)(N * H) * sizeof(float));
     if (lstm) memcpy(s->cn->data + row0 * N * H, cs, (size_t)(N * H) * sizeof(float));
     return QKV_OK;
+}
+
+/* The backward of step t for batch entries [n0, n1): the cells of its rows
+ * [p0, p1), then dh += dAh W_hh on those rows (through tmp's rows n0..
+ * when some entries have ended: gathered, multiplied, put back). vnni: on
+ * the calling thread (whh_gemm). */
+static void step_backward(qkv_ctx *c, rnn_saved *s, int d, int64_t t, int64_t n0, int64_t n1, int vnni,
+                          const uint16_t *whh16, float *dax, float *dah, float *dh, float *dc, float *tmp)
+{
+    int64_t H = s->H, GH = s->G * H, p0, p1;
+    const float *Whh = s->w[d][1]->data;
+    step_rows(s, t, n0, n1, &p0, &p1);
+    QKV_PAR_FOR(!vnni && !s->ref && (p1 - p0) * GH >= QKV_PAR_MIN,
+                for (int64_t p = p0; p < p1; p++)
+                    cell_backward(s, d, t, p, Whh, dax + p * GH, dah + p * GH, dh, dc));
+    if (s->ref) return;
+    int whole = step_whole(p0, p1, n0, n1);
+    float *C = whole ? dh + n0 * H : tmp + n0 * H; // (p1-p0,H)
+    for (int64_t p = p0; !whole && p < p1; p++) memcpy(C + (p - p0) * H, dh + s->bn[p] * H, (size_t)H * sizeof(float));
+    whh_gemm(c, vnni, 0, p1 - p0, H, GH, dah + p0 * GH, Whh, whh16, 1.0f, C);
+    for (int64_t p = p0; !whole && p < p1; p++) memcpy(dh + s->bn[p] * H, C + (p - p0) * H, (size_t)H * sizeof(float));
 }
 
 /* Backward of direction d: differentiates rnn_dir_forward's steps in
@@ -360,25 +392,25 @@ static qkv_status rnn_dir_forward(qkv_ctx *c, rnn_saved *s, int d)
  *   ax = x W_ih^T + b_ih:  dx += dAx W_ih, dW_ih += dAx^T x, db_ih += sum dAx
  *   ah = h W_hh^T + b_hh:  dh += dAh W_hh (per step), dW_hh += dAh^T hprev,
  *                          db_hh += sum dAh
- * with dAx, dAh (L,N,GH) the gates' gradients of every step. */
-static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
+ * with dAx, dAh (P,GH) the gates' gradients of every row. dxp (P,In), when
+ * given, receives dAx W_ih instead of dx (added, or written when *dxp_fresh,
+ * which is then cleared): the caller adds it into dx's rows. */
+static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d, float *dxp, int *dxp_fresh)
 {
     qkv_arena *a = qkv_ctx_arena(c);
-    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H;
+    int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, P = s->P;
     int lstm = s->mode == QKV_RNN_LSTM;
     int64_t row0 = s->layer * s->D + d;
-    const float *x = s->x->data;  // (L,N,In)
     qkv_tensor **w = s->w[d];
-    float *dh = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
-    float *dc = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));      // (N,H)
-    /* dax, dah: every active step's rows written by the cell's backward,
-     * the other rows set to 0 below */
-    float *dax = qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
-    float *dah = lstm ? dax : qkv_arena_alloc_uninit(a, (size_t)(L * N * GH) * sizeof(float)); // (L,N,GH)
-    if (!dh || !dc || !dax || !dah) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    float *dh = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));         // (N,H)
+    float *dc = qkv_arena_alloc(a, (size_t)(N * H) * sizeof(float));         // (N,H)
+    float *tmp = qkv_arena_alloc_uninit(a, (size_t)(N * H) * sizeof(float)); // (N,H) step_backward's
+    /* dax, dah: every row written by the cell's backward */
+    float *dax = qkv_arena_alloc_uninit(a, (size_t)(P * GH) * sizeof(float)); // (P,GH)
+    float *dah = lstm ? dax : qkv_arena_alloc_uninit(a, (size_t)(P * GH) * sizeof(float)); // (P,GH)
+    if (!dh || !dc || !tmp || !dax || !dah) return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
     if (s->hn->grad) memcpy(dh, s->hn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
     if (lstm && s->cn->grad) memcpy(dc, s->cn->grad + row0 * N * H, (size_t)(N * H) * sizeof(float));
-    const float *Whh = w[1]->data; // (GH,H)
     uint16_t *whh16; // W_hh in bf16 (whh_bf16) or NULL
     int vnni;
     QKV_TRY(whh_bf16(c, s, d, 0, &whh16, &vnni));
@@ -387,20 +419,12 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
         {
             int64_t n0, n1;
             thread_rows(N, &n0, &n1);
-            for (int64_t st = L - 1; st >= 0 && n0 < n1; st--) {
-                int64_t t = d ? L - 1 - st : st;
-                for (int64_t n = n0; n < n1; n++) cell_backward(s, d, t, n, Whh, dax, dah, dh, dc);
-                qkv_gemm_bf16_vnni_rows(n1 - n0, H, GH, dah + (t * N + n0) * GH, whh16, 1.0f, dh + n0 * H);
-            }
+            for (int64_t st = L - 1; st >= 0 && n0 < n1; st--)
+                step_backward(c, s, d, d ? L - 1 - st : st, n0, n1, 1, whh16, dax, dah, dh, dc, tmp);
         }
     }
-    for (int64_t st = L - 1; st >= 0 && !vnni; st--) {
-        int64_t t = d ? L - 1 - st : st;
-        QKV_PAR_FOR(!s->ref && N * GH >= QKV_PAR_MIN,
-                    for (int64_t n = 0; n < N; n++) cell_backward(s, d, t, n, Whh, dax, dah, dh, dc));
-        if (!s->ref) /* ah = h W_hh^T + b_hh: dh += dAh W_hh (zero rows for ended sequences) */
-            whh_gemm(c, 0, N, H, GH, dah + t * N * GH, Whh, whh16, 1.0f, dh);
-    }
+    for (int64_t st = L - 1; st >= 0 && !vnni; st--)
+        step_backward(c, s, d, d ? L - 1 - st : st, 0, N, 0, whh16, dax, dah, dh, dc, tmp);
     /* The gradients were allocated by rnn_backward, before this scratch. */
     if (s->h0 && s->h0->requires_grad) qkv_vec_to2(s->h0->grad + row0 * N * H, 1, NULL, 0, dh, N * H);
     if (lstm && s->c0 && s->c0->requires_grad) qkv_vec_to2(s->c0->grad + row0 * N * H, 1, NULL, 0, dc, N * H);
@@ -409,21 +433,27 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d)
         if (w[j] && w[j]->requires_grad) gw[j] = w[j]->grad;
     float *dx = s->x->requires_grad ? s->x->grad : NULL;
     if (s->ref) {
-        for (int64_t tn = 0; tn < L * N; tn++) {
-            if (!active(s, tn / N, tn % N)) continue;
-            if (dx) ref_matvec_t(GH, In, w[0]->data, dax + tn * GH, dx + tn * In);
-            if (gw[0]) ref_outer(GH, In, dax + tn * GH, x + tn * In, gw[0], NULL);
-            if (gw[1]) ref_outer(GH, H, dah + tn * GH, s->hprev[d] + tn * H, gw[1], NULL);
-            if (gw[2]) for (int64_t j = 0; j < GH; j++) gw[2][j] += dax[tn * GH + j];
-            if (gw[3]) for (int64_t j = 0; j < GH; j++) gw[3][j] += dah[tn * GH + j];
-        }
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t p = s->off[t]; p < s->off[t + 1]; p++) {
+                int64_t tn = t * N + s->bn[p];
+                if (dx) ref_matvec_t(GH, In, w[0]->data, dax + p * GH, dx + tn * In);
+                if (gw[0]) ref_outer(GH, In, dax + p * GH, s->x->data + tn * In, gw[0], NULL);
+                if (gw[1]) ref_outer(GH, H, dah + p * GH, s->hprev[d] + p * H, gw[1], NULL);
+                if (gw[2]) for (int64_t j = 0; j < GH; j++) gw[2][j] += dax[p * GH + j];
+                if (gw[3]) for (int64_t j = 0; j < GH; j++) gw[3][j] += dah[p * GH + j];
+            }
         return QKV_OK;
     }
-    if (dx) qkv_gemm_ctx(c, 0, 0, L * N, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
-    if (gw[0]) qkv_gemm_ctx(c, 1, 0, GH, In, L * N, 1.0f, dax, GH, x, In, 1.0f, gw[0], In);
-    if (gw[1]) qkv_gemm_ctx(c, 1, 0, GH, H, L * N, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
-    if (gw[2]) qkv_rows_sum_into(gw[2], dax, L * N, GH);
-    if (gw[3]) qkv_rows_sum_into(gw[3], dah, L * N, GH);
+    if (dx && dxp) {
+        qkv_gemm_ctx(c, 0, 0, P, In, GH, 1.0f, dax, GH, w[0]->data, In, *dxp_fresh ? 0.0f : 1.0f, dxp, In);
+        *dxp_fresh = 0;
+    } else if (dx) {
+        qkv_gemm_ctx(c, 0, 0, P, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
+    }
+    if (gw[0]) qkv_gemm_ctx(c, 1, 0, GH, In, P, 1.0f, dax, GH, s->xp, In, 1.0f, gw[0], In);
+    if (gw[1]) qkv_gemm_ctx(c, 1, 0, GH, H, P, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
+    if (gw[2]) qkv_rows_sum_into(gw[2], dax, P, GH);
+    if (gw[3]) qkv_rows_sum_into(gw[3], dah, P, GH);
     return QKV_OK;
 }
 
@@ -443,13 +473,27 @@ static qkv_status rnn_backward(qkv_ctx *c, void *p)
         if (need[i] && need[i]->requires_grad && !qkv_tensor_grad(a, need[i]))
             return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for %s's gradient",
                             need[i]->name ? need[i]->name : i == 0 ? "x" : i == 1 ? "h0" : "c0");
-    for (int d = 0; d < s->D; d++) {
+    /* With ended sequences, dx's active rows are summed over the directions
+     * in dxp (P,In), then added into dx's rows. */
+    int64_t N = s->N, In = s->In;
+    qkv_arena_mark mk0 = qkv_arena_get_mark(a);
+    float *dxp = NULL;
+    int fresh = 1;
+    if (!s->ref && s->x->requires_grad && s->P < s->L * N &&
+        !(dxp = qkv_arena_alloc_uninit(a, (size_t)(s->P * In) * sizeof(float))))
+        return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
+    qkv_status st = QKV_OK;
+    for (int d = 0; d < s->D && st == QKV_OK; d++) {
         qkv_arena_mark mk = qkv_arena_get_mark(a);
-        qkv_status st = rnn_dir_backward(c, s, d);
+        st = rnn_dir_backward(c, s, d, dxp, &fresh);
         qkv_arena_release(a, mk);
-        QKV_TRY(st);
     }
-    return QKV_OK;
+    if (st == QKV_OK && dxp && !fresh)
+        QKV_PAR_FOR(s->P * In >= QKV_PAR_MIN, for (int64_t t = 0; t < s->L; t++)
+            for (int64_t p = s->off[t]; p < s->off[t + 1]; p++)
+                qkv_vec_to2(s->x->grad + (t * N + s->bn[p]) * In, 1, NULL, 0, dxp + p * In, In));
+    qkv_arena_release(a, mk0);
+    return st;
 }
 
 /* One layer: x (L,N,In) -> *y (L,N,D*H), writing rows layer*D.. of hn, cn. */
@@ -480,25 +524,37 @@ static qkv_status rnn_layer(qkv_ctx *c, const qkv_nn_rnn *m, int64_t layer, qkv_
     /* What the backward keeps (in the arena for good when recording, else
      * scratch released below). */
     qkv_arena_mark mk = qkv_arena_get_mark(a);
-    if (lengths) {
-        int64_t *l = rec ? qkv_ctx_alloc(c, (size_t)N * sizeof *l) : NULL;
-        if (rec && !l) return QKV_ERR_NOMEM;
-        if (l) memcpy(l, lengths, (size_t)N * sizeof *l);
-        s->lengths = l ? l : lengths;
-    }
     int lstm = m->mode == QKV_RNN_LSTM;
-    for (int d = 0; d < D; d++) {
-        /* not zeroed: hprev and cprev are copied at every step, gates and tc
-         * written at every active step, and the backward reads no other */
-        size_t nh = (size_t)(L * N * H) * sizeof(float);
+    s->off = qkv_arena_alloc_uninit(a, (size_t)(L + 1) * sizeof *s->off);
+    s->bn = qkv_arena_alloc_uninit(a, (size_t)(L * N) * sizeof *s->bn);
+    int ok = s->off && s->bn;
+    for (int64_t t = 0; ok && t < L; t++) {
+        s->off[t] = s->P;
+        for (int64_t n = 0; n < N; n++)
+            if (!lengths || t < lengths[n]) s->bn[s->P++] = (int32_t)n;
+    }
+    if (ok) s->off[L] = s->P;
+    s->xp = x->data;
+    if (ok && !s->ref && s->P < L * N) { /* x's active rows */
+        float *xp = qkv_arena_alloc_uninit(a, (size_t)(s->P * In) * sizeof(float));
+        QKV_PAR_FOR(xp && s->P * In >= QKV_PAR_MIN, for (int64_t t = 0; t < L; t++)
+            for (int64_t p = s->off[t]; p < s->off[t + 1]; p++)
+                memcpy(xp + p * In, x->data + (t * N + s->bn[p]) * In, (size_t)In * sizeof(float)));
+        s->xp = xp;
+        ok = xp != NULL;
+    }
+    for (int d = 0; ok && d < D; d++) {
+        /* not zeroed: every row's gates, states and tc are written by its step */
+        size_t nh = (size_t)(s->P * H) * sizeof(float);
         s->gates[d] = qkv_arena_alloc_uninit(a, 4 * nh);
         s->hprev[d] = qkv_arena_alloc_uninit(a, nh);
         s->cprev[d] = lstm ? qkv_arena_alloc_uninit(a, nh) : NULL;
         s->tc[d] = lstm ? qkv_arena_alloc_uninit(a, nh) : NULL;
-        if (!s->gates[d] || !s->hprev[d] || (lstm && (!s->cprev[d] || !s->tc[d]))) {
-            if (!rec) qkv_arena_release(a, mk);
-            return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for the saved gates");
-        }
+        ok = s->gates[d] && s->hprev[d] && (!lstm || (s->cprev[d] && s->tc[d]));
+    }
+    if (!ok) {
+        if (!rec) qkv_arena_release(a, mk);
+        return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for the saved gates");
     }
     qkv_status st = QKV_OK;
     for (int d = 0; d < D && st == QKV_OK; d++) {
