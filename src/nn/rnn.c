@@ -61,11 +61,13 @@ static void gru_cell_vec(int64_t H, const float *ax, const float *ah, float *h, 
     for (int64_t j = 0; j < H; j++) h[j] = (1.0f - g[H + j]) * g[2 * H + j] + g[H + j] * h[j];
 }
 
-/* Differentiates gru_cell at (hprev, g): dh is dL/dh' on entry and the
+/* (The cells' backwards take restrict pointers, distinct buffers: without
+ * them GCC left these loops scalar, about 4% of a translation step.)
+ * Differentiates gru_cell at (hprev, g): dh is dL/dh' on entry and the
  * direct part of dL/dh on return (the W_hh part is added by the caller from
  * dah); dax, dah (3H) are dL/d(ax), dL/d(ah). */
-static void gru_cell_backward(int64_t H, const float *hprev, const float *g, float *dh, float *dax,
-                              float *dah)
+static void gru_cell_backward(int64_t H, const float *restrict hprev, const float *restrict g,
+                              float *restrict dh, float *restrict dax, float *restrict dah)
 {
     for (int64_t j = 0; j < H; j++) {
         float r = g[j], z = g[H + j], n = g[2 * H + j], hn = g[3 * H + j], d = dh[j];
@@ -118,8 +120,9 @@ static void lstm_cell_vec(int64_t H, const float *ax, const float *ah, float *h,
 /* Differentiates lstm_cell at (cprev, gs, tc): dh, dc are dL/dh', dL/dc' on
  * entry; on return dh is 0 (all of dL/dh goes through W_hh, added by the
  * caller from da) and dc is dL/dc. da (4H) = dL/d(ax) = dL/d(ah). */
-static void lstm_cell_backward(int64_t H, const float *cprev, const float *gs, const float *tc,
-                               float *dh, float *dc, float *da)
+static void lstm_cell_backward(int64_t H, const float *restrict cprev, const float *restrict gs,
+                               const float *restrict tc, float *restrict dh, float *restrict dc,
+                               float *restrict da)
 {
     for (int64_t j = 0; j < H; j++) {
         float i = gs[j], f = gs[H + j], g = gs[2 * H + j], o = gs[3 * H + j], t = tc[j];
