@@ -70,9 +70,15 @@ def generate(rng, n, T, noise=0.3):
 
 
 def main():
-    seed, epochs, prec = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    if prec not in ("fp32", "bf16"):
-        sys.exit("toy_torch.py: precision must be fp32 or bf16")
+    usage = "usage: toy_torch.py SEED EPOCHS fp32|bf16 (SEED an integer, EPOCHS a positive integer)"
+    if len(sys.argv) != 4 or sys.argv[3] not in ("fp32", "bf16"):
+        sys.exit(usage)
+    try:
+        seed, epochs, prec = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    except ValueError:
+        sys.exit(usage)
+    if epochs < 1:
+        sys.exit(usage)
     torch.set_num_threads(1)
     T, B = 64, 100
     rng = np.random.default_rng(seed)

@@ -396,9 +396,9 @@ static void step_backward(qkv_ctx *c, rnn_saved *s, int d, int64_t t, int64_t n0
  *   ah = h W_hh^T + b_hh:  dh += dAh W_hh (per step), dW_hh += dAh^T hprev,
  *                          db_hh += sum dAh
  * with dAx, dAh (P,GH) the gates' gradients of every row. dxp (P,In), when
- * given, receives dAx W_ih instead of dx (added, or written when *dxp_fresh,
- * which is then cleared): the caller adds it into dx's rows. */
-static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d, float *dxp, int *dxp_fresh)
+ * given, receives dAx W_ih (added) instead of dx: the caller adds it into
+ * dx's rows. */
+static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d, float *dxp)
 {
     qkv_arena *a = qkv_ctx_arena(c);
     int64_t L = s->L, N = s->N, In = s->In, H = s->H, GH = s->G * H, P = s->P;
@@ -447,12 +447,7 @@ static qkv_status rnn_dir_backward(qkv_ctx *c, rnn_saved *s, int d, float *dxp, 
             }
         return QKV_OK;
     }
-    if (dx && dxp) {
-        qkv_gemm_ctx(c, 0, 0, P, In, GH, 1.0f, dax, GH, w[0]->data, In, *dxp_fresh ? 0.0f : 1.0f, dxp, In);
-        *dxp_fresh = 0;
-    } else if (dx) {
-        qkv_gemm_ctx(c, 0, 0, P, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dx, In);
-    }
+    if (dx) qkv_gemm_ctx(c, 0, 0, P, In, GH, 1.0f, dax, GH, w[0]->data, In, 1.0f, dxp ? dxp : dx, In);
     if (gw[0]) qkv_gemm_ctx(c, 1, 0, GH, In, P, 1.0f, dax, GH, s->xp, In, 1.0f, gw[0], In);
     if (gw[1]) qkv_gemm_ctx(c, 1, 0, GH, H, P, 1.0f, dah, GH, s->hprev[d], H, 1.0f, gw[1], H);
     if (gw[2]) qkv_rows_sum_into(gw[2], dax, P, GH);
@@ -480,18 +475,17 @@ static qkv_status rnn_backward(qkv_ctx *c, void *p)
      * in dxp (P,In), then added into dx's rows. */
     int64_t N = s->N, In = s->In;
     qkv_arena_mark mk0 = qkv_arena_get_mark(a);
-    float *dxp = NULL;
-    int fresh = 1;
+    float *dxp = NULL; // (P,In), zeroed
     if (!s->ref && s->x->requires_grad && s->P < s->L * N &&
-        !(dxp = qkv_arena_alloc_uninit(a, (size_t)(s->P * In) * sizeof(float))))
+        !(dxp = qkv_arena_alloc(a, (size_t)(s->P * In) * sizeof(float))))
         return qkv_fail(QKV_ERR_NOMEM, "rnn: out of memory for scratch");
     qkv_status st = QKV_OK;
     for (int d = 0; d < s->D && st == QKV_OK; d++) {
         qkv_arena_mark mk = qkv_arena_get_mark(a);
-        st = rnn_dir_backward(c, s, d, dxp, &fresh);
+        st = rnn_dir_backward(c, s, d, dxp);
         qkv_arena_release(a, mk);
     }
-    if (st == QKV_OK && dxp && !fresh)
+    if (st == QKV_OK && dxp)
         QKV_PAR_FOR(s->P * In >= QKV_PAR_MIN, for (int64_t t = 0; t < s->L; t++)
             for (int64_t p = s->off[t]; p < s->off[t + 1]; p++)
                 qkv_vec_to2(s->x->grad + (t * N + s->bn[p]) * In, 1, NULL, 0, dxp + p * In, In));
