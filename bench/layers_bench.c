@@ -12,7 +12,7 @@
  *   mha_B<B>_L<L>[_causal]       MultiheadAttention(512, 8) forward, need_weights=0, no grad
  *   enc_B<B>_L<L>                TransformerEncoderLayer(512, 8, 2048), dropout 0:
  *                                forward + backward + AdamW step
- *   attnbf16_L<L>_D<D>[_causal]  the same attention (forward and backward) in the FP32
+ *   attnbf16_[B<B>_]L<L>_D<D>[_causal]  the same attention (batch B, default 1) in the FP32
  *                                and the BF16 mode (bf16 flash attention) in one process,
  *                                interleaved, best of 5 rounds; rows _fp32_fwd/_bwd and
  *                                _bf16_fwd/_bwd, then the speed-ups on a # line; qkv only
@@ -178,11 +178,11 @@ static void run_attention(int64_t L, int64_t D, int causal, int backward, const 
 /* FP32 against BF16 attention in one process: each round runs forward and
  * backward in FP32, then in BF16, on the same inputs; best of the rounds
  * (the machine is shared: the best is the least disturbed). */
-static void run_attention_bf16(int64_t L, int64_t D, int causal, const char *name)
+static void run_attention_bf16(int64_t B, int64_t L, int64_t D, int causal, const char *name)
 {
     enum { ROUNDS = 5 };
     double base = status_mib("VmRSS");
-    attn_t a = {.B = 1, .H = 8, .L = L, .D = D, .causal = causal, .backward = 1};
+    attn_t a = {.B = B, .H = 8, .L = L, .D = D, .causal = causal, .backward = 1};
     attn_init(&a);
     double fl = 4.0 * a.B * a.H * L * L * D * (causal ? 0.5 : 1.0);
     double best[2][2] = {{1e30, 1e30}, {1e30, 1e30}}; /* [bf16][bwd] */
@@ -398,7 +398,9 @@ int main(int argc, char **argv)
     if (sscanf(cfg, "attn_L%lld_D%lld", &L, &D) == 2)
         run_attention(L, D, causal, 1, cfg);
     else if (sscanf(cfg, "attnbf16_L%lld_D%lld", &L, &D) == 2)
-        run_attention_bf16(L, D, causal, cfg);
+        run_attention_bf16(1, L, D, causal, cfg);
+    else if (sscanf(cfg, "attnbf16_B%lld_L%lld_D%lld", &B, &L, &D) == 3)
+        run_attention_bf16(B, L, D, causal, cfg);
     else if (sscanf(cfg, "attnfwd_L%lld_D%lld", &L, &D) == 2)
         run_attention(L, D, causal, 0, cfg);
     else if (sscanf(cfg, "mha_B%lld_L%lld", &B, &L) == 2)

@@ -46,13 +46,17 @@ static __attribute__((noinline)) void lce_cols(float *restrict e, int64_t n, dou
     }
 }
 
-/* Row x (V) of the logits with label y: its loss terms, and the row turned
+/* Row x (V) of the logits without the bias b (V, or NULL: none), which is
+ * added here while the row is in cache (as the product's epilogue would
+ * add it: the same sums), with label y: its loss terms, and the row turned
  * into d loss_i / d x for the terms' weights wn and ws (at an upstream
  * gradient of 1), over x or, in bf16, to d16; colsum += it. The formulas
  * and roundings of qkv_cross_entropy's vectorised path (loss.c). */
-static void lce_row(float *x, int64_t V, int64_t y, double wn, double ws, uint16_t *d16, float *colsum,
-                    double *nll, double *smooth)
+static void lce_row(float *restrict x, const float *restrict b, int64_t V, int64_t y, double wn, double ws,
+                    uint16_t *d16, float *colsum, double *nll, double *smooth)
 {
+    if (b)
+        for (int64_t j = 0; j < V; j++) x[j] += b[j];
     float mx = qkv_max_f32(x, V);
     double xy = x[y], sx = ws != 0 ? qkv_sum_f64(x, V) : 0.0;
     for (int64_t j = 0; j < V; j++) x[j] -= mx;
@@ -178,7 +182,8 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
     double *terms = qkv_ctx_alloc(c, (size_t)(2 * M) * sizeof *terms);      // (M,2) nll, smooth
     if (!s || !lg || !part || !terms) return QKV_ERR_NOMEM;
     const uint16_t *x16, *w16;
-    QKV_TRY(qkv_linear_product(c, 1, M, V, K, x->data, weight->data, bias ? bias->data : NULL, lg, &x16, &w16));
+    QKV_TRY(qkv_linear_product(c, 1, M, V, K, x->data, weight->data, NULL, lg, &x16, &w16)); /* bias: lce_row */
+    const float *bd = bias ? bias->data : NULL; // (V)
     uint16_t *d16 = NULL;
     if (x16 && reduction != QKV_REDUCTION_NONE &&
         !(d16 = qkv_arena_alloc_uninit(qkv_ctx_arena(c), (size_t)(M * V) * sizeof *d16)))
@@ -201,7 +206,7 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
                 terms[2 * i] = terms[2 * i + 1] = 0.0;
                 continue;
             }
-            lce_row(row, V, y, wn, ws, d16 ? d16 + i * V : NULL, part + k * V, &terms[2 * i], &terms[2 * i + 1]);
+            lce_row(row, bd, V, y, wn, ws, d16 ? d16 + i * V : NULL, part + k * V, &terms[2 * i], &terms[2 * i + 1]);
         }
     float *colsum = part + nch * V; // (V)
     for (int k = 0; k < nch; k++)
