@@ -16,7 +16,9 @@
  * step of each per round, the best of each: ratios under the same load):
  * an fp16 cache, a bf16 cache, bf16 weights (qkv_bf16_weights on the
  * cache) with an FP32 cache, and bf16 weights with a bf16 cache
- * (docs/bf16_decode.md). */
+ * (docs/bf16_decode.md). Last, FP32 against bf16 weights and cache as a
+ * generation loop runs them: each variant's steps back to back (median of
+ * 41), the two in alternated blocks, four blocks at positions 64 and 4095. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +177,19 @@ int main(void)
                b[1] / b[0], b[2] / b[0], b[3] / b[0], b[4] / b[0]);
         fflush(stdout);
     }
+    /* The same ratio as a generation loop sees it: each variant's steps one
+     * after the other (the median of 41), FP32 and bf16 both in alternated
+     * blocks, so that a step starts with the caches its own previous step
+     * left, not another variant's. */
+    printf("\nback-to-back steps, median of 41 each, FP32 and bf16 both (weights and cache) in "
+           "alternated blocks:\n%9s %12s %12s %8s\n", "position", "fp32 ms", "bf16 both ms", "ratio");
+    int64_t bpos[2] = {64, MAX_LEN - 1};
+    for (int i = 0; i < 2; i++)
+        for (int blk = 0; blk < 4; blk++) {
+            double a = cached_step(c, &m, &kc, bpos[i], 41), b = cached_step(c, &m, &kbw, bpos[i], 41);
+            printf("%9lld %12.3f %12.3f %8.2f\n", (long long)bpos[i], 1e3 * a, 1e3 * b, b / a);
+            fflush(stdout);
+        }
     qkv_kv_cache_free(&kb);
     qkv_kv_cache_free(&kw);
     qkv_kv_cache_free(&kbw);
