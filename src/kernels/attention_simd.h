@@ -682,17 +682,17 @@ static float row_dot(const float *a, const float *b, int64_t n)
      * in FP32. With dout_i unrounded, every ds_ij of the row carried the
      * same error p_ij (D_i - bf16(dout_i) . out_i) (docs/bf16.md, "The
      * rows of dS sum to zero"). VW lanes at once, the tail one by one. */
-    float ar[VW];
+    float ar[VW]; /* rounded in line (qkv_bf16_round_floats' bits): a call per VW
+                   * values was most of the D_i loop's time at head size 64 */
     vf acc = vsplat(0);
     int64_t x = 0;
     for (; x + VW <= n; x += VW) {
-        qkv_bf16_round_floats(a + x, ar, VW);
+        for (int l = 0; l < VW; l++) ar[l] = qkv_bf16_to_float(qkv_bf16_from_float(a[x + l]));
         acc = VFMA(vload(ar), vload(b + x), acc);
     }
     float s = 0;
     for (int l = 0; l < VW; l++) s += acc[l];
-    qkv_bf16_round_floats(a + x, ar, n - x);
-    for (int64_t t = 0; x < n; x++, t++) s = SFMA(ar[t], b[x], s);
+    for (; x < n; x++) s = SFMA(qkv_bf16_to_float(qkv_bf16_from_float(a[x])), b[x], s);
     return s;
 #else
     float acc = 0;
