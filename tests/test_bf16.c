@@ -106,6 +106,33 @@ static void gemm_suite(const char *what)
         }
     gemm_case(0, 1, 256, 384, 256, 1.0f, 1.0f, 0, seed++, what); /* split over threads */
     gemm_case(1, 0, 300, 200, 1000, 1.0f, 1.0f, 0, seed++, what);
+    /* x Wᵀ with a short K and many columns: oneDNN's by column blocks of
+     * 128 (a short last block here), beta 0 */
+    gemm_case(0, 1, 37, 1000, 200, 1.0f, 0.0f, 2, seed++, what);
+    gemm_case(0, 1, 64, 640, 256, 0.5f, 0.0f, 0, seed++, what);
+}
+
+/* x Wᵀ + b where the product goes by column blocks: each block's bias is
+ * its own columns' (b + n0): the result is, bit for bit, the product
+ * without the bias plus b in FP32 (both sides add b to the same sums). */
+static void test_gemm_bias_blocks(void)
+{
+    int64_t M = 41, N = 700, K = 96; /* oneDNN's size; blocks of 128, the last of 60 */
+    uint16_t *a = malloc((size_t)(M * K) * 2), *w = malloc((size_t)(N * K) * 2);
+    float *b = malloc((size_t)N * 4), *y = malloc((size_t)(M * N) * 4), *y0 = malloc((size_t)(M * N) * 4);
+    qkv_rng r;
+    qkv_rng_seed(&r, 5);
+    for (int64_t i = 0; i < M * K; i++) a[i] = qkv_bf16_from_float((float)qkv_rng_normal(&r));
+    for (int64_t i = 0; i < N * K; i++) w[i] = qkv_bf16_from_float((float)qkv_rng_normal(&r));
+    for (int64_t j = 0; j < N; j++) b[j] = (float)qkv_rng_normal(&r);
+    qkv_gemm_bf16_bias(M, N, K, a, w, b, y);
+    qkv_gemm_bf16_bias(M, N, K, a, w, NULL, y0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) bad += bits(y[i * N + j]) != bits(y0[i * N + j] + b[j]);
+    CHECK(bad == 0, "gemm_bf16_bias by column blocks: %lld of %lld values are not the product plus b",
+          (long long)bad, (long long)(M * N));
+    free(a), free(w), free(b), free(y), free(y0);
 }
 
 static void test_gemm(void)
@@ -582,6 +609,7 @@ int main(void)
     test_linear_kept();
     test_linear_relu();
     test_gemm();
+    test_gemm_bias_blocks();
     test_gemm_vnni();
     char dir[] = "/tmp/qkv_bf16_XXXXXX";
     if (h_oracle_run("bf16_oracle.py", dir, NULL)) {

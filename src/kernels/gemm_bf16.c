@@ -244,6 +244,42 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     return ok;
 }
 
+/* x Wᵀ with a short K and many columns (the translation model's output
+ * layer, 832 x 4000 x 256; its recurrent layers' input projections): by
+ * column blocks of DNNL_COLS, each block one oneDNN call on the thread that
+ * takes it, the blocks dealt dynamically. oneDNN's own two-thread split of
+ * the whole product ran at 557-584 GFLOP/s on that shape where the blocks
+ * ran at 669-719 (cold caches, alternated, docs/seq2seq.md); on the
+ * encoder's shapes (K 512 and 2048) the blocks gained nothing. The blocks
+ * do not depend on the thread count, so neither do the bits. beta 0 only:
+ * a failed block leaves the caller's fallback to write C whole. */
+enum { DNNL_COLS = 128 };
+
+static int dnnl_by_cols(int ta, int tb, int64_t M, int64_t N, int64_t K, float beta)
+{
+    return ta == 0 && tb == 1 && K <= 256 && N >= 4 * DNNL_COLS && beta == 0.0f;
+}
+
+static int matmul_dnnl_cols(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah, const uint16_t *Bh,
+                            const float *bias, float *C, int64_t ldc)
+{
+    int nb = (int)((N + DNNL_COLS - 1) / DNNL_COLS), ok = 1;
+#pragma omp parallel for schedule(dynamic, 1) reduction(&& : ok)
+    for (int b = 0; b < nb; b++) {
+        int64_t n0 = (int64_t)b * DNNL_COLS, n = N - n0 < DNNL_COLS ? N - n0 : DNNL_COLS;
+        ok = matmul_dnnl(0, 1, M, n, K, alpha, Ah, Bh + n0 * K, bias ? bias + n0 : NULL, 0.0f, C + n0, ldc) && ok;
+    }
+    return ok;
+}
+
+/* matmul_dnnl, or by column blocks where dnnl_by_cols says so. */
+static int matmul_dnnl_any(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
+                           const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
+{
+    if (dnnl_by_cols(ta, tb, M, N, K, beta)) return matmul_dnnl_cols(M, N, K, alpha, Ah, Bh, bias, C, ldc);
+    return matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, bias, beta, C, ldc);
+}
+
 int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
 #else
 int qkv_gemm_bf16_accelerated(void) { return 0; }
@@ -314,7 +350,7 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
             const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 ? B16 : buf + na;
             if (!A16) pack_bf16(A, ar, ac, lda, buf);
             if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
-            int done = matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
+            int done = matmul_dnnl_any(ta, tb, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
             if (bytes) scratch_put(buf, bytes);
             if (done) return;
         }
@@ -342,7 +378,7 @@ void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, co
 #ifdef QKV_DNNL
     /* oneDNN adds the bias as the sums leave its registers: no pass that
      * fills C with it, none that reads C back to add (beta = 1) */
-    if (bias && qkv_gemm_bf16_dnnl(M, N, K) && matmul_dnnl(0, 1, M, N, K, 1.0f, A16, B16, bias, 0.0f, C, N))
+    if (bias && qkv_gemm_bf16_dnnl(M, N, K) && matmul_dnnl_any(0, 1, M, N, K, 1.0f, A16, B16, bias, 0.0f, C, N))
         return;
 #endif
     if (bias) qkv_rows_broadcast(C, bias, M, N);
