@@ -393,25 +393,30 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cfg = argv[2];
-    long long L, D, B;
-    int causal = strstr(cfg, "_causal") != NULL;
-    if (sscanf(cfg, "attn_L%lld_D%lld", &L, &D) == 2)
-        run_attention(L, D, causal, 1, cfg);
-    else if (sscanf(cfg, "attnbf16_L%lld_D%lld", &L, &D) == 2)
-        run_attention_bf16(1, L, D, causal, cfg);
-    else if (sscanf(cfg, "attnbf16_B%lld_L%lld_D%lld", &B, &L, &D) == 3)
-        run_attention_bf16(B, L, D, causal, cfg);
-    else if (sscanf(cfg, "attnfwd_L%lld_D%lld", &L, &D) == 2)
-        run_attention(L, D, causal, 0, cfg);
-    else if (sscanf(cfg, "mha_B%lld_L%lld", &B, &L) == 2)
-        run_mha(B, L, causal, cfg);
-    else if (sscanf(cfg, "enc_B%lld_L%lld", &B, &L) == 2)
-        run_encoder(B, L, cfg);
-    else if (sscanf(cfg, "decode_S%lld_D%lld", &L, &D) == 2)
-        run_decode(L, D, cfg);
+    long long L = 1, D = 1, B = 1; /* a size the configuration does not name stays 1 */
+    int causal = strstr(cfg, "_causal") != NULL, kind;
+    if (sscanf(cfg, "attn_L%lld_D%lld", &L, &D) == 2) kind = 0;
+    else if (sscanf(cfg, "attnbf16_L%lld_D%lld", &L, &D) == 2) kind = 1;
+    else if (sscanf(cfg, "attnbf16_B%lld_L%lld_D%lld", &B, &L, &D) == 3) kind = 1;
+    else if (sscanf(cfg, "attnfwd_L%lld_D%lld", &L, &D) == 2) kind = 2;
+    else if (sscanf(cfg, "mha_B%lld_L%lld", &B, &L) == 2) kind = 3;
+    else if (sscanf(cfg, "enc_B%lld_L%lld", &B, &L) == 2) kind = 4;
+    else if (sscanf(cfg, "decode_S%lld_D%lld", &L, &D) == 2) kind = 5;
     else {
         fprintf(stderr, "layers_bench: unknown configuration '%s'\n", cfg);
         return 2;
+    }
+    if (L < 1 || D < 1 || B < 1) {
+        fprintf(stderr, "layers_bench: '%s': every size (B, L, S, D) must be at least 1\n", cfg);
+        return 2;
+    }
+    switch (kind) {
+    case 0: run_attention(L, D, causal, 1, cfg); break;
+    case 1: run_attention_bf16(B, L, D, causal, cfg); break;
+    case 2: run_attention(L, D, causal, 0, cfg); break;
+    case 3: run_mha(B, L, causal, cfg); break;
+    case 4: run_encoder(B, L, cfg); break;
+    default: run_decode(L, D, cfg); break;
     }
     return 0;
 }

@@ -493,7 +493,7 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
     float *a = pk.a, *b = pk.b;
     for (int64_t r = 0; r < M; r++)
         for (int64_t k = 0; k < K; k++)
-            a[r * K + k] = qkv_bf16_to_float(qkv_bf16_from_float(A[r * rs + k * ks]));
+            a[r * K + k] = qkv_bf16_round(A[r * rs + k * ks]);
     for (int64_t k = 0; k < K; k++) qkv_bf16_round_floats(B + k * ldb, b + k * N, N);
     tile_gemm_f32(M, N, K, a, K, 1, b, N, C, ldc, accumulate);
 }

@@ -687,12 +687,12 @@ static float row_dot(const float *a, const float *b, int64_t n)
     vf acc = vsplat(0);
     int64_t x = 0;
     for (; x + VW <= n; x += VW) {
-        for (int l = 0; l < VW; l++) ar[l] = qkv_bf16_to_float(qkv_bf16_from_float(a[x + l]));
+        for (int l = 0; l < VW; l++) ar[l] = qkv_bf16_round(a[x + l]);
         acc = VFMA(vload(ar), vload(b + x), acc);
     }
     float s = 0;
     for (int l = 0; l < VW; l++) s += acc[l];
-    for (; x < n; x++) s = SFMA(qkv_bf16_to_float(qkv_bf16_from_float(a[x])), b[x], s);
+    for (; x < n; x++) s = SFMA(qkv_bf16_round(a[x]), b[x], s);
     return s;
 #else
     float acc = 0;

@@ -27,7 +27,7 @@ void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n)
 void qkv_bf16_round_floats(const float *x, float *y, int64_t n)
 {
     QKV_PAR_FOR(n >= 4 * QKV_PAR_MIN,
-        for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_to_float(qkv_bf16_from_float(x[i])));
+        for (int64_t i = 0; i < n; i++) y[i] = qkv_bf16_round(x[i]));
 }
 
 int qkv_bf16_dot_supported(void)

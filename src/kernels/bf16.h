@@ -26,6 +26,9 @@ static inline float qkv_bf16_to_float(uint16_t h)
     return x;
 }
 
+/* x rounded to bf16 and back: the value a bf16 product sees. */
+static inline float qkv_bf16_round(float x) { return qkv_bf16_to_float(qkv_bf16_from_float(x)); }
+
 /* n values: y (n) from x (n). */
 void qkv_bf16_from_floats(const float *x, uint16_t *y, int64_t n);
 void qkv_bf16_to_floats(const uint16_t *x, float *y, int64_t n);

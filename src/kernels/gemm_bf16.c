@@ -55,7 +55,7 @@ static void pack_round(const float *X, int64_t rows, int64_t cols, int64_t ld, f
     QKV_PAR_FOR(rows * cols >= 4 * QKV_PAR_MIN,
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < cols; j++)
-                Y[r * cols + j] = qkv_bf16_to_float(qkv_bf16_from_float(X[r * ld + j])));
+                Y[r * cols + j] = qkv_bf16_round(X[r * ld + j]));
 }
 
 /* A buffer of the calling thread, kept and grown for the thread's life;
@@ -255,11 +255,6 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
  * a failed block leaves the caller's fallback to write C whole. */
 enum { DNNL_COLS = 128 };
 
-static int dnnl_by_cols(int ta, int tb, int64_t M, int64_t N, int64_t K, float beta)
-{
-    return ta == 0 && tb == 1 && K <= 256 && N >= 4 * DNNL_COLS && beta == 0.0f;
-}
-
 static int matmul_dnnl_cols(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah, const uint16_t *Bh,
                             const float *bias, float *C, int64_t ldc)
 {
@@ -272,11 +267,13 @@ static int matmul_dnnl_cols(int64_t M, int64_t N, int64_t K, float alpha, const 
     return ok;
 }
 
-/* matmul_dnnl, or by column blocks where dnnl_by_cols says so. */
+/* matmul_dnnl, or by column blocks for x Wᵀ with K <= 256, at least 4
+ * blocks of columns and beta 0. */
 static int matmul_dnnl_any(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
                            const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
 {
-    if (dnnl_by_cols(ta, tb, M, N, K, beta)) return matmul_dnnl_cols(M, N, K, alpha, Ah, Bh, bias, C, ldc);
+    if (ta == 0 && tb == 1 && K <= 256 && N >= 4 * DNNL_COLS && beta == 0.0f)
+        return matmul_dnnl_cols(M, N, K, alpha, Ah, Bh, bias, C, ldc);
     return matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, bias, beta, C, ldc);
 }
 
