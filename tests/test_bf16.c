@@ -110,29 +110,69 @@ static void gemm_suite(const char *what)
      * 128 (a short last block here), beta 0 */
     gemm_case(0, 1, 37, 1000, 200, 1.0f, 0.0f, 2, seed++, what);
     gemm_case(0, 1, 64, 640, 256, 0.5f, 0.0f, 0, seed++, what);
+    /* B packed into oneDNN's own layout (qkv_bf16_blocked_pack): K and N
+     * not multiples of the blocks (32, 64), B with and without padding */
+    for (int tb = 0; tb < 2; tb++) {
+        gemm_case(0, tb, 50, 1000, 250, 1.0f, 0.0f, 2, seed++, what);
+        gemm_case(0, tb, 33, 960, 500, 0.5f, 1.0f, 1, seed++, what);
+    }
 }
 
-/* x Wᵀ + b where the product goes by column blocks: each block's bias is
- * its own columns' (b + n0): the result is, bit for bit, the product
- * without the bias plus b in FP32 (both sides add b to the same sums). */
+/* x Wᵀ + b where the product goes by column blocks (W in bf16) or takes W
+ * packed into oneDNN's layout (W in FP32): each block's bias is its own
+ * columns' (b + n0), and the bias goes in as the sums leave: the result
+ * is, bit for bit, the product without the bias plus b in FP32 (both
+ * sides add b to the same sums). */
 static void test_gemm_bias_blocks(void)
 {
     int64_t M = 41, N = 700, K = 96; /* oneDNN's size; blocks of 128, the last of 60 */
     uint16_t *a = malloc((size_t)(M * K) * 2), *w = malloc((size_t)(N * K) * 2);
+    float *wf = malloc((size_t)(N * K) * 4);
     float *b = malloc((size_t)N * 4), *y = malloc((size_t)(M * N) * 4), *y0 = malloc((size_t)(M * N) * 4);
     qkv_rng r;
     qkv_rng_seed(&r, 5);
     for (int64_t i = 0; i < M * K; i++) a[i] = qkv_bf16_from_float((float)qkv_rng_normal(&r));
-    for (int64_t i = 0; i < N * K; i++) w[i] = qkv_bf16_from_float((float)qkv_rng_normal(&r));
+    for (int64_t i = 0; i < N * K; i++) wf[i] = (float)qkv_rng_normal(&r), w[i] = qkv_bf16_from_float(wf[i]);
     for (int64_t j = 0; j < N; j++) b[j] = (float)qkv_rng_normal(&r);
-    qkv_gemm_bf16_bias(M, N, K, a, w, b, y);
-    qkv_gemm_bf16_bias(M, N, K, a, w, NULL, y0);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) bad += bits(y[i * N + j]) != bits(y0[i * N + j] + b[j]);
-    CHECK(bad == 0, "gemm_bf16_bias by column blocks: %lld of %lld values are not the product plus b",
-          (long long)bad, (long long)(M * N));
-    free(a), free(w), free(b), free(y), free(y0);
+    for (int f32 = 0; f32 < 2; f32++) {
+        qkv_gemm_bf16_bias(M, N, K, a, f32 ? wf : NULL, f32 ? NULL : w, b, y);
+        qkv_gemm_bf16_bias(M, N, K, a, f32 ? wf : NULL, f32 ? NULL : w, NULL, y0);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) bad += bits(y[i * N + j]) != bits(y0[i * N + j] + b[j]);
+        CHECK(bad == 0, "gemm_bf16_bias (W in %s): %lld of %lld values are not the product plus b",
+              f32 ? "FP32" : "bf16", (long long)bad, (long long)(M * N));
+    }
+    free(a), free(w), free(wf), free(b), free(y), free(y0);
+}
+
+/* qkv_bf16_blocked_pack against the layout gemm_bf16_vnni.h documents,
+ * element by element, padding included, from B (K,N) and from W (N,K),
+ * each with a leading dimension past its row. */
+static void test_blocked_pack(void)
+{
+    const int64_t sizes[][2] = {{250, 1000}, {32, 64}, {1, 1}, {45, 70}, {512, 2048}};
+    qkv_rng r;
+    qkv_rng_seed(&r, 11);
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++)
+        for (int tb = 0; tb < 2; tb++) {
+            int64_t K = sizes[c][0], N = sizes[c][1], ld = (tb ? K : N) + 3, rows = tb ? N : K;
+            int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64, len = qkv_bf16_blocked_len(K, N);
+            float *B = malloc((size_t)(rows * ld) * sizeof *B);
+            uint16_t *P = malloc((size_t)len * sizeof *P);
+            for (int64_t i = 0; i < rows * ld; i++) B[i] = (float)qkv_rng_normal(&r);
+            memset(P, 0xff, (size_t)len * sizeof *P);
+            qkv_bf16_blocked_pack(tb, K, N, B, ld, P);
+            int64_t bad = len != Kp * Np;
+            for (int64_t k = 0; k < Kp; k++)
+                for (int64_t n = 0; n < Np; n++) {
+                    uint16_t want = k < K && n < N ? qkv_bf16_from_float(tb ? B[n * ld + k] : B[k * ld + n]) : 0;
+                    bad += P[n / 64 * Kp * 64 + k / 32 * 2048 + k % 32 / 2 * 128 + n % 64 * 2 + k % 2] != want;
+                }
+            CHECK(bad == 0, "bf16_blocked_pack K %lld N %lld tb %d: %lld values out of place",
+                  (long long)K, (long long)N, tb, (long long)bad);
+            free(B), free(P);
+        }
 }
 
 static void test_gemm(void)
@@ -610,6 +650,7 @@ int main(void)
     test_linear_relu();
     test_gemm();
     test_gemm_bias_blocks();
+    test_blocked_pack();
     test_gemm_vnni();
     char dir[] = "/tmp/qkv_bf16_XXXXXX";
     if (h_oracle_run("bf16_oracle.py", dir, NULL)) {

@@ -78,17 +78,7 @@ static inline size_t bwd_shared(const qkv_attn_desc *d)
 
 #if defined(ATTN_BF16_DOT)
 /* ---- AVX512-BF16 ---------------------------------------------------------- */
-
-/* 32 floats from x, the first n of them (the rest read as 0), as 32 bf16 in
- * order. Masked-off lanes are not read. */
-static inline __m512i bf16_x32(const float *x, int64_t n)
-{
-    __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-    int64_t n1 = n - 16;
-    __mmask16 m1 = n1 >= 16 ? (__mmask16)0xffff : n1 <= 0 ? 0 : (__mmask16)((1u << n1) - 1);
-    __m512 lo = _mm512_maskz_loadu_ps(m0, x), hi = _mm512_maskz_loadu_ps(m1, x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
+#include "kernels/bf16_avx512.h"
 
 /* out (M, round_up(K,32)/2) pairs: row r holds row r of x (x[r*ldx + k],
  * k < K) in bf16, a zero after an odd K: pairs along k. */
@@ -105,19 +95,13 @@ static void pack_rows(const float *x, int64_t ldx, int64_t M, int64_t K, uint32_
  * row after an odd K. */
 static void pack_pairs(const float *x, int64_t ldx, int64_t K, int64_t N, uint32_t *out)
 {
-    /* vcvtne2ps2bf16 gives row 2kk's 16 values then row 2kk+1's; this
-     * interleaves them into 16 pairs */
-    static const uint16_t inter[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    __m512i idx = _mm512_loadu_si512(inter);
     for (int64_t kk = 0; kk < (K + 1) / 2; kk++) {
         const float *r0 = x + 2 * kk * ldx, *r1 = r0 + ldx;
         int odd = 2 * kk + 1 >= K;
         for (int64_t c = 0; c < N; c += 16) {
             __m512 lo = _mm512_loadu_ps(r0 + c);
             __m512 hi = odd ? _mm512_setzero_ps() : _mm512_loadu_ps(r1 + c);
-            __m512i t = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-            _mm512_storeu_si512(out + kk * N + c, _mm512_permutexvar_epi16(idx, t));
+            _mm512_storeu_si512(out + kk * N + c, bf16_pairs16(lo, hi));
         }
     }
 }
@@ -133,37 +117,6 @@ typedef struct {
     const int64_t *lims;
     const float *lse;
 } scores_out;
-
-/* t[c] = column c of the 16x16 matrix of 32-bit words whose rows are
- * r[0..15] (the classic four rounds of interleaves). */
-static inline void transpose16(const __m512i r[16], __m512i t[16])
-{
-    __m512i a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
-        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
-        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
-        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
-    }
-    /* b[4g + k] holds, in 128-bit lane l, word k of rows 4g..4g+3 at
-     * columns 4l..4l+3; gather the lanes */
-    for (int k = 0; k < 4; k++) {
-        a[k] = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x88);      /* lanes 0,2 of rows 0-7 */
-        a[4 + k] = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xdd);  /* lanes 1,3 */
-        a[8 + k] = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x88);
-        a[12 + k] = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xdd);
-    }
-    for (int k = 0; k < 4; k++) {
-        t[k] = _mm512_shuffle_i32x4(a[k], a[8 + k], 0x88);          /* column k: lane 0 */
-        t[8 + k] = _mm512_shuffle_i32x4(a[k], a[8 + k], 0xdd);      /* lane 2 */
-        t[4 + k] = _mm512_shuffle_i32x4(a[4 + k], a[12 + k], 0x88); /* lane 1 */
-        t[12 + k] = _mm512_shuffle_i32x4(a[4 + k], a[12 + k], 0xdd); /* lane 3 */
-    }
-}
 
 /* out (ceil(K/2), N) pairs of the transpose of x's first `rows` rows (K
  * floats each, ldx apart): out[kk][r] = (x[r][2kk], x[r][2kk+1]), zero
@@ -460,11 +413,7 @@ static inline void p_put(float *st, packs pk, int pairs, int64_t j, int64_t i, v
         vstore(st + (j + 1) * BQ + i, p1);
         return;
     }
-    static const uint16_t inter[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    __m512i t = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
-    _mm512_storeu_si512((uint32_t *)pk.p + j / 2 * BQ + i,
-                        _mm512_permutexvar_epi16(_mm512_loadu_si512(inter), t));
+    _mm512_storeu_si512((uint32_t *)pk.p + j / 2 * BQ + i, bf16_pairs16((__m512)p0, (__m512)p1));
 }
 
 /* ob (BQ,Dvp) += P V: P as pairs in pk.p (p_put's) when pairs is set,

@@ -103,10 +103,11 @@ static dnnl_engine_t dnnl_eng;
 static int dnnl_state; /* 0 not tried, 1 usable, -1 not */
 
 /* Primitives for the shapes seen, kept for the process (a training step
- * repeats a few dozen shapes); past the table's size a primitive is made
- * and dropped per call. */
+ * repeats a few dozen shapes), those oneDNN declined too (p NULL); past
+ * the table's size a primitive is made and dropped per call. */
 typedef struct {
     int ta, tb, bias; /* bias: a bias row (1,N) is added (DNNL_ARG_BIAS) */
+    int blk;          /* B given in oneDNN's own layout (qkv_bf16_blocked_pack); tb is then 0 */
     int64_t M, N, K, ldc;
     float alpha, beta;
     dnnl_primitive_t p;
@@ -124,26 +125,40 @@ static void desc_2d(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, int trans
     dnnl_memory_desc_init_by_strides(d, 2, dims, t, strides);
 }
 
-static void descs(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, dnnl_memory_desc_t *a,
+/* B's descriptor when blk: the layout of qkv_bf16_blocked_pack, which
+ * prim_make checked is the one the primitive asked for. */
+static void desc_blocked(dnnl_memory_desc_t *d, int64_t K, int64_t N)
+{
+    dnnl_dims_t dims = {K, N};
+    dnnl_memory_desc_init_by_tag(d, 2, dims, dnnl_bf16, dnnl_BA16a64b2a);
+}
+
+static void descs(int ta, int tb, int blk, int64_t M, int64_t N, int64_t K, int64_t ldc, dnnl_memory_desc_t *a,
                   dnnl_memory_desc_t *b, dnnl_memory_desc_t *c)
 {
     desc_2d(a, M, K, ta, dnnl_bf16, ta ? M : K);
-    desc_2d(b, K, N, tb, dnnl_bf16, tb ? K : N);
+    if (blk) desc_blocked(b, K, N);
+    else desc_2d(b, K, N, tb, dnnl_bf16, tb ? K : N);
     desc_2d(c, M, N, 0, dnnl_f32, ldc);
 }
 
-/* The primitive, and in *scratch the bytes of its scratchpad. The
- * scratchpad is the caller's (dnnl_scratchpad_mode_user): by default oneDNN
+/* The primitive, and in *scratch the bytes of its scratchpad; NULL when
+ * oneDNN declines, and when blk and the primitive, left to choose B's
+ * layout ("any"), does not choose qkv_bf16_blocked_pack's. The scratchpad
+ * is the caller's (dnnl_scratchpad_mode_user): by default oneDNN
  * keeps one global scratchpad, and two products run at once from qkv's
  * threads (a linear layer's weight gradient by chunks) then wrote over each
  * other's partial sums: results off by more than their own size, and bf16
  * training that learned visibly slower on 2 threads than on 1. */
-static dnnl_primitive_t prim_make(int ta, int tb, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc,
+static dnnl_primitive_t prim_make(int ta, int tb, int blk, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc,
                                   float alpha, float beta, size_t *scratch)
 {
-    dnnl_memory_desc_t a, b, c, bd;
-    descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    dnnl_memory_desc_t a, b, c, bd, want;
+    descs(ta, tb, 0, M, N, K, ldc, &a, &b, &c);
     desc_2d(&bd, 1, N, 0, dnnl_f32, N);
+    if (blk) desc_blocked(&want, K, N);
+    if (blk && dnnl_memory_desc_init_by_tag(&b, 2, (dnnl_dims_t){K, N}, dnnl_bf16, dnnl_format_tag_any) != dnnl_success)
+        return NULL;
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -157,6 +172,10 @@ static dnnl_primitive_t prim_make(int ta, int tb, int bias, int64_t M, int64_t N
         ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
     if (ok) ok = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL) == dnnl_success;
+    if (ok && blk) {
+        const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        ok = w && dnnl_memory_desc_equal(w, &want);
+    }
     if (ok && dnnl_primitive_create(&p, pd) != dnnl_success) p = NULL;
     if (p) {
         const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -183,29 +202,56 @@ static int dnnl_ready(void)
     return s > 0;
 }
 
-/* Runs the product on compact bf16 Ah, Bh, plus the row bias (N) where
- * not NULL; 0 when oneDNN declined. */
-static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
-                       const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
+/* The primitive of a product (made, or from the table), *owned when the
+ * caller must destroy it; NULL when oneDNN declined it. */
+static dnnl_primitive_t prim_get(int ta, int tb, int blk, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                                 float alpha, float beta, size_t *scratch, int *owned)
 {
     dnnl_primitive_t p = NULL;
-    size_t scratch = 0;
-    int owned = 0;
+    int found = 0;
+    *owned = 0;
+    *scratch = 0;
 #pragma omp critical(qkv_dnnl)
     {
-        for (int i = 0; i < n_prims && !p; i++) {
+        for (int i = 0; i < n_prims && !found; i++) {
             prim_entry *e = &prims[i];
-            if (e->ta == ta && e->tb == tb && e->bias == (bias != NULL) && e->M == M && e->N == N &&
+            if (e->ta == ta && e->tb == tb && e->blk == blk && e->bias == bias && e->M == M && e->N == N &&
                 e->K == K && e->ldc == ldc && e->alpha == alpha && e->beta == beta)
-                p = e->p, scratch = e->scratch;
+                found = 1, p = e->p, *scratch = e->scratch;
         }
-        if (!p) {
-            p = prim_make(ta, tb, bias != NULL, M, N, K, ldc, alpha, beta, &scratch);
-            if (p && n_prims < PRIM_CAP)
-                prims[n_prims++] = (prim_entry){ta, tb, bias != NULL, M, N, K, ldc, alpha, beta, p, scratch};
-            else owned = p != NULL;
+        if (!found) {
+            p = prim_make(ta, tb, blk, bias, M, N, K, ldc, alpha, beta, scratch);
+            if (n_prims < PRIM_CAP)
+                prims[n_prims++] = (prim_entry){ta, tb, bias, blk, M, N, K, ldc, alpha, beta, p, *scratch};
+            else *owned = p != NULL;
         }
     }
+    return p;
+}
+
+/* 1 when a product takes B packed by qkv_bf16_blocked_pack: the padding
+ * of K to 32 and N to 64 adds at most an eighth of work, and oneDNN's
+ * primitive asks for that layout. */
+static int blocked_ok(int ta, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc, float alpha, float beta)
+{
+    if (qkv_bf16_blocked_len(K, N) * 8 > 9 * K * N) return 0;
+    size_t scratch;
+    int owned;
+    dnnl_primitive_t p = prim_get(ta, 0, 1, bias, M, N, K, ldc, alpha, beta, &scratch, &owned);
+    if (owned) dnnl_primitive_destroy(p);
+    return p != NULL;
+}
+
+/* Runs the product on compact bf16 Ah and Bh (Bh in the blocked layout
+ * when blk), plus the row bias (N) where not NULL; 0 when oneDNN
+ * declined. */
+static int matmul_dnnl(int ta, int tb, int blk, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
+                       const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
+{
+    size_t scratch;
+    int owned;
+    if (blk) tb = 0;
+    dnnl_primitive_t p = prim_get(ta, tb, blk, bias != NULL, M, N, K, ldc, alpha, beta, &scratch, &owned);
     if (!p) return 0;
     static _Thread_local thread_buf pads; /* oneDNN's scratchpad: this thread's own */
     void *pad = scratch ? thread_buf_get(&pads, scratch) : NULL;
@@ -214,7 +260,7 @@ static int matmul_dnnl(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
         return 0;
     }
     dnnl_memory_desc_t a, b, c, pd, bd;
-    descs(ta, tb, M, N, K, ldc, &a, &b, &c);
+    descs(ta, tb, blk, M, N, K, ldc, &a, &b, &c);
     desc_2d(&bd, 1, N, 0, dnnl_f32, N);
     dnnl_dims_t pdims = {(dnnl_dim_t)(scratch ? scratch : 1)};
     dnnl_memory_t am = NULL, bm = NULL, cm = NULL, pm = NULL, biasm = NULL;
@@ -262,19 +308,22 @@ static int matmul_dnnl_cols(int64_t M, int64_t N, int64_t K, float alpha, const 
 #pragma omp parallel for schedule(dynamic, 1) reduction(&& : ok)
     for (int b = 0; b < nb; b++) {
         int64_t n0 = (int64_t)b * DNNL_COLS, n = N - n0 < DNNL_COLS ? N - n0 : DNNL_COLS;
-        ok = matmul_dnnl(0, 1, M, n, K, alpha, Ah, Bh + n0 * K, bias ? bias + n0 : NULL, 0.0f, C + n0, ldc) && ok;
+        ok = matmul_dnnl(0, 1, 0, M, n, K, alpha, Ah, Bh + n0 * K, bias ? bias + n0 : NULL, 0.0f, C + n0, ldc) && ok;
     }
     return ok;
 }
 
-/* matmul_dnnl, or by column blocks for x Wᵀ with K <= 256, at least 4
- * blocks of columns and beta 0. */
-static int matmul_dnnl_any(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
+/* matmul_dnnl, or by column blocks for x Wᵀ with W as it is (not blk),
+ * K <= 256, at least 4 blocks of columns and beta 0. With W blocked
+ * (blk) the whole product ran faster than both (832 x 4000 x 256: 2.6
+ * ms against 3.0 by blocks of plain W and 3.5 by blocks of blocked W,
+ * docs/bf16.md). */
+static int matmul_dnnl_any(int ta, int tb, int blk, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *Ah,
                            const uint16_t *Bh, const float *bias, float beta, float *C, int64_t ldc)
 {
-    if (ta == 0 && tb == 1 && K <= 256 && N >= 4 * DNNL_COLS && beta == 0.0f)
+    if (!blk && ta == 0 && tb == 1 && K <= 256 && N >= 4 * DNNL_COLS && beta == 0.0f)
         return matmul_dnnl_cols(M, N, K, alpha, Ah, Bh, bias, C, ldc);
-    return matmul_dnnl(ta, tb, M, N, K, alpha, Ah, Bh, bias, beta, C, ldc);
+    return matmul_dnnl(ta, tb, blk, M, N, K, alpha, Ah, Bh, bias, beta, C, ldc);
 }
 
 int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
@@ -341,13 +390,19 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     if (B16) ldb = bc;
 #ifdef QKV_DNNL
     if (qkv_gemm_bf16_dnnl(M, N, K)) {
-        size_t na = A16 ? 0 : (size_t)(ar * ac), bytes = (na + (B16 ? 0 : (size_t)(br * bc))) * sizeof(uint16_t);
+        /* B packed into oneDNN's layout from FP32 B where given, even
+         * beside a bf16 copy (the same values) */
+        int blk = B && blocked_ok(ta, 0, M, N, K, ldc, alpha, beta);
+        size_t na = A16 ? 0 : (size_t)(ar * ac);
+        size_t nb = blk ? (size_t)qkv_bf16_blocked_len(K, N) : B16 ? 0 : (size_t)(br * bc);
+        size_t bytes = (na + nb) * sizeof(uint16_t);
         uint16_t *buf = bytes ? scratch_get(bytes) : NULL;
         if (buf || !bytes) {
-            const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 ? B16 : buf + na;
+            const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 && !blk ? B16 : buf + na;
             if (!A16) pack_bf16(A, ar, ac, lda, buf);
-            if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
-            int done = matmul_dnnl_any(ta, tb, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
+            if (blk) qkv_bf16_blocked_pack(tb, K, N, B, ldb, buf + na);
+            else if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
+            int done = matmul_dnnl_any(ta, tb, blk, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
             if (bytes) scratch_put(buf, bytes);
             if (done) return;
         }
@@ -369,17 +424,39 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     scratch_put(Ar, bytes);
 }
 
-void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const uint16_t *B16,
+void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const float *B, const uint16_t *B16,
                         const float *bias, float *C)
 {
 #ifdef QKV_DNNL
     /* oneDNN adds the bias as the sums leave its registers: no pass that
      * fills C with it, none that reads C back to add (beta = 1) */
-    if (bias && qkv_gemm_bf16_dnnl(M, N, K) && matmul_dnnl_any(0, 1, M, N, K, 1.0f, A16, B16, bias, 0.0f, C, N))
-        return;
+    if (bias && qkv_gemm_bf16_dnnl(M, N, K)) {
+        if (B16 && matmul_dnnl_any(0, 1, 0, M, N, K, 1.0f, A16, B16, bias, 0.0f, C, N)) return;
+        if (!B16 && blocked_ok(0, 1, M, N, K, N, 1.0f, 0.0f)) {
+            size_t bytes = (size_t)qkv_bf16_blocked_len(K, N) * sizeof(uint16_t);
+            uint16_t *P = scratch_get(bytes);
+            int done = 0;
+            if (P) {
+                qkv_bf16_blocked_pack(1, K, N, B, K, P);
+                done = matmul_dnnl_any(0, 1, 1, M, N, K, 1.0f, A16, P, bias, 0.0f, C, N);
+                scratch_put(P, bytes);
+            }
+            if (done) return;
+        }
+    }
 #endif
     if (bias) qkv_rows_broadcast(C, bias, M, N);
-    qkv_gemm_bf16_pre(0, 1, M, N, K, 1.0f, NULL, A16, K, NULL, B16, K, bias ? 1.0f : 0.0f, C, N);
+    qkv_gemm_bf16_pre(0, 1, M, N, K, 1.0f, NULL, A16, K, B, B16, K, bias ? 1.0f : 0.0f, C, N);
+}
+
+int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K)
+{
+#ifdef QKV_DNNL
+    return qkv_gemm_bf16_dnnl(M, N, K) && blocked_ok(0, 0, M, N, K, N, 1.0f, 0.0f);
+#else
+    (void)M, (void)N, (void)K;
+    return 0;
+#endif
 }
 
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -22,12 +22,18 @@ void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
 void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        const uint16_t *A16, int64_t lda, const float *B, const uint16_t *B16, int64_t ldb,
                        float beta, float *C, int64_t ldc);
-/* C (M,N) = A16 B16^T + bias (each row; bias may be NULL) from compact
- * bf16 A16 (M,K) and B16 (N,K): a linear layer's y = x W^T + b. The same
- * numbers as filling C with the bias and adding qkv_gemm_bf16_pre's
- * product into it (beta 1); on oneDNN the bias goes into the primitive. */
-void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const uint16_t *B16,
+/* C (M,N) = A16 B^T + bias (each row; bias may be NULL) from compact
+ * bf16 A16 (M,K) and B16 (N,K), or B (N,K) in FP32 where B16 is NULL:
+ * a linear layer's y = x W^T + b. The same numbers as filling C with the
+ * bias and adding qkv_gemm_bf16_pre's product into it (beta 1); on oneDNN
+ * the bias goes into the primitive. */
+void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const float *B, const uint16_t *B16,
                         const float *bias, float *C);
+/* 1 when qkv_gemm_bf16 gives oneDNN an (M,N,K) product's B (an FP32 B,
+ * not a bf16 copy) packed in oneDNN's own layout (qkv_bf16_blocked_pack,
+ * gemm_bf16_vnni.h): then a compact bf16 copy of B made beforehand is no
+ * use to it. */
+int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K);
 /* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
  * of its inputs (so converting them beforehand saves work); 0 when it
  * takes the fallback (small products, no oneDNN, the reference). */

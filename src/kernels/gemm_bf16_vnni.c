@@ -44,8 +44,62 @@ void qkv_bf16_vnni_pack(int tb, int64_t K, int64_t N, const float *B, uint16_t *
     });
 }
 
+int64_t qkv_bf16_blocked_len(int64_t K, int64_t N) { return (K + 31) / 32 * 32 * ((N + 63) / 64 * 64); }
+
+/* Offset of op(B)[k][n] in the blocked layout, Kp = K padded to 32. */
+static inline int64_t blocked_at(int64_t Kp, int64_t k, int64_t n)
+{
+    return n / 64 * Kp * 64 + k / 32 * 2048 + k % 32 / 2 * 128 + n % 64 * 2 + k % 2;
+}
+
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
+#include "kernels/bf16_avx512.h"
+
+/* A lane mask of the first n of 16 lanes (none for n <= 0). */
+static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P)
+{
+    int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
+    int par = Kp * Np >= 4 * QKV_PAR_MIN;
+    if (tb) { /* W (N,K): 16 rows of W x 32 of K become 16 vectors of pairs, transposed in registers */
+        QKV_PAR_FOR(par, for (int64_t n0 = 0; n0 < Np; n0 += 16) {
+            for (int64_t k0 = 0; k0 < Kp; k0 += 32) {
+                __m512i rw[16], t[16];
+                for (int i = 0; i < 16; i++)
+                    rw[i] = n0 + i < N ? bf16_x32(B + (n0 + i) * ldb + k0, K - k0) : _mm512_setzero_si512();
+                transpose16(rw, t);
+                uint16_t *o = P + blocked_at(Kp, k0, n0); // pair p of the 16 columns at o + p 128
+                for (int p = 0; p < 16; p++) _mm512_storeu_si512(o + p * 128, t[p]);
+            }
+        });
+        return;
+    }
+    /* B (K,N): rows 2kk and 2kk + 1 as pairs, 16 columns at a time */
+    QKV_PAR_FOR(par, for (int64_t kk = 0; kk < Kp / 2; kk++) {
+        const float *r0 = B + 2 * kk * ldb, *r1 = r0 + ldb;
+        int64_t has0 = 2 * kk < K, has1 = 2 * kk + 1 < K;
+        for (int64_t n0 = 0; n0 < Np; n0 += 16) {
+            __mmask16 m = lanes(N - n0);
+            __m512 lo = _mm512_maskz_loadu_ps(has0 ? m : 0, r0 + n0);
+            __m512 hi = _mm512_maskz_loadu_ps(has1 ? m : 0, r1 + n0);
+            _mm512_storeu_si512(P + blocked_at(Kp, 2 * kk, n0), bf16_pairs16(lo, hi));
+        }
+    });
+}
+#else
+void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P)
+{
+    int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
+    for (int64_t k = 0; k < Kp; k++)
+        for (int64_t n = 0; n < Np; n++)
+            P[blocked_at(Kp, k, n)] =
+                k < K && n < N ? qkv_bf16_from_float(tb ? B[n * ldb + k] : B[k * ldb + n]) : 0;
+}
+#endif
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BF16__)
 
 enum { MR = 6, NVEC = 4, KMAX = 8192 };
 

@@ -35,4 +35,16 @@ void qkv_gemm_bf16_vnni(int64_t M, int64_t N, int64_t K, const float *A, const u
  * bits, each element's sum being the same on any split of the rows. */
 void qkv_gemm_bf16_vnni_rows(int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *P, float beta,
                              float *C);
+/* oneDNN's own layout of a matmul's bf16 weights op(B) (K,N) on this
+ * CPU (the one its matmul asks for given format "any": BA16a64b2a): K
+ * padded to a multiple of 32 and N to 64, zeros in the padding, then
+ *   P[(n/64) Kp 64 + (k/32) 2048 + (k%32/2) 128 + (n%64) 2 + k%2]
+ *     = bf16(op(B)[k][n]).
+ * Given packed so, the matmul skips its own copy of B in every call
+ * (docs/bf16.md, "Weights in oneDNN's layout"). uint16_t elements: */
+int64_t qkv_bf16_blocked_len(int64_t K, int64_t N);
+/* P = op(B) packed as above, from B (K,N) with leading dimension ldb, or
+ * from B (N,K) (ldb) when tb (a weight W (N,K) used as W^T); on OpenMP's
+ * threads where large. */
+void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P);
 #endif

@@ -121,9 +121,12 @@ qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int6
     *x16 = *w16 = NULL;
     if (keep && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
         qkv_arena *a = qkv_ctx_arena(c);
-        if (!(*x16 = qkv_bf16_copy(a, x, M * in)) || !(*w16 = qkv_bf16_copy(a, w, out * in)))
+        /* W in bf16 once for both products, unless the products pack it
+         * into oneDNN's own layout themselves */
+        if (!(*x16 = qkv_bf16_copy(a, x, M * in)) ||
+            (!qkv_gemm_bf16_blocked(M, out, in) && !(*w16 = qkv_bf16_copy(a, w, out * in))))
             return QKV_ERR_NOMEM;
-        qkv_gemm_bf16_bias(M, out, in, *x16, *w16, b, y);
+        qkv_gemm_bf16_bias(M, out, in, *x16, w, *w16, b, y);
     } else
         qkv_gemm_ctx_bias(c, M, out, in, x, w, b, y);
     return QKV_OK;
