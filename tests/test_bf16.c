@@ -171,6 +171,16 @@ static void test_blocked_pack(void)
                 }
             CHECK(bad == 0, "bf16_blocked_pack K %lld N %lld tb %d: %lld values out of place",
                   (long long)K, (long long)N, tb, (long long)bad);
+            if (!tb) { /* from a compact bf16 copy: the same bits */
+                uint16_t *B16 = malloc((size_t)(K * N) * sizeof *B16), *P16 = malloc((size_t)len * sizeof *P16);
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t n = 0; n < N; n++) B16[k * N + n] = qkv_bf16_from_float(B[k * ld + n]);
+                memset(P16, 0xff, (size_t)len * sizeof *P16);
+                qkv_bf16_blocked_pack16(K, N, B16, P16);
+                CHECK(!memcmp(P, P16, (size_t)len * sizeof *P), "bf16_blocked_pack16 K %lld N %lld: not the FP32 pack's bits",
+                      (long long)K, (long long)N);
+                free(B16), free(P16);
+            }
             free(B), free(P);
         }
 }

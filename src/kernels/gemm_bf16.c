@@ -390,9 +390,9 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     if (B16) ldb = bc;
 #ifdef QKV_DNNL
     if (qkv_gemm_bf16_dnnl(M, N, K)) {
-        /* B packed into oneDNN's layout from FP32 B where given, even
-         * beside a bf16 copy (the same values) */
-        int blk = B && blocked_ok(ta, 0, M, N, K, ldc, alpha, beta);
+        /* B packed into oneDNN's layout: from a compact bf16 copy (K,N)
+         * where given, else from FP32 B where given */
+        int from16 = B16 && !tb, blk = (from16 || B) && blocked_ok(ta, 0, M, N, K, ldc, alpha, beta);
         size_t na = A16 ? 0 : (size_t)(ar * ac);
         size_t nb = blk ? (size_t)qkv_bf16_blocked_len(K, N) : B16 ? 0 : (size_t)(br * bc);
         size_t bytes = (na + nb) * sizeof(uint16_t);
@@ -400,7 +400,8 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
         if (buf || !bytes) {
             const uint16_t *Ah = A16 ? A16 : buf, *Bh = B16 && !blk ? B16 : buf + na;
             if (!A16) pack_bf16(A, ar, ac, lda, buf);
-            if (blk) qkv_bf16_blocked_pack(tb, K, N, B, ldb, buf + na);
+            if (blk && from16) qkv_bf16_blocked_pack16(K, N, B16, buf + na);
+            else if (blk) qkv_bf16_blocked_pack(tb, K, N, B, ldb, buf + na);
             else if (!B16) pack_bf16(B, br, bc, ldb, buf + na);
             int done = matmul_dnnl_any(ta, tb, blk, M, N, K, alpha, Ah, Bh, NULL, beta, C, ldc);
             if (bytes) scratch_put(buf, bytes);

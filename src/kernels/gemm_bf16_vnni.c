@@ -88,7 +88,39 @@ void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t
         }
     });
 }
+
+void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t *P)
+{
+    /* 32 columns of rows 2kk and 2kk + 1 into 2 x 16 pairs: index i takes
+     * column i of the first row, 32 + i column i of the second */
+    static const uint16_t idx[2][32] = {
+        {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+        {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+         24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+    __m512i lo_idx = _mm512_loadu_si512(idx[0]), hi_idx = _mm512_loadu_si512(idx[1]);
+    int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
+    QKV_PAR_FOR(Kp * Np >= 4 * QKV_PAR_MIN, for (int64_t kk = 0; kk < Kp / 2; kk++) {
+        const uint16_t *r0 = B16 + 2 * kk * N, *r1 = r0 + N;
+        int64_t has0 = 2 * kk < K, has1 = 2 * kk + 1 < K;
+        for (int64_t n0 = 0; n0 < Np; n0 += 32) {
+            int64_t left = N - n0;
+            __mmask32 m = left >= 32 ? 0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
+            __m512i a = _mm512_maskz_loadu_epi16(has0 ? m : 0, r0 + n0);
+            __m512i b = _mm512_maskz_loadu_epi16(has1 ? m : 0, r1 + n0);
+            uint16_t *o = P + blocked_at(Kp, 2 * kk, n0); // columns n0.. then n0 + 16.., 32 apart
+            _mm512_storeu_si512(o, _mm512_permutex2var_epi16(a, lo_idx, b));
+            _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi16(a, hi_idx, b));
+        }
+    });
+}
 #else
+void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t *P)
+{
+    int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
+    for (int64_t k = 0; k < Kp; k++)
+        for (int64_t n = 0; n < Np; n++) P[blocked_at(Kp, k, n)] = k < K && n < N ? B16[k * N + n] : 0;
+}
+
 void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P)
 {
     int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;

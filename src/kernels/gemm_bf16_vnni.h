@@ -47,4 +47,7 @@ int64_t qkv_bf16_blocked_len(int64_t K, int64_t N);
  * from B (N,K) (ldb) when tb (a weight W (N,K) used as W^T); on OpenMP's
  * threads where large. */
 void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P);
+/* The same from B16 (K,N), compact bf16 (half the bytes to read: a linear
+ * layer's input x kept in bf16 by its forward, for dW = dy^T x). */
+void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t *P);
 #endif
