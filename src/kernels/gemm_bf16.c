@@ -450,12 +450,13 @@ void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, co
     qkv_gemm_bf16_pre(0, 1, M, N, K, 1.0f, NULL, A16, K, B, B16, K, bias ? 1.0f : 0.0f, C, N);
 }
 
-int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K)
+int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias)
 {
 #ifdef QKV_DNNL
-    return qkv_gemm_bf16_dnnl(M, N, K) && blocked_ok(0, 0, M, N, K, N, 1.0f, 0.0f);
+    /* the primitive the product itself will ask for (the table keeps it) */
+    return qkv_gemm_bf16_dnnl(M, N, K) && blocked_ok(0, bias != 0, M, N, K, N, 1.0f, 0.0f);
 #else
-    (void)M, (void)N, (void)K;
+    (void)M, (void)N, (void)K, (void)bias;
     return 0;
 #endif
 }

@@ -29,11 +29,11 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
  * the bias goes into the primitive. */
 void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const float *B, const uint16_t *B16,
                         const float *bias, float *C);
-/* 1 when qkv_gemm_bf16 gives oneDNN an (M,N,K) product's B (an FP32 B,
- * not a bf16 copy) packed in oneDNN's own layout (qkv_bf16_blocked_pack,
- * gemm_bf16_vnni.h): then a compact bf16 copy of B made beforehand is no
- * use to it. */
-int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K);
+/* 1 when qkv_gemm_bf16_bias gives oneDNN an (M,N,K) product's B (an
+ * FP32 B, not a bf16 copy) packed in oneDNN's own layout
+ * (qkv_bf16_blocked_pack, gemm_bf16_vnni.h), with a bias or not: then a
+ * compact bf16 copy of B made beforehand is no use to it. */
+int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias);
 /* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
  * of its inputs (so converting them beforehand saves work); 0 when it
  * takes the fallback (small products, no oneDNN, the reference). */

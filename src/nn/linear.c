@@ -124,7 +124,7 @@ qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int6
         /* W in bf16 once for both products, unless the products pack it
          * into oneDNN's own layout themselves */
         if (!(*x16 = qkv_bf16_copy(a, x, M * in)) ||
-            (!qkv_gemm_bf16_blocked(M, out, in) && !(*w16 = qkv_bf16_copy(a, w, out * in))))
+            (!qkv_gemm_bf16_blocked(M, out, in, b != NULL) && !(*w16 = qkv_bf16_copy(a, w, out * in))))
             return QKV_ERR_NOMEM;
         qkv_gemm_bf16_bias(M, out, in, *x16, w, *w16, b, y);
     } else
