@@ -214,6 +214,15 @@ static void test_gemm(void)
         for (int t = 0; t < 4; t++) ok = gemm_case(1, 0, 64, 256, 1024, 1.0f, 0.0f, 0, 200 + (uint64_t)t, "scratchpad");
     }
     CHECK(ok, "gemm_bf16 with a scratchpad from several threads at once");
+    /* more shapes than the kept primitives' table holds (256), from two
+     * threads at once, twice over: entries dropped to make room (never
+     * one that a thread is running) and made again, each product right */
+    ok = 1;
+    for (int round = 0; round < 2; round++) {
+#pragma omp parallel for schedule(dynamic) num_threads(2) reduction(&& : ok)
+        for (int m = 1; m <= 300; m++) ok = gemm_case(0, m & 1, m, 64, 32, 1.0f, 0.0f, 0, 300 + (uint64_t)m, "table");
+    }
+    CHECK(ok, "gemm_bf16 past the primitives' table, from two threads");
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
 }
 
