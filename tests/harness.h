@@ -1,4 +1,5 @@
-/* A minimal test harness: CHECK counts passes and failures, and each test
+/* A minimal test harness: CHECK counts passes and failures (atomically:
+ * tests check from OpenMP threads too), and each test
  * program ends with "NAME: N passed, N failed" (tests/run_all.sh sums them). */
 #ifndef QKV_TEST_HARNESS_H
 #define QKV_TEST_HARNESS_H
@@ -13,9 +14,9 @@ static int h_pass, h_fail;
 #define CHECK(cond, ...)                                                      \
     do {                                                                      \
         if (cond) {                                                           \
-            h_pass++;                                                         \
+            __atomic_fetch_add(&h_pass, 1, __ATOMIC_RELAXED);                 \
         } else {                                                              \
-            h_fail++;                                                         \
+            __atomic_fetch_add(&h_fail, 1, __ATOMIC_RELAXED);                 \
             fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
             fprintf(stderr, __VA_ARGS__);                                     \
             fputc('\n', stderr);                                              \

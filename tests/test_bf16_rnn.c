@@ -222,6 +222,19 @@ static void test_gemm_pre(const char *path)
                           "gemm_bf16_pre (%s, ta %d, tb %d, %s, beta %d) is not qkv_gemm_bf16's product", path,
                           ta, tb, pre == 1 ? "A16" : pre == 2 ? "B16" : "A16 and B16", beta);
                 }
+    /* both W (N,K) in FP32, with rows longer than K, and its compact copy
+     * W16: ldb belongs to W16 (ignored), so W must not be read with it;
+     * a shape whose B oneDNN takes in its blocked layout */
+    enum { M2 = 16, N2 = 64, K2 = 64, LD2 = K2 + 5 };
+    static float W[N2 * LD2], Wc[N2 * K2], X[M2 * K2], Y0[M2 * N2], Y1[M2 * N2];
+    static uint16_t W16[N2 * K2];
+    qkv_rng_fill_uniform(&r, W, N2 * LD2, -1, 1);
+    qkv_rng_fill_uniform(&r, X, M2 * K2, -1, 1);
+    for (int n = 0; n < N2; n++) memcpy(Wc + n * K2, W + n * LD2, sizeof(float) * K2);
+    qkv_bf16_from_floats(Wc, W16, N2 * K2);
+    qkv_gemm_bf16(0, 1, M2, N2, K2, 1.0f, X, K2, Wc, K2, 0.0f, Y0, N2);
+    qkv_gemm_bf16_pre(0, 1, M2, N2, K2, 1.0f, X, NULL, K2, W, W16, K2, 0.0f, Y1, N2);
+    CHECK(!memcmp(Y0, Y1, sizeof Y0), "gemm_bf16_pre (%s) with W and W16 given: not the product of W16", path);
 }
 
 int main(void)

@@ -428,8 +428,8 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
 #ifdef QKV_DNNL
     if (qkv_gemm_bf16_dnnl(M, N, K)) {
         /* B packed into oneDNN's layout: from a compact bf16 copy (K,N)
-         * where given, else from FP32 B where given */
-        int from16 = B16 && !tb, blk = (from16 || B) && blocked_ok(ta, 0, M, N, K, ldc, alpha, beta);
+         * where given, else from FP32 B when no copy is (ldb is then B's) */
+        int from16 = B16 && !tb, blk = (from16 || (B && !B16)) && blocked_ok(ta, 0, M, N, K, ldc, alpha, beta);
         size_t na = A16 ? 0 : (size_t)(ar * ac);
         size_t nb = blk ? (size_t)qkv_bf16_blocked_len(K, N) : B16 ? 0 : (size_t)(br * bc);
         size_t bytes = (na + nb) * sizeof(uint16_t);
