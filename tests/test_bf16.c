@@ -185,6 +185,58 @@ static void test_blocked_pack(void)
         }
 }
 
+/* The table full of small shapes; one thread runs a long product (its
+ * entry, made last, busy while it runs) while the other uses every other
+ * entry again and then makes new shapes: the entry used least recently is
+ * then the long product's, and the table must drop another (the busy
+ * count), not destroy a primitive that is running. The long product must
+ * come out as the same product run alone (bit for bit: the same primitive
+ * on one thread). Prints whether the new shapes were made while it ran
+ * (the case this test is for; the timing is the machine's). */
+static void test_table_busy(void)
+{
+    enum { M = 1024, N = 512, K = 16384, SMALL = 256 };
+    uint64_t seed = 77;
+    float *A = malloc(sizeof(float) * (M * K + N * K + 2 * M * N)), *B = A + M * K, *C = B + N * K, *C1 = C + M * N;
+    float x[SMALL * 32], w[16 * 32], y[SMALL * 16];
+    for (int64_t i = 0; i < M * K + N * K; i++) A[i] = h_gemm_frand(&seed);
+    for (int i = 0; i < SMALL * 32; i++) x[i] = h_gemm_frand(&seed);
+    for (int i = 0; i < 16 * 32; i++) w[i] = h_gemm_frand(&seed);
+    qkv_gemm_bf16_set_dnnl_cache(0); /* a dropped primitive is gone at once */
+    /* the long product alone, on one thread (inside a team of two) */
+#pragma omp parallel num_threads(2)
+    if (omp_get_thread_num() == 0) qkv_gemm_bf16(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+    for (int m = 1; m <= SMALL; m++) qkv_gemm_bf16(0, 1, m, 16, 32, 1.0f, x, 32, w, 32, 0.0f, y, 16); /* fills it */
+    double t_long = 0, t_new = 0;
+    int ok = 1, done = 0, during = 0;
+#pragma omp parallel num_threads(2) reduction(&& : ok)
+    {
+        double t0 = omp_get_wtime();
+        if (omp_get_thread_num() == 0) {
+            qkv_gemm_bf16(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C1, N);
+            t_long = omp_get_wtime() - t0;
+#pragma omp atomic write
+            done = 1;
+        } else {
+            while (!qkv_gemm_bf16_running() && omp_get_wtime() - t0 < 10) { /* its conversions; it runs */
+            }
+            for (int m = 2; m <= SMALL; m++) qkv_gemm_bf16(0, 1, m, 16, 32, 1.0f, x, 32, w, 32, 0.0f, y, 16);
+            for (int m = 0; m < 4; m++) /* shapes no other test makes */
+                ok = gemm_case(0, 1, 3000 + m, 16, 32, 1.0f, 0.0f, 0, 900 + (uint64_t)m, "table, busy") && ok;
+            t_new = omp_get_wtime() - t0;
+#pragma omp atomic read
+            during = done;
+            during = !during;
+        }
+    }
+    qkv_gemm_bf16_set_dnnl_cache(1024);
+    CHECK(ok, "gemm_bf16: new shapes past the table while a long product runs");
+    CHECK(!memcmp(C, C1, sizeof(float) * M * N), "gemm_bf16: the long product changed while the table made room");
+    printf("test_bf16: a %dx%dx%d product ran %.1f ms; the table's entries used again and 4 new shapes made by %.1f "
+           "ms%s\n", M, N, K, t_long * 1e3, t_new * 1e3, during ? "" : " (after it: not the case tested)");
+    free(A);
+}
+
 static void test_gemm(void)
 {
     printf("bf16 GEMM: oneDNN %s\n", qkv_gemm_bf16_accelerated() ? "used" : "not built or not usable here");
@@ -223,6 +275,7 @@ static void test_gemm(void)
         for (int m = 1; m <= 300; m++) ok = gemm_case(0, m & 1, m, 64, 32, 1.0f, 0.0f, 0, 300 + (uint64_t)m, "table") && ok;
     }
     CHECK(ok, "gemm_bf16 past the primitives' table, from two threads");
+    test_table_busy();
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
 }
 

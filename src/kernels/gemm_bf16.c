@@ -364,8 +364,18 @@ static int matmul_dnnl_any(int ta, int tb, int blk, int64_t M, int64_t N, int64_
 }
 
 int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
+void qkv_gemm_bf16_set_dnnl_cache(int capacity) { dnnl_set_primitive_cache_capacity(capacity); }
+int qkv_gemm_bf16_running(void)
+{
+    int n = 0;
+#pragma omp critical(qkv_dnnl)
+    for (int i = 0; i < n_prims; i++) n += prims[i].busy;
+    return n;
+}
 #else
 int qkv_gemm_bf16_accelerated(void) { return 0; }
+void qkv_gemm_bf16_set_dnnl_cache(int capacity) { (void)capacity; }
+int qkv_gemm_bf16_running(void) { return 0; }
 #endif
 
 static void scratch_put(void *p, size_t bytes)

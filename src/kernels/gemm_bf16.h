@@ -55,4 +55,11 @@ void qkv_gemm_ctx_bias(const qkv_ctx *c, int64_t M, int64_t N, int64_t K, const 
 enum { QKV_BF16_AUTO, QKV_BF16_FALLBACK, QKV_BF16_DNNL };
 int qkv_gemm_bf16_accelerated(void);
 void qkv_gemm_bf16_set_path(int path);
+/* For tests: oneDNN's own cache of primitives (its default holds 1024).
+ * With 0, a primitive that qkv's table drops is freed at once, so a
+ * table that dropped one still running would be seen. Nothing without
+ * oneDNN. */
+void qkv_gemm_bf16_set_dnnl_cache(int capacity);
+/* For tests: how many products oneDNN is running now from qkv's table. */
+int qkv_gemm_bf16_running(void);
 #endif
