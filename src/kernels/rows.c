@@ -4,6 +4,7 @@
 #include "core/internal.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/ce_rows.h"
 #include "kernels/rows.h"
 #include "kernels/vmath.h"
 
@@ -171,6 +172,29 @@ int qkv_vmath_force(const char *name)
 }
 
 void qkv_vec_exp(float *y, const float *x, int64_t n) { vmath()->exp(y, x, n); }
+
+/* The fused cross entropy's row passes (ce_rows.h), from the build vmath
+ * picked: the same bits either way. */
+static float ce_bias_max_base(float *y, const float *x, const float *b, int64_t n)
+{
+    return ce_bias_max(y, x, b, n);
+}
+static double ce_exp_sum_base(float *x, float m, int64_t n) { return ce_exp_sum(x, m, n); }
+static void ce_grad_base(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum)
+{
+    ce_grad(e, n, a, c, d16, colsum);
+}
+static const qkv_ce_rows ce_rows_base = {ce_bias_max_base, ce_exp_sum_base, ce_grad_base};
+static const qkv_ce_rows *ce_rows(void) { return vmath() == &qkv_vmath_avx512 ? &qkv_ce_rows_avx512 : &ce_rows_base; }
+float qkv_ce_bias_max(float *y, const float *x, const float *b, int64_t n)
+{
+    return ce_rows()->bias_max(y, x, b, n);
+}
+double qkv_ce_exp_sum(float *x, float m, int64_t n) { return ce_rows()->exp_sum(x, m, n); }
+void qkv_ce_grad(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum)
+{
+    ce_rows()->grad(e, n, a, c, d16, colsum);
+}
 void qkv_vec_tanh(float *y, const float *x, int64_t n) { vmath()->tanh(y, x, n); }
 void qkv_vec_sigmoid(float *y, const float *x, int64_t n) { vmath()->sigmoid(y, x, n); }
 void qkv_vec_erf(float *y, const float *x, int64_t n) { vmath()->erf(y, x, n); }

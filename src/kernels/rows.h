@@ -45,6 +45,15 @@ void qkv_vec_erfc(float *y, const float *x, int64_t n);
  * "base" (the library's target) or "avx512" (vmath.h); NULL goes back to
  * the automatic pick. 0 when that build does not run on this CPU. */
 int qkv_vmath_force(const char *name);
+/* A softmax cross entropy's row passes (train/loss_linear.c), vectorised,
+ * the same bits in every build: qkv_ce_bias_max: y (n) = x + b (b may be
+ * NULL; y may be x), returns qkv_max_f32(y); qkv_ce_exp_sum: x = exp(x - m) (as
+ * qkv_vec_exp), returns their sum in double (16 partial sums in a fixed
+ * order); qkv_ce_grad: g = e a + c for the exps e (n), over e or in bf16
+ * to d16 where not NULL, and colsum (n) += g. */
+float qkv_ce_bias_max(float *y, const float *x, const float *b, int64_t n);
+double qkv_ce_exp_sum(float *x, float m, int64_t n);
+void qkv_ce_grad(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum);
 
 /* Sums in double with 8 independent partial sums (one running sum waits
  * on the add's latency at every element: 4-8x slower on long rows); the

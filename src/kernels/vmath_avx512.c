@@ -1,6 +1,7 @@
 /* vmath_avx512.c: vmath.h's loops built for AVX-512 (16 floats a vector;
  * the Makefile adds -mavx512f and 512-bit vectors on x86-64; elsewhere the
  * table is empty and rows.c keeps its own build). */
+#include "kernels/ce_rows.h"
 #include "kernels/vmath.h"
 #if defined(__AVX512F__)
 static void exp16(float *y, const float *x, int64_t n) { vm_exp(y, x, n); }
@@ -9,6 +10,17 @@ static void sigmoid16(float *y, const float *x, int64_t n) { vm_sigmoid(y, x, n)
 static void erf16(float *y, const float *x, int64_t n) { vm_erf(y, x, n); }
 static void erfc16(float *y, const float *x, int64_t n) { vm_erfc(y, x, n); }
 const qkv_vmath qkv_vmath_avx512 = {"avx512", exp16, tanh16, sigmoid16, erf16, erfc16};
+static float ce_bias_max16(float *y, const float *x, const float *b, int64_t n)
+{
+    return ce_bias_max(y, x, b, n);
+}
+static double ce_exp_sum16(float *x, float m, int64_t n) { return ce_exp_sum(x, m, n); }
+static void ce_grad16(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum)
+{
+    ce_grad(e, n, a, c, d16, colsum);
+}
+const qkv_ce_rows qkv_ce_rows_avx512 = {ce_bias_max16, ce_exp_sum16, ce_grad16};
 #else
 const qkv_vmath qkv_vmath_avx512 = {"avx512", 0, 0, 0, 0, 0};
+const qkv_ce_rows qkv_ce_rows_avx512 = {0, 0, 0};
 #endif

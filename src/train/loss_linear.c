@@ -31,44 +31,28 @@ typedef struct {
     qkv_reduction r;
 } lce_saved;
 
-/* Columns [0,n) of a row's exps e (in place, unless d16): d = the
- * gradient for them, not the label's, written over e or to d16 in bf16;
- * colsum += d. Out of line with restrict pointers so that it vectorises. */
-static __attribute__((noinline)) void lce_cols(float *restrict e, int64_t n, double sc, double wn, double ws,
-                                               double V, uint16_t *restrict d16, float *restrict colsum)
-{
-    double wp = wn * sc;
-    for (int64_t j = 0; j < n; j++) {
-        float g = ws == 0 ? (float)(wp * (double)e[j]) : (float)(wn * (sc * (double)e[j]) + ws * (V * sc * (double)e[j] - 1.0));
-        if (d16) d16[j] = qkv_bf16_from_float(g);
-        else e[j] = g;
-        colsum[j] += g;
-    }
-}
-
 /* Row x (V) of the logits without the bias b (V, or NULL: none), which is
  * added here while the row is in cache (as the product's epilogue would
  * add it: the same sums), with label y: its loss terms, and the row turned
  * into d loss_i / d x for the terms' weights wn and ws (at an upstream
  * gradient of 1), over x or, in bf16, to d16; colsum += it. The formulas
- * and roundings of qkv_cross_entropy's vectorised path (loss.c). */
+ * of qkv_cross_entropy's vectorised path (loss.c), in three vectorised
+ * passes over the row (rows.h: qkv_ce_*), the gradient in float. */
 static void lce_row(float *restrict x, const float *restrict b, int64_t V, int64_t y, double wn, double ws,
                     uint16_t *d16, float *colsum, double *nll, double *smooth)
 {
-    if (b)
-        for (int64_t j = 0; j < V; j++) x[j] += b[j];
-    float mx = qkv_max_f32(x, V);
+    float mx = qkv_ce_bias_max(x, x, b, V);
     double xy = x[y], sx = ws != 0 ? qkv_sum_f64(x, V) : 0.0;
-    for (int64_t j = 0; j < V; j++) x[j] -= mx;
-    qkv_vec_exp(x, x, V);
-    double sum = qkv_sum_f64(x, V), sc = 1.0 / sum;
+    double sum = qkv_ce_exp_sum(x, mx, V), sc = 1.0 / sum; /* x = exp(x - mx) */
     double lse = isinf(mx) ? (double)mx : (double)mx + log(sum);
     *nll = lse - xy;
     *smooth = (double)V * lse - sx;
     double py = sc * (double)x[y];
     float gy = (float)(wn * (py - 1.0) + ws * ((double)V * py - 1.0)); /* the label's own term */
-    lce_cols(x, y, sc, wn, ws, (double)V, d16, colsum);
-    lce_cols(x + y + 1, V - y - 1, sc, wn, ws, (double)V, d16 ? d16 + y + 1 : NULL, colsum + y + 1);
+    /* the other columns: wn sc e + ws (V sc e - 1) = e a + c, in float */
+    float a = (float)((wn + ws * (double)V) * sc), c = (float)-ws;
+    qkv_ce_grad(x, y, a, c, d16, colsum);
+    qkv_ce_grad(x + y + 1, V - y - 1, a, c, d16 ? d16 + y + 1 : NULL, colsum + y + 1);
     if (d16) d16[y] = qkv_bf16_from_float(gy);
     else x[y] = gy;
     colsum[y] += gy;
