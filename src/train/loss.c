@@ -228,7 +228,7 @@ qkv_status qkv_ce_check_labels(const char *fn, const qkv_tensor *y, int64_t C, i
 /* log-sum-exp over the classes of every position, in double; p (may be
  * NULL) gets softmax(x) over the classes (one exp per element in all).
  * Contiguous classes (K = 1) with p kept, outside the reference: exp(x -
- * max) vectorised in float (qkv_vec_exp), summed in double, and p keeps
+ * max) vectorised in float (qkv_ce_exp_sum), summed in double, and p keeps
  * those exps, scale[i] = 1 / their sum (the backward multiplies; a pass
  * dividing 13 MB of them cost a fifth of this function, perf). libm's exp
  * in double otherwise, p normalised. */
@@ -242,11 +242,9 @@ static void ce_lse(const float *x, ce_dims d, double *lse, float *p, double *sca
                 float *pi = p ? p + n * d.C * d.K + k : NULL; // (C) with stride K
                 float mx = -INFINITY;
                 double sum = 0;
-                if (vec) {
-                    mx = qkv_max_f32(xi, d.C);
-                    for (int64_t cl = 0; cl < d.C; cl++) pi[cl] = xi[cl] - mx;
-                    qkv_vec_exp(pi, pi, d.C);
-                    sum = qkv_sum_f64(pi, d.C);
+                if (vec) { /* the fused cross entropy's passes (rows.h) */
+                    mx = qkv_ce_bias_max(pi, xi, NULL, d.C);
+                    sum = qkv_ce_exp_sum(pi, mx, d.C);
                     scale[n] = 1.0 / sum;
                     lse[n] = isinf(mx) ? (double)mx : (double)mx + log(sum);
                     continue;
