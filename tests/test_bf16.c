@@ -237,6 +237,21 @@ static void test_table_busy(void)
     free(A);
 }
 
+/* A primitive that oneDNN could not make for want of memory is not kept
+ * as declined: the product falls back (and is right), and the shape is
+ * made when next asked. */
+static void test_made_again(void)
+{
+    long made = qkv_gemm_bf16_made();
+    qkv_gemm_bf16_fail_next(1);
+    int ok = gemm_case(0, 1, 4000, 24, 40, 1.0f, 0.0f, 0, 31, "out of memory once");
+    CHECK(ok && qkv_gemm_bf16_made() == made, "gemm_bf16: the failed make was not a fallback (%ld made, %ld before)",
+          qkv_gemm_bf16_made(), made);
+    ok = gemm_case(0, 1, 4000, 24, 40, 1.0f, 0.0f, 0, 32, "after out of memory");
+    CHECK(ok && qkv_gemm_bf16_made() == made + 1, "gemm_bf16: a shape that failed for memory was not made again "
+          "(%ld made, %ld before)", qkv_gemm_bf16_made(), made);
+}
+
 static void test_gemm(void)
 {
     printf("bf16 GEMM: oneDNN %s\n", qkv_gemm_bf16_accelerated() ? "used" : "not built or not usable here");
@@ -276,6 +291,7 @@ static void test_gemm(void)
     }
     CHECK(ok, "gemm_bf16 past the primitives' table, from two threads");
     test_table_busy();
+    if (qkv_gemm_bf16_accelerated()) test_made_again();
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
 }
 

@@ -149,17 +149,26 @@ static void descs(int ta, int tb, int blk, int64_t M, int64_t N, int64_t K, int6
     desc_2d(c, M, N, 0, dnnl_f32, ldc);
 }
 
+static long prim_made;  /* primitives made (qkv_gemm_bf16_made) */
+static int prim_fail;   /* the next makes to fail as out of memory (tests) */
+
 /* The primitive, and in *scratch the bytes of its scratchpad; NULL when
  * oneDNN declines, and when blk and the primitive, left to choose B's
- * layout ("any"), does not choose qkv_bf16_blocked_pack's. The scratchpad
+ * layout ("any"), does not choose qkv_bf16_blocked_pack's; *oom set when
+ * oneDNN ran out of memory (a failure that may pass, not a decline). The scratchpad
  * is the caller's (dnnl_scratchpad_mode_user): by default oneDNN
  * keeps one global scratchpad, and two products run at once from qkv's
  * threads (a linear layer's weight gradient by chunks) then wrote over each
  * other's partial sums: results off by more than their own size, and bf16
  * training that learned visibly slower on 2 threads than on 1. */
 static dnnl_primitive_t prim_make(int ta, int tb, int blk, int bias, int64_t M, int64_t N, int64_t K, int64_t ldc,
-                                  float alpha, float beta, size_t *scratch)
+                                  float alpha, float beta, size_t *scratch, int *oom)
 {
+    *oom = 0;
+    if (prim_fail > 0) {
+        prim_fail--;
+        return *oom = 1, NULL;
+    }
     dnnl_memory_desc_t a, b, c, bd, want;
     descs(ta, tb, 0, M, N, K, ldc, &a, &b, &c);
     desc_2d(&bd, 1, N, 0, dnnl_f32, N);
@@ -178,12 +187,15 @@ static dnnl_primitive_t prim_make(int ta, int tb, int blk, int bias, int64_t M, 
     if (ok && beta != 0.0f)
         ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-    if (ok) ok = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL) == dnnl_success;
+    dnnl_status_t st = dnnl_success;
+    if (ok) ok = (st = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL)) == dnnl_success;
     if (ok && blk) {
         const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         ok = w && dnnl_memory_desc_equal(w, &want);
     }
-    if (ok && dnnl_primitive_create(&p, pd) != dnnl_success) p = NULL;
+    if (ok && (st = dnnl_primitive_create(&p, pd)) != dnnl_success) p = NULL;
+    *oom = st == dnnl_out_of_memory;
+    prim_made += p != NULL;
     if (p) {
         const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         *scratch = sm ? dnnl_memory_desc_get_size(sm) : 0;
@@ -240,8 +252,9 @@ static dnnl_primitive_t prim_get(int ta, int tb, int blk, int bias, int64_t M, i
                 found = i, p = e->p, *scratch = e->scratch;
         }
         if (found < 0) {
-            p = prim_make(ta, tb, blk, bias, M, N, K, ldc, alpha, beta, scratch);
-            found = prim_slot();
+            int oom; /* not kept: made again when next asked */
+            p = prim_make(ta, tb, blk, bias, M, N, K, ldc, alpha, beta, scratch, &oom);
+            found = oom ? -1 : prim_slot();
             if (found >= 0)
                 prims[found] = (prim_entry){ta, tb, bias, blk, M, N, K, ldc, alpha, beta, p, *scratch, 0, 0};
         }
@@ -365,6 +378,18 @@ static int matmul_dnnl_any(int ta, int tb, int blk, int64_t M, int64_t N, int64_
 
 int qkv_gemm_bf16_accelerated(void) { return bf16_path != QKV_BF16_FALLBACK && dnnl_ready(); }
 void qkv_gemm_bf16_set_dnnl_cache(int capacity) { dnnl_set_primitive_cache_capacity(capacity); }
+long qkv_gemm_bf16_made(void)
+{
+    long n;
+#pragma omp critical(qkv_dnnl)
+    n = prim_made;
+    return n;
+}
+void qkv_gemm_bf16_fail_next(int n)
+{
+#pragma omp critical(qkv_dnnl)
+    prim_fail = n;
+}
 int qkv_gemm_bf16_running(void)
 {
     int n = 0;
@@ -376,6 +401,8 @@ int qkv_gemm_bf16_running(void)
 int qkv_gemm_bf16_accelerated(void) { return 0; }
 void qkv_gemm_bf16_set_dnnl_cache(int capacity) { (void)capacity; }
 int qkv_gemm_bf16_running(void) { return 0; }
+long qkv_gemm_bf16_made(void) { return 0; }
+void qkv_gemm_bf16_fail_next(int n) { (void)n; }
 #endif
 
 static void scratch_put(void *p, size_t bytes)

@@ -60,6 +60,11 @@ void qkv_gemm_bf16_set_path(int path);
  * table that dropped one still running would be seen. Nothing without
  * oneDNN. */
 void qkv_gemm_bf16_set_dnnl_cache(int capacity);
-/* For tests: how many products oneDNN is running now from qkv's table. */
+/* For tests: how many products oneDNN is running now from qkv's table;
+ * how many primitives qkv has made; the next n to be made fail as oneDNN
+ * does when out of memory (a failure that is not kept: the shape is tried
+ * again when next asked, where a decline is kept). */
 int qkv_gemm_bf16_running(void);
+long qkv_gemm_bf16_made(void);
+void qkv_gemm_bf16_fail_next(int n);
 #endif
