@@ -1,5 +1,7 @@
-/* ce_rows.h: the per-row passes of a fused softmax cross entropy
- * (train/loss_linear.c) in a form the compiler vectorises, included by
+/* ce_rows.h: the per-row passes of a softmax cross entropy (the fused
+ * op's in train/loss_linear.c; its max, exps and sum also for the two-op
+ * qkv_cross_entropy, train/loss.c) in a form the compiler vectorises,
+ * included by
  * rows.c (the baseline build) and vmath_avx512.c (16 lanes). Every sum has
  * 16 partials in a fixed order and the exp is vmath.h's vexpn1, so both
  * builds give the same bits. */
