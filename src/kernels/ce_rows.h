@@ -1,8 +1,8 @@
 /* ce_rows.h: the per-row passes of a softmax cross entropy (the fused
  * op's in train/loss_linear.c; its max, exps and sum also for the two-op
- * qkv_cross_entropy, train/loss.c) in a form the compiler vectorises,
- * included by
- * rows.c (the baseline build) and vmath_avx512.c (16 lanes). Every sum has
+ * qkv_cross_entropy, train/loss.c, and the max for qkv_max_f32) in a form
+ * the compiler vectorises, included by rows.c (the baseline build) and
+ * vmath_avx512.c (16 lanes). Every sum has
  * 16 partials in a fixed order and the exp is vmath.h's vexpn1, so both
  * builds give the same bits. */
 #ifndef QKV_KERNELS_CE_ROWS_H
@@ -18,9 +18,30 @@
 
 enum { CE_LANES = 16 };
 
-/* y (n) = x + b (b may be NULL: y = x; y may be x); returns max y
- * (qkv_max_f32's rule: a comparison that sees a NaN takes the other
- * value). */
+/* The largest of x (n) that is not NaN (-inf if there is none): a
+ * comparison that sees a NaN takes the other value (qkv_max_f32). */
+static inline float ce_max(const float *x, int64_t n)
+{
+    float pm[CE_LANES];
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    /* vmaxps(a, b) is a > b ? a : b, lane by lane (GCC does not make it of
+     * the C below) */
+    __m512 v = _mm512_set1_ps(-INFINITY);
+    for (; i + CE_LANES <= n; i += CE_LANES) v = _mm512_max_ps(_mm512_loadu_ps(x + i), v);
+    _mm512_storeu_ps(pm, v);
+#else
+    for (int k = 0; k < CE_LANES; k++) pm[k] = -INFINITY;
+    for (; i + CE_LANES <= n; i += CE_LANES)
+        for (int k = 0; k < CE_LANES; k++) pm[k] = x[i + k] > pm[k] ? x[i + k] : pm[k];
+#endif
+    float m = -INFINITY;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int k = 0; k < CE_LANES; k++) m = pm[k] > m ? pm[k] : m;
+    return m;
+}
+
+/* y (n) = x + b (b may be NULL: y = x; y may be x); returns ce_max(y). */
 static inline float ce_bias_max(float *y, const float *x, const float *b, int64_t n)
 {
     if (b)
@@ -28,23 +49,7 @@ static inline float ce_bias_max(float *y, const float *x, const float *b, int64_
         for (int64_t i = 0; i < n; i++) y[i] = x[i] + b[i];
     else if (y != x)
         memcpy(y, x, (size_t)n * sizeof *y);
-    float pm[CE_LANES];
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    /* vmaxps(a, b) is a > b ? a : b, lane by lane (GCC does not make it of
-     * the C below) */
-    __m512 v = _mm512_set1_ps(-INFINITY);
-    for (; i + CE_LANES <= n; i += CE_LANES) v = _mm512_max_ps(_mm512_loadu_ps(y + i), v);
-    _mm512_storeu_ps(pm, v);
-#else
-    for (int k = 0; k < CE_LANES; k++) pm[k] = -INFINITY;
-    for (; i + CE_LANES <= n; i += CE_LANES)
-        for (int k = 0; k < CE_LANES; k++) pm[k] = y[i + k] > pm[k] ? y[i + k] : pm[k];
-#endif
-    float m = -INFINITY;
-    for (; i < n; i++) m = y[i] > m ? y[i] : m;
-    for (int k = 0; k < CE_LANES; k++) m = pm[k] > m ? pm[k] : m;
-    return m;
+    return ce_max(y, n);
 }
 
 /* x (n) = exp(x - m) (vexpn1); returns their sum in double. */
@@ -91,8 +96,10 @@ static inline void ce_grad(float *restrict e, int64_t n, float a, float c, uint1
     }
 }
 
-/* The loops of one build, picked as vmath's are (rows.c). */
+/* The loops of one build, picked as vmath's are (rows.c): the inline
+ * functions above, compiled with that build's flags. */
 typedef struct {
+    float (*max)(const float *x, int64_t n);
     float (*bias_max)(float *y, const float *x, const float *b, int64_t n);
     double (*exp_sum)(float *x, float m, int64_t n);
     void (*grad)(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum);

@@ -173,19 +173,11 @@ int qkv_vmath_force(const char *name)
 
 void qkv_vec_exp(float *y, const float *x, int64_t n) { vmath()->exp(y, x, n); }
 
-/* The fused cross entropy's row passes (ce_rows.h), from the build vmath
+/* The cross entropy's row passes (ce_rows.h), from the build vmath
  * picked: the same bits either way. */
-static float ce_bias_max_base(float *y, const float *x, const float *b, int64_t n)
-{
-    return ce_bias_max(y, x, b, n);
-}
-static double ce_exp_sum_base(float *x, float m, int64_t n) { return ce_exp_sum(x, m, n); }
-static void ce_grad_base(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum)
-{
-    ce_grad(e, n, a, c, d16, colsum);
-}
-static const qkv_ce_rows ce_rows_base = {ce_bias_max_base, ce_exp_sum_base, ce_grad_base};
+static const qkv_ce_rows ce_rows_base = {ce_max, ce_bias_max, ce_exp_sum, ce_grad};
 static const qkv_ce_rows *ce_rows(void) { return vmath() == &qkv_vmath_avx512 ? &qkv_ce_rows_avx512 : &ce_rows_base; }
+float qkv_max_f32(const float *x, int64_t n) { return ce_rows()->max(x, n); }
 float qkv_ce_bias_max(float *y, const float *x, const float *b, int64_t n)
 {
     return ce_rows()->bias_max(y, x, b, n);
@@ -212,18 +204,6 @@ void qkv_vec_erfc(float *y, const float *x, int64_t n) { vmath()->erfc(y, x, n);
         for (int k_ = 0; k_ < 8; k_++) s_ += p_[k_];                    \
         return s_;                                                      \
     } while (0)
-
-float qkv_max_f32(const float *x, int64_t n)
-{
-    float p[16], m = -INFINITY;
-    for (int k = 0; k < 16; k++) p[k] = -INFINITY;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) p[k] = x[i + k] > p[k] ? x[i + k] : p[k];
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (int k = 0; k < 16; k++) m = p[k] > m ? p[k] : m;
-    return m;
-}
 
 double qkv_sum_f64(const float *x, int64_t n)
 {

@@ -45,7 +45,7 @@ void qkv_vec_erfc(float *y, const float *x, int64_t n);
  * "base" (the library's target) or "avx512" (vmath.h); NULL goes back to
  * the automatic pick. 0 when that build does not run on this CPU. */
 int qkv_vmath_force(const char *name);
-/* A softmax cross entropy's row passes (train/loss_linear.c), vectorised,
+/* A softmax cross entropy's row passes (train/loss_linear.c, loss.c), vectorised,
  * the same bits in every build: qkv_ce_bias_max: y (n) = x + b (b may be
  * NULL; y may be x), returns qkv_max_f32(y); qkv_ce_exp_sum: x = exp(x - m) (as
  * qkv_vec_exp), returns their sum in double (16 partial sums in a fixed
@@ -61,7 +61,7 @@ void qkv_ce_grad(float *e, int64_t n, float a, float c, uint16_t *d16, float *co
  * qkv_sum_sq_dev: sum (x[i] - m)^2; qkv_sum_dot_dev: sum g[i] (x[i] - m). */
 double qkv_sum_f64(const float *x, int64_t n);
 /* The largest of x[0..n) that is not NaN (-inf if there is none), with 16
- * independent partial maxima. */
+ * independent partial maxima (ce_rows.h's loop, AVX-512 where vmath's is). */
 float qkv_max_f32(const float *x, int64_t n);
 double qkv_sum_sq_dev(const float *x, double m, int64_t n);
 double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n);

@@ -10,17 +10,8 @@ static void sigmoid16(float *y, const float *x, int64_t n) { vm_sigmoid(y, x, n)
 static void erf16(float *y, const float *x, int64_t n) { vm_erf(y, x, n); }
 static void erfc16(float *y, const float *x, int64_t n) { vm_erfc(y, x, n); }
 const qkv_vmath qkv_vmath_avx512 = {"avx512", exp16, tanh16, sigmoid16, erf16, erfc16};
-static float ce_bias_max16(float *y, const float *x, const float *b, int64_t n)
-{
-    return ce_bias_max(y, x, b, n);
-}
-static double ce_exp_sum16(float *x, float m, int64_t n) { return ce_exp_sum(x, m, n); }
-static void ce_grad16(float *e, int64_t n, float a, float c, uint16_t *d16, float *colsum)
-{
-    ce_grad(e, n, a, c, d16, colsum);
-}
-const qkv_ce_rows qkv_ce_rows_avx512 = {ce_bias_max16, ce_exp_sum16, ce_grad16};
+const qkv_ce_rows qkv_ce_rows_avx512 = {ce_max, ce_bias_max, ce_exp_sum, ce_grad};
 #else
 const qkv_vmath qkv_vmath_avx512 = {"avx512", 0, 0, 0, 0, 0};
-const qkv_ce_rows qkv_ce_rows_avx512 = {0, 0, 0};
+const qkv_ce_rows qkv_ce_rows_avx512 = {0, 0, 0, 0};
 #endif
