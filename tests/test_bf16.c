@@ -183,6 +183,44 @@ static void test_blocked_pack(void)
             }
             free(B), free(P);
         }
+    /* a linear layer's one-pass packs: W for both products, x with its
+     * copy; the same bits as the packs they replace */
+    const int64_t shapes[][2] = {{250, 1000}, {32, 64}, {1, 1}, {45, 70}, {512, 1536}, {96, 33}, {64, 31}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        int64_t K = shapes[c][0], N = shapes[c][1], ld = K + 5; /* W (N,K) with a leading dimension past K */
+        int64_t lt = qkv_bf16_blocked_len(K, N), ln = qkv_bf16_blocked_len(N, K);
+        float *W = malloc((size_t)(N * ld) * sizeof *W);
+        uint16_t *Pt = malloc((size_t)lt * sizeof *Pt), *Pn = malloc((size_t)ln * sizeof *Pn);
+        uint16_t *Qt = malloc((size_t)lt * sizeof *Qt), *Qn = malloc((size_t)ln * sizeof *Qn);
+        for (int64_t i = 0; i < N * ld; i++) W[i] = (float)qkv_rng_normal(&r);
+        memset(Pt, 0xff, (size_t)lt * sizeof *Pt), memset(Pn, 0xff, (size_t)ln * sizeof *Pn);
+        memset(Qt, 0x5a, (size_t)lt * sizeof *Qt), memset(Qn, 0x5a, (size_t)ln * sizeof *Qn);
+        qkv_bf16_blocked_pack(1, K, N, W, ld, Pt);
+        qkv_bf16_blocked_pack(0, N, K, W, ld, Pn);
+        qkv_bf16_blocked_pack2(K, N, W, ld, Qt, Qn);
+        CHECK(!memcmp(Pt, Qt, (size_t)lt * sizeof *Pt) && !memcmp(Pn, Qn, (size_t)ln * sizeof *Pn),
+              "bf16_blocked_pack2 K %lld N %lld: not the two packs' bits", (long long)K, (long long)N);
+        memset(Qn, 0x5a, (size_t)ln * sizeof *Qn);
+        qkv_bf16_blocked_pack2(K, N, W, ld, NULL, Qn); /* one of the two alone */
+        CHECK(!memcmp(Pn, Qn, (size_t)ln * sizeof *Pn), "bf16_blocked_pack2 K %lld N %lld: Pn alone differs",
+              (long long)K, (long long)N);
+        /* x (M,K) = (N,K) compact, special values included: the copy is
+         * qkv_bf16_from_floats' (subnormals kept, NaN as 0x7fc0) */
+        float *x = malloc((size_t)(N * K) * sizeof *x);
+        for (int64_t i = 0; i < N * K; i++) x[i] = W[i / K * ld + i % K];
+        const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -1e-39f, -0.0f, 3.4e38f, 1.00390625f};
+        for (int64_t i = 0; i < N * K && i < 9; i++) x[(i * 7919) % (N * K)] = special[i];
+        int64_t lb = qkv_bf16_blocked_len(N, K);
+        uint16_t *c16 = malloc((size_t)(N * K) * sizeof *c16), *cb = malloc((size_t)lb * sizeof *cb);
+        uint16_t *d16 = malloc((size_t)(N * K) * sizeof *d16), *db = malloc((size_t)lb * sizeof *db);
+        qkv_bf16_from_floats(x, c16, N * K);
+        memset(cb, 0xff, (size_t)lb * sizeof *cb), memset(db, 0x5a, (size_t)lb * sizeof *db);
+        qkv_bf16_blocked_pack16(N, K, c16, cb);
+        qkv_bf16_copy_blocked(N, K, x, d16, db);
+        CHECK(!memcmp(c16, d16, (size_t)(N * K) * sizeof *c16) && !memcmp(cb, db, (size_t)lb * sizeof *cb),
+              "bf16_copy_blocked M %lld K %lld: not the copy's and pack16's bits", (long long)N, (long long)K);
+        free(W), free(Pt), free(Pn), free(Qt), free(Qn), free(x), free(c16), free(cb), free(d16), free(db);
+    }
 }
 
 /* The table full of small shapes; one thread runs a long product (its

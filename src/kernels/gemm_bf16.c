@@ -524,6 +524,28 @@ void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, co
     qkv_gemm_bf16_pre(0, 1, M, N, K, 1.0f, NULL, A16, K, B, B16, K, bias ? 1.0f : 0.0f, C, N);
 }
 
+int qkv_gemm_bf16_packed_ok(int ta, int64_t M, int64_t N, int64_t K, float alpha, int bias, float beta)
+{
+#ifdef QKV_DNNL
+    return qkv_gemm_bf16_dnnl(M, N, K) && blocked_ok(ta, bias, M, N, K, N, alpha, beta);
+#else
+    (void)ta, (void)M, (void)N, (void)K, (void)alpha, (void)bias, (void)beta;
+    return 0;
+#endif
+}
+
+int qkv_gemm_bf16_packed(int ta, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
+                         const uint16_t *P, const float *bias, float beta, float *C)
+{
+#ifdef QKV_DNNL
+    return qkv_gemm_bf16_packed_ok(ta, M, N, K, alpha, bias != NULL, beta) &&
+           matmul_dnnl_any(ta, 0, 1, M, N, K, alpha, A16, P, bias, beta, C, N);
+#else
+    (void)ta, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)P, (void)bias, (void)beta, (void)C;
+    return 0;
+#endif
+}
+
 int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias)
 {
 #ifdef QKV_DNNL

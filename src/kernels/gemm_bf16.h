@@ -34,6 +34,18 @@ void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, co
  * (qkv_bf16_blocked_pack, gemm_bf16_vnni.h), with a bias or not: then a
  * compact bf16 copy of B made beforehand is no use to it. */
 int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias);
+/* C (M,N) compact = alpha op(A16) P + bias + beta C on oneDNN, with op(B)
+ * (K,N) already in its blocked layout P (qkv_bf16_blocked_pack2,
+ * qkv_bf16_copy_blocked: packed once, kept from a linear layer's forward
+ * for its backward) and A16 compact bf16, (M,K) or (K,M) when ta; bias
+ * (N) or NULL. 1 when done; 0 when oneDNN does not run the product (not
+ * built, declined, small: qkv_gemm_bf16_packed_ok), C untouched, and the
+ * caller takes another path (oneDNN declines before it writes C). */
+int qkv_gemm_bf16_packed(int ta, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
+                         const uint16_t *P, const float *bias, float beta, float *C);
+/* 1 when qkv_gemm_bf16_packed would run that product (so packing B for it
+ * is worth doing). */
+int qkv_gemm_bf16_packed_ok(int ta, int64_t M, int64_t N, int64_t K, float alpha, int bias, float beta);
 /* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
  * of its inputs (so converting them beforehand saves work); 0 when it
  * takes the fallback (small products, no oneDNN, the reference). */

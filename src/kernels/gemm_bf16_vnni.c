@@ -59,6 +59,19 @@ static inline int64_t blocked_at(int64_t Kp, int64_t k, int64_t n)
 /* A lane mask of the first n of 16 lanes (none for n <= 0). */
 static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
+/* rows[2i] and rows[2i + 1] (32 bf16 each, columns c..c+31) as pairs along
+ * the two rows, stored at o (columns c..c+15) and o + 32 (c+16..c+31): a
+ * pair of rows' stretch of the blocked layout. */
+static inline void store_row_pairs(uint16_t *o, __m512i a, __m512i b)
+{
+    static const uint16_t idx[2][32] = {
+        {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+        {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+         24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+    _mm512_storeu_si512(o, _mm512_permutex2var_epi16(a, _mm512_loadu_si512(idx[0]), b));
+    _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi16(a, _mm512_loadu_si512(idx[1]), b));
+}
+
 void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, uint16_t *P)
 {
     int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
@@ -91,13 +104,6 @@ void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t
 
 void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t *P)
 {
-    /* 32 columns of rows 2kk and 2kk + 1 into 2 x 16 pairs: index i takes
-     * column i of the first row, 32 + i column i of the second */
-    static const uint16_t idx[2][32] = {
-        {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
-        {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-         24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
-    __m512i lo_idx = _mm512_loadu_si512(idx[0]), hi_idx = _mm512_loadu_si512(idx[1]);
     int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64;
     QKV_PAR_FOR(Kp * Np >= 4 * QKV_PAR_MIN, for (int64_t kk = 0; kk < Kp / 2; kk++) {
         const uint16_t *r0 = B16 + 2 * kk * N, *r1 = r0 + N;
@@ -107,9 +113,65 @@ void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t
             __mmask32 m = left >= 32 ? 0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
             __m512i a = _mm512_maskz_loadu_epi16(has0 ? m : 0, r0 + n0);
             __m512i b = _mm512_maskz_loadu_epi16(has1 ? m : 0, r1 + n0);
-            uint16_t *o = P + blocked_at(Kp, 2 * kk, n0); // columns n0.. then n0 + 16.., 32 apart
-            _mm512_storeu_si512(o, _mm512_permutex2var_epi16(a, lo_idx, b));
-            _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi16(a, hi_idx, b));
+            store_row_pairs(P + blocked_at(Kp, 2 * kk, n0), a, b);
+        }
+    });
+}
+
+void qkv_bf16_blocked_pack2(int64_t K, int64_t N, const float *W, int64_t ldw, uint16_t *Pt, uint16_t *Pn)
+{
+    /* Pt: op(B) = W^T (K,N), Kp x Np; Pn: op(B) = W (N,K), Knp x Nnp */
+    int64_t Kp = (K + 31) / 32 * 32, Np = (N + 63) / 64 * 64, Knp = (N + 31) / 32 * 32;
+    QKV_PAR_FOR(Kp * Np >= 4 * QKV_PAR_MIN, for (int64_t n0 = 0; n0 < Np; n0 += 16) {
+        for (int64_t k0 = 0; k0 < Kp; k0 += 32) {
+            __m512i rw[16], t[16]; /* rows n0.. of W, columns k0..k0+31, in bf16 */
+            for (int i = 0; i < 16; i++)
+                rw[i] = n0 + i < N ? bf16_x32(W + (n0 + i) * ldw + k0, K - k0) : _mm512_setzero_si512();
+            if (Pt) {
+                transpose16(rw, t);
+                uint16_t *o = Pt + blocked_at(Kp, k0, n0); // pair p of the 16 columns at o + p 128
+                for (int p = 0; p < 16; p++) _mm512_storeu_si512(o + p * 128, t[p]);
+            }
+            if (!Pn || n0 >= Knp) continue; /* rows past Pn's padded K are not in it */
+            for (int i = 0; i < 16; i += 2) {
+                uint16_t *o = Pn + blocked_at(Knp, n0 + i, k0);
+                store_row_pairs(o, rw[i], rw[i + 1]);
+                if (k0 + 32 == Kp && Kp % 64) { /* Pn's columns Kp.. (padding to 64): zeros */
+                    _mm512_storeu_si512(o + 64, _mm512_setzero_si512());
+                    _mm512_storeu_si512(o + 96, _mm512_setzero_si512());
+                }
+            }
+        }
+    });
+}
+
+/* 16 floats to bf16 as qkv_bf16_from_float rounds them (subnormals kept,
+ * NaN as 0x7fc0), the first n of them (the rest read as 0). */
+static inline __m256i bf16_soft16(const float *x, int64_t n)
+{
+    __mmask16 m = lanes(n);
+    __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0)));
+}
+
+void qkv_bf16_copy_blocked(int64_t M, int64_t K, const float *x, uint16_t *x16, uint16_t *xb)
+{
+    int64_t Mp = (M + 31) / 32 * 32, Np = (K + 63) / 64 * 64;
+    QKV_PAR_FOR(Mp * Np >= 4 * QKV_PAR_MIN, for (int64_t kk = 0; kk < Mp / 2; kk++) {
+        for (int64_t n0 = 0; n0 < Np; n0 += 32) {
+            __m512i v[2]; /* rows 2 kk and 2 kk + 1, columns n0..n0+31, in bf16 */
+            for (int h = 0; h < 2; h++) {
+                int64_t row = 2 * kk + h, left = row < M ? K - n0 : 0;
+                const float *xr = row < M ? x + row * K + n0 : x; // (left floats read)
+                v[h] = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_soft16(xr, left)), bf16_soft16(xr + 16, left - 16), 1);
+                __mmask32 m = left >= 32 ? 0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
+                if (m) _mm512_mask_storeu_epi16(x16 + row * K + n0, m, v[h]);
+            }
+            store_row_pairs(xb + blocked_at(Mp, 2 * kk, n0), v[0], v[1]);
         }
     });
 }
@@ -128,6 +190,18 @@ void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t
         for (int64_t n = 0; n < Np; n++)
             P[blocked_at(Kp, k, n)] =
                 k < K && n < N ? qkv_bf16_from_float(tb ? B[n * ldb + k] : B[k * ldb + n]) : 0;
+}
+
+void qkv_bf16_blocked_pack2(int64_t K, int64_t N, const float *W, int64_t ldw, uint16_t *Pt, uint16_t *Pn)
+{
+    if (Pt) qkv_bf16_blocked_pack(1, K, N, W, ldw, Pt);
+    if (Pn) qkv_bf16_blocked_pack(0, N, K, W, ldw, Pn);
+}
+
+void qkv_bf16_copy_blocked(int64_t M, int64_t K, const float *x, uint16_t *x16, uint16_t *xb)
+{
+    qkv_bf16_from_floats(x, x16, M * K);
+    qkv_bf16_blocked_pack16(M, K, x16, xb);
 }
 #endif
 

@@ -50,4 +50,13 @@ void qkv_bf16_blocked_pack(int tb, int64_t K, int64_t N, const float *B, int64_t
 /* The same from B16 (K,N), compact bf16 (half the bytes to read: a linear
  * layer's input x kept in bf16 by its forward, for dW = dy^T x). */
 void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t *P);
+/* A linear layer's W (N,K) (leading dimension ldw) read once for both of
+ * its products: Pt = qkv_bf16_blocked_pack(1, K, N, W, ldw) (the forward's
+ * x W^T) and Pn = qkv_bf16_blocked_pack(0, N, K, W, ldw) (the backward's
+ * dy W), the same bits; either may be NULL. */
+void qkv_bf16_blocked_pack2(int64_t K, int64_t N, const float *W, int64_t ldw, uint16_t *Pt, uint16_t *Pn);
+/* A linear layer's x (M,K) compact, read once: x16 = its bf16 copy
+ * (qkv_bf16_from_floats' bits) and xb = qkv_bf16_blocked_pack16(M, K, x16)
+ * (x as op(B) of the backward's dW = dy^T x). */
+void qkv_bf16_copy_blocked(int64_t M, int64_t K, const float *x, uint16_t *x16, uint16_t *xb);
 #endif

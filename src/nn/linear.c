@@ -3,6 +3,7 @@
 #include "core/internal.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_vnni.h"
 #include "kernels/rows.h"
 #include "nn/linear.h"
 #include "nn/linear_bf16.h"
@@ -10,9 +11,9 @@
 typedef struct {
     qkv_tensor *x, *w, *b, *y;
     int64_t M, in, out;
-    /* BF16 mode on oneDNN: the forward's bf16 copies of x (M,in) and W
-     * (out,in), used again by the backward (as autocast keeps them), or NULL */
-    const uint16_t *x16, *w16;
+    /* BF16 mode on oneDNN: what the forward converted, used again by the
+     * backward (as autocast keeps its copies), or all NULL */
+    qkv_linear_kept k;
     int relu; /* y = relu(x W^T + b) (qkv_linear_relu) */
 } linear_saved;
 
@@ -33,14 +34,30 @@ void qkv_linear_gemm(const qkv_ctx *c, int ta, int tb, int64_t M, int64_t N, int
  * the thread count. */
 enum { LIN_CHUNKS = 4 };
 
-qkv_status qkv_linear_weight_grad(qkv_ctx *c, int64_t M, int64_t in, int64_t out, float alpha, const float *dy,
-                                  const uint16_t *dy16, const float *x, const uint16_t *x16, float *dw,
-                                  float *db, int *db_done)
+/* dW's product goes by chunks of rows (qkv_linear_weight_grad). */
+static int dw_chunked(int64_t M, int64_t in, int64_t out)
 {
     int64_t big = in > out ? in : out;
+    return !qkv_reference() && M >= 4 * big && M >= 1024;
+}
+
+void qkv_linear_dx(const qkv_ctx *c, const qkv_linear_kept *k, int64_t M, int64_t in, int64_t out, float alpha,
+                   const float *dy, const uint16_t *dy16, const float *w, float beta, float *dx)
+{
+    if (k && k->wn && dy16 && qkv_gemm_bf16_packed(0, M, in, out, alpha, dy16, k->wn, NULL, beta, dx)) return;
+    qkv_linear_gemm(c, 0, 0, M, in, out, alpha, dy16 ? NULL : dy, dy16, out, w, k ? k->w16 : NULL, in, beta, dx,
+                    in);
+}
+
+qkv_status qkv_linear_weight_grad(qkv_ctx *c, int64_t M, int64_t in, int64_t out, float alpha, const float *dy,
+                                  const uint16_t *dy16, const float *x, const qkv_linear_kept *k, float *dw,
+                                  float *db, int *db_done)
+{
+    const uint16_t *x16 = k ? k->x16 : NULL;
     *db_done = 0;
-    if (qkv_reference() || M < 4 * big || M < 1024) {
-        qkv_linear_gemm(c, 1, 0, out, in, M, alpha, dy, dy16, out, x, x16, in, 1.0f, dw, in);
+    if (!dw_chunked(M, in, out)) {
+        if (!(k && k->xb && dy16 && qkv_gemm_bf16_packed(1, out, in, M, alpha, dy16, k->xb, NULL, 1.0f, dw)))
+            qkv_linear_gemm(c, 1, 0, out, in, M, alpha, dy, dy16, out, x, x16, in, 1.0f, dw, in);
         return QKV_OK;
     }
     if (!dy) db = NULL; /* the column sums need dy in FP32 */
@@ -92,21 +109,20 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
         qkv_rows_relu_grad_bf16(s->y->data, dy, s->M, s->out, d16, db);
         dy16 = d16;
         db_done = 1;
-    } else if (s->x16 && (s->x->requires_grad || s->w->requires_grad) &&
+    } else if (s->k.x16 && (s->x->requires_grad || s->w->requires_grad) &&
                !(dy16 = qkv_bf16_copy(a, dy, s->M * s->out)))
         return QKV_ERR_NOMEM;
     if (s->x->requires_grad) {
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
         float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,in)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_linear_gemm(c, 0, 0, s->M, s->in, s->out, 1.0f, dy, dy16, s->out, s->w->data, s->w16, s->in,
-                        fresh ? 0.0f : 1.0f, dx, s->in);
+        qkv_linear_dx(c, &s->k, s->M, s->in, s->out, 1.0f, dy, dy16, s->w->data, fresh ? 0.0f : 1.0f, dx);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (out,in)
         if (!dw) return QKV_ERR_NOMEM;
         int done = 0;
-        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->in, s->out, 1.0f, dy, dy16, s->x->data, s->x16, dw,
+        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->in, s->out, 1.0f, dy, dy16, s->x->data, &s->k, dw,
                                        db_done ? NULL : db, &done));
         db_done |= done;
     }
@@ -114,21 +130,44 @@ static qkv_status linear_backward(qkv_ctx *c, void *p)
     return QKV_OK;
 }
 
-qkv_status qkv_linear_product(qkv_ctx *c, int keep, int64_t M, int64_t out, int64_t in, const float *x,
-                              const float *w, const float *b, float *y, const uint16_t **x16,
-                              const uint16_t **w16)
+qkv_status qkv_linear_product(qkv_ctx *c, int keep, int need_dx, int need_dw, int64_t M, int64_t out, int64_t in,
+                              const float *x, const float *w, const float *b, float *y, qkv_linear_kept *k)
 {
-    *x16 = *w16 = NULL;
-    if (keep && qkv_ctx_precision(c) == QKV_BF16 && qkv_gemm_bf16_dnnl(M, out, in)) {
-        qkv_arena *a = qkv_ctx_arena(c);
-        /* W in bf16 once for both products, unless the products pack it
-         * into oneDNN's own layout themselves */
-        if (!(*x16 = qkv_bf16_copy(a, x, M * in)) ||
-            (!qkv_gemm_bf16_blocked(M, out, in, b != NULL) && !(*w16 = qkv_bf16_copy(a, w, out * in))))
-            return QKV_ERR_NOMEM;
-        qkv_gemm_bf16_bias(M, out, in, *x16, w, *w16, b, y);
-    } else
+    *k = (qkv_linear_kept){NULL, NULL, NULL, NULL};
+    if (!keep || qkv_ctx_precision(c) != QKV_BF16 || !qkv_gemm_bf16_dnnl(M, out, in)) {
         qkv_gemm_ctx_bias(c, M, out, in, x, w, b, y);
+        return QKV_OK;
+    }
+    qkv_arena *a = qkv_ctx_arena(c);
+    /* x in bf16, and blocked for dW = dy^T x where that product takes it */
+    int want_xb = need_dw && !dw_chunked(M, in, out) && qkv_gemm_bf16_packed_ok(1, out, in, M, 1.0f, 0, 1.0f);
+    uint16_t *x16 = qkv_arena_alloc_uninit(a, (size_t)(M * in) * sizeof *x16); // (M,in)
+    uint16_t *xb = want_xb ? qkv_arena_alloc_uninit(a, (size_t)qkv_bf16_blocked_len(M, in) * sizeof *xb) : NULL;
+    if (!x16 || (want_xb && !xb)) return QKV_ERR_NOMEM;
+    if (xb) qkv_bf16_copy_blocked(M, in, x, x16, xb);
+    else qkv_bf16_from_floats(x, x16, M * in);
+    k->x16 = x16, k->xb = xb;
+    if (!qkv_gemm_bf16_blocked(M, out, in, b != NULL)) { /* W in bf16 once for both products */
+        uint16_t *w16 = qkv_bf16_copy(a, w, out * in);
+        if (!w16) return QKV_ERR_NOMEM;
+        k->w16 = w16;
+        qkv_gemm_bf16_bias(M, out, in, x16, w, w16, b, y);
+        return QKV_OK;
+    }
+    /* W packed for this product, and for dx = dy W where that takes it, in
+     * one pass over W; the forward's pack is released after the product */
+    uint16_t *wn = NULL; // op(B) = W (out,in) blocked
+    if (need_dx && qkv_gemm_bf16_packed_ok(0, M, in, out, 1.0f, 0, 0.0f) &&
+        !(wn = qkv_arena_alloc_uninit(a, (size_t)qkv_bf16_blocked_len(out, in) * sizeof *wn)))
+        return QKV_ERR_NOMEM;
+    qkv_arena_mark m = qkv_arena_get_mark(a);
+    uint16_t *wt = qkv_arena_alloc_uninit(a, (size_t)qkv_bf16_blocked_len(in, out) * sizeof *wt); // op(B) = W^T
+    if (!wt) return QKV_ERR_NOMEM;
+    qkv_bf16_blocked_pack2(in, out, w, in, wt, wn);
+    int done = qkv_gemm_bf16_packed(0, M, out, in, 1.0f, x16, wt, b, 0.0f, y);
+    qkv_arena_release(a, m);
+    if (!done) qkv_gemm_bf16_bias(M, out, in, x16, w, NULL, b, y); /* oneDNN declined: packs W itself */
+    k->wn = wn;
     return QKV_OK;
 }
 
@@ -179,13 +218,14 @@ static qkv_status linear_node(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tens
     /* A cached forward with bf16 weights set (kvcache.c): W's bf16 copy. */
     const uint16_t *w16 = rec ? NULL : linear_bf16_find(qkv_ctx_bf16_weights(c), w);
     if (w16) return linear_bf16(c, M, out, in, x->data, w16, b ? b->data : NULL, yd);
-    const uint16_t *x16, *wk16; // (M,in), (out,in)
-    QKV_TRY(qkv_linear_product(c, rec, M, out, in, x->data, w->data, b ? b->data : NULL, yd, &x16, &wk16));
+    qkv_linear_kept k;
+    QKV_TRY(qkv_linear_product(c, rec, x->requires_grad, w->requires_grad, M, out, in, x->data, w->data,
+                               b ? b->data : NULL, yd, &k));
     if (relu) qkv_vec_relu(yd, yd, M * out);
     if (!rec) return QKV_OK;
     linear_saved *s = qkv_ctx_alloc(c, sizeof *s);
     if (!s) return QKV_ERR_NOMEM;
-    *s = (linear_saved){x, w, b, *y, M, in, out, x16, wk16, relu};
+    *s = (linear_saved){x, w, b, *y, M, in, out, k, relu};
     return qkv_ctx_record(c, linear_backward, s);
 }
 

@@ -26,7 +26,7 @@ typedef struct {
     int64_t M, K, V;
     float *d;            // (M,V) d loss / d logits for an upstream gradient of 1 (NULL when in d16)
     uint16_t *d16;       // (M,V) the same in bf16 (BF16 mode on oneDNN, reductions MEAN and SUM), or NULL
-    const uint16_t *x16, *w16; // the forward's bf16 copies of x and W, or NULL
+    qkv_linear_kept k; // what the forward converted (linear.h), or all NULL
     float *colsum;       // (V) the column sums of d
     qkv_reduction r;
 } lce_saved;
@@ -79,7 +79,7 @@ static qkv_status lce_backward(qkv_ctx *c, void *p)
             for (int64_t i = 0; i < s->M; i++)
                 for (int64_t j = 0; j < s->V; j++) dg[i * s->V + j] = s->d[i * s->V + j] * dl[i]);
         qkv_rows_sum_into(cs, dg, s->M, s->V);
-        if (s->x16 && !(d16 = qkv_bf16_copy(a, dg, s->M * s->V))) return QKV_ERR_NOMEM;
+        if (s->k.x16 && !(d16 = qkv_bf16_copy(a, dg, s->M * s->V))) return QKV_ERR_NOMEM;
         d = dg, colsum = cs, g = 1.0f;
     }
     if (s->b && s->b->requires_grad) {
@@ -91,14 +91,13 @@ static qkv_status lce_backward(qkv_ctx *c, void *p)
         int fresh; /* a new gradient buffer is written (beta 0), not zeroed and added into */
         float *dx = qkv_tensor_grad_fresh(a, s->x, &fresh); // (M,K)
         if (!dx) return QKV_ERR_NOMEM;
-        qkv_linear_gemm(c, 0, 0, s->M, s->K, s->V, g, d16 ? NULL : d, d16, s->V, s->w->data, s->w16, s->K,
-                        fresh ? 0.0f : 1.0f, dx, s->K);
+        qkv_linear_dx(c, &s->k, s->M, s->K, s->V, g, d, d16, s->w->data, fresh ? 0.0f : 1.0f, dx);
     }
     if (s->w->requires_grad) {
         float *dw = qkv_tensor_grad(a, s->w); // (V,K)
         if (!dw) return QKV_ERR_NOMEM;
         int done;
-        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->K, s->V, g, d16 ? NULL : d, d16, s->x->data, s->x16, dw,
+        QKV_TRY(qkv_linear_weight_grad(c, s->M, s->K, s->V, g, d16 ? NULL : d, d16, s->x->data, &s->k, dw,
                                        NULL, &done));
     }
     return QKV_OK;
@@ -165,11 +164,12 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
     float *part = qkv_ctx_alloc(c, (size_t)((nch + 1) * V) * sizeof *part); // (nch,V) column sums, then (V)
     double *terms = qkv_ctx_alloc(c, (size_t)(2 * M) * sizeof *terms);      // (M,2) nll, smooth
     if (!s || !lg || !part || !terms) return QKV_ERR_NOMEM;
-    const uint16_t *x16, *w16;
-    QKV_TRY(qkv_linear_product(c, 1, M, V, K, x->data, weight->data, NULL, lg, &x16, &w16)); /* bias: lce_row */
+    qkv_linear_kept k;
+    QKV_TRY(qkv_linear_product(c, 1, x->requires_grad, weight->requires_grad, M, V, K, x->data, weight->data, NULL,
+                               lg, &k)); /* bias: lce_row */
     const float *bd = bias ? bias->data : NULL; // (V)
     uint16_t *d16 = NULL;
-    if (x16 && reduction != QKV_REDUCTION_NONE &&
+    if (k.x16 && reduction != QKV_REDUCTION_NONE &&
         !(d16 = qkv_arena_alloc_uninit(qkv_ctx_arena(c), (size_t)(M * V) * sizeof *d16)))
         return QKV_ERR_NOMEM;
     int64_t n_valid = 0;
@@ -204,6 +204,6 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
         smooth_sum += terms[2 * i + 1];
     }
     if (reduction != QKV_REDUCTION_NONE) l[0] = qkv_ce_reduce(reduction, label_smoothing, V, n_valid, nll_sum, smooth_sum);
-    *s = (lce_saved){x, weight, bias, *loss, M, K, V, d16 ? NULL : lg, d16, x16, w16, colsum, reduction};
+    *s = (lce_saved){x, weight, bias, *loss, M, K, V, d16 ? NULL : lg, d16, k, colsum, reduction};
     return qkv_ctx_record(c, lce_backward, s);
 }
