@@ -273,40 +273,61 @@ static int bwd_probs(const qkv_attn_desc *d, tile_packs tp, block_packs bp, int 
     return 1;
 }
 
-/* Block b of head nh's packed queries and output gradients (bwd_shared). */
-static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
+/* Floats of one head's packed query blocks (bwd_shared holds N*H of them). */
+static inline size_t bwd_head_floats(const qkv_attn_desc *d)
 {
-    if (!shared) return (block_packs){NULL, NULL, NULL, NULL};
-    const uint32_t *qt = (const uint32_t *)shared + (nh * ((d->L + BQ - 1) / BQ) + b) * bwd_block_pairs(d);
+    return (size_t)((d->L + BQ - 1) / BQ * bwd_block_pairs(d));
+}
+
+/* Block b of a head's packed queries and output gradients, hp the head's
+ * packs (bwd_head_floats of them), NULL where the call packs none. */
+static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *hp, int64_t b)
+{
+    if (!hp) return (block_packs){NULL, NULL, NULL, NULL};
+    const uint32_t *qt = (const uint32_t *)hp + b * bwd_block_pairs(d);
     const uint32_t *dot = qt + BQ * ((d->D + 1) / 2), *qb = dot + BQ * ((d->Dv + 1) / 2);
     return (block_packs){qt, dot, qb, qb + BQ / 2 * round_up(d->D, 16)};
 }
 
-/* Every head's query blocks into shared (bwd_block_packs' layout), split
- * over the calling team's threads (every thread calls it); buf a thread's
- * backward scratch, whose (BQ,Dp) and (BQ,Dvp) buffers after the first two
- * take the block's padded rows. */
-static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
-                           float *buf)
+/* Query block b of head nh into hp, the head's packs (bwd_block_packs'
+ * layout); buf a thread's backward scratch, whose (BQ,Dp) and (BQ,Dvp)
+ * buffers after the first two take the block's padded rows. */
+static void bwd_pack_block(const qkv_attn_desc *d, const float *q, const float *dout, int64_t nh, int64_t b,
+                           float *hp, float *buf)
 {
-    int64_t H = d->H, L = d->L, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+    int64_t H = d->H, L = d->L, D = d->D, Dv = d->Dv, n = nh / H, h = nh % H;
+    int64_t i0 = b * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
     int64_t Dp = round_up(D, 16), Dvp = round_up(Dv, 16);
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldo = qkv_attn_ld(&d->o_rows, Dv);
     float *qbuf = buf + (Dp + Dvp) * BQ, *dobuf = qbuf + Dp * BQ;
+    const float *qh = q + qkv_attn_head(&d->q_rows, H, n, h, L, D);
+    const float *oh = dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv);
+    block_packs bp = bwd_block_packs(d, hp, b);
+    pack_pairs_t(qh + i0 * ldq, ldq, i1 - i0, D, BQ, (uint32_t *)bp.qt);
+    pack_pairs_t(oh + i0 * ldo, ldo, i1 - i0, Dv, BQ, (uint32_t *)bp.dot);
+    int64_t lq, lo; /* as rows: from q and dout themselves where no padding is needed */
+    const float *qb = rows_strided(qh, ldq, D, i0, i1, BQ, Dp, qbuf, &lq);
+    const float *ob = rows_strided(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf, &lo);
+    pack_pairs(qb, lq, BQ, Dp, (uint32_t *)bp.qb);
+    pack_pairs(ob, lo, BQ, Dvp, (uint32_t *)bp.dob);
+}
+
+/* Every head's query blocks into shared (N*H heads' packs), split over the
+ * calling team's threads (every thread calls it). */
+static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
+                           float *buf)
+{
+    int64_t nb = (d->L + BQ - 1) / BQ;
 #pragma omp for
-    for (int64_t t = 0; t < d->N * H * nb; t++) {
-        int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = t % nb * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
-        const float *qh = q + qkv_attn_head(&d->q_rows, H, n, h, L, D);
-        const float *oh = dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv);
-        block_packs bp = bwd_block_packs(d, shared, nh, t % nb);
-        pack_pairs_t(qh + i0 * ldq, ldq, i1 - i0, D, BQ, (uint32_t *)bp.qt);
-        pack_pairs_t(oh + i0 * ldo, ldo, i1 - i0, Dv, BQ, (uint32_t *)bp.dot);
-        int64_t lq, lo; /* as rows: from q and dout themselves where no padding is needed */
-        const float *qb = rows_strided(qh, ldq, D, i0, i1, BQ, Dp, qbuf, &lq);
-        const float *ob = rows_strided(oh, ldo, Dv, i0, i1, BQ, Dvp, dobuf, &lo);
-        pack_pairs(qb, lq, BQ, Dp, (uint32_t *)bp.qb);
-        pack_pairs(ob, lo, BQ, Dvp, (uint32_t *)bp.dob);
-    }
+    for (int64_t t = 0; t < d->N * d->H * nb; t++)
+        bwd_pack_block(d, q, dout, t / nb, t % nb, shared + (size_t)(t / nb) * bwd_head_floats(d), buf);
+}
+
+/* Head nh's query blocks into hp, on the calling thread. */
+static void bwd_pack_head(const qkv_attn_desc *d, const float *q, const float *dout, int64_t nh, float *hp,
+                          float *buf)
+{
+    for (int64_t b = 0; b < (d->L + BQ - 1) / BQ; b++) bwd_pack_block(d, q, dout, nh, b, hp, buf);
 }
 
 /* The backward's operands that every query block of a key tile shares,
@@ -323,36 +344,57 @@ static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_
     return (tile_packs){kr, vr, kp};
 }
 
-/* Every head's K rows and V pairs into shared (fwd_shared), split over the
- * calling team's threads (every thread calls it); kbuf (BK,D), vbuf
- * (BK,Dv16) a thread's copies of a short last tile, zero-padded. */
+/* Floats of one head's packed K rows and V pairs (fwd_shared holds N*H). */
+static inline size_t fwd_head_floats(const qkv_attn_desc *d)
+{
+    return (size_t)(kv_keys(d) * (round_up(d->D, 32) / 2 + round_up(d->Dv, 16) / 2));
+}
+
+/* Key tile [j0, j0 + BK) of head nh, its K rows and V pairs, into hp, the
+ * head's packs; kbuf (BK,D), vbuf (BK,Dv16) a thread's copies of a short
+ * last tile, zero-padded. */
+static void fwd_pack_tile(const qkv_attn_desc *d, const float *k, const float *v, int64_t nh, int64_t j0,
+                          float *hp, float *kbuf, float *vbuf)
+{
+    int64_t H = d->H, S = d->S, D = d->D, Dv = d->Dv, Sp = kv_keys(d), n = nh / H, h = nh % H;
+    int64_t kw = round_up(D, 32) / 2, Dvp = round_up(Dv, 16);
+    int64_t ldk = qkv_attn_ld(&d->k_rows, D), ldv = qkv_attn_ld(&d->v_rows, Dv);
+    int64_t jp = j0 + BK < Sp ? j0 + BK : Sp, j1 = j0 + BK < S ? j0 + BK : S;
+    uint32_t *kc = (uint32_t *)hp, *vc = kc + Sp * kw;
+    const float *kh = k + qkv_attn_head(&d->k_rows, H, n, h, S, D);
+    const float *vh = v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv);
+    int64_t lk, lv; /* from k and v themselves where no padding is needed */
+    const float *kt = rows_strided(kh, ldk, D, j0, j1, jp - j0, D, kbuf, &lk);
+    const float *vt = rows_strided(vh, ldv, Dv, j0, j1, jp - j0, Dvp, vbuf, &lv);
+    pack_rows(kt, lk, jp - j0, D, kc + j0 * kw);
+    pack_pairs(vt, lv, jp - j0, Dvp, vc + j0 / 2 * Dvp);
+}
+
+/* Every head's K rows and V pairs into shared (N*H heads' packs), split
+ * over the calling team's threads (every thread calls it). */
 static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
                            float *kbuf, float *vbuf)
 {
-    int64_t H = d->H, S = d->S, D = d->D, Dv = d->Dv, Sp = kv_keys(d), nt = (Sp + BK - 1) / BK;
-    int64_t kw = round_up(D, 32) / 2, Dvp = round_up(Dv, 16);
-    int64_t ldk = qkv_attn_ld(&d->k_rows, D), ldv = qkv_attn_ld(&d->v_rows, Dv);
+    int64_t nt = (kv_keys(d) + BK - 1) / BK;
 #pragma omp for
-    for (int64_t t = 0; t < d->N * H * nt; t++) {
-        int64_t nh = t / nt, n = nh / H, h = nh % H, j0 = t % nt * BK;
-        int64_t jp = j0 + BK < Sp ? j0 + BK : Sp, j1 = j0 + BK < S ? j0 + BK : S;
-        uint32_t *kc = (uint32_t *)shared + nh * Sp * (kw + Dvp / 2), *vc = kc + Sp * kw;
-        const float *kh = k + qkv_attn_head(&d->k_rows, H, n, h, S, D);
-        const float *vh = v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv);
-        int64_t lk, lv; /* from k and v themselves where no padding is needed */
-        const float *kt = rows_strided(kh, ldk, D, j0, j1, jp - j0, D, kbuf, &lk);
-        const float *vt = rows_strided(vh, ldv, Dv, j0, j1, jp - j0, Dvp, vbuf, &lv);
-        pack_rows(kt, lk, jp - j0, D, kc + j0 * kw);
-        pack_pairs(vt, lv, jp - j0, Dvp, vc + j0 / 2 * Dvp);
-    }
+    for (int64_t t = 0; t < d->N * d->H * nt; t++)
+        fwd_pack_tile(d, k, v, t / nt, t % nt * BK, shared + (size_t)(t / nt) * fwd_head_floats(d), kbuf, vbuf);
 }
 
-/* Head nh's packed K rows (Sp, D32/2) and V pairs (Sp/2, Dv16). */
-static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int64_t nh)
+/* Head nh's K rows and V pairs into hp, on the calling thread. */
+static void fwd_pack_head(const qkv_attn_desc *d, const float *k, const float *v, int64_t nh, float *hp,
+                          float *kbuf, float *vbuf)
 {
-    int64_t Sp = kv_keys(d), kw = round_up(d->D, 32) / 2;
-    const uint32_t *kc = (const uint32_t *)shared + nh * Sp * (kw + round_up(d->Dv, 16) / 2);
-    return (kv_packed){kc, kc + Sp * kw};
+    for (int64_t j0 = 0; j0 < kv_keys(d); j0 += BK) fwd_pack_tile(d, k, v, nh, j0, hp, kbuf, vbuf);
+}
+
+/* A head's packed K rows (Sp, D32/2) and V pairs (Sp/2, Dv16), from hp, its
+ * packs (NULL where the call packs none). */
+static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *hp)
+{
+    if (!hp) return (kv_packed){NULL, NULL};
+    const uint32_t *kc = (const uint32_t *)hp;
+    return (kv_packed){kc, kc + kv_keys(d) * (round_up(d->D, 32) / 2)};
 }
 
 /* The query block, rows [i0,i1) of q (ldq apart), as pairs of Q^T, for

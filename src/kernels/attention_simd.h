@@ -377,14 +377,20 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
  * (attention_bf16.h's dot-product build defines ATTN_PACKED); elsewhere
  * these give NULL packs and tile_gemm takes the operands as they are. */
 #if !defined(ATTN_PACKED)
+static inline size_t bwd_head_floats(const qkv_attn_desc *d) { (void)d; return 0; }
 static void bwd_pack_heads(const qkv_attn_desc *d, const float *q, const float *dout, float *shared,
                            float *buf)
 {
     (void)d, (void)q, (void)dout, (void)shared, (void)buf;
 }
-static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *shared, int64_t nh, int64_t b)
+static void bwd_pack_head(const qkv_attn_desc *d, const float *q, const float *dout, int64_t nh, float *hp,
+                          float *buf)
 {
-    (void)d, (void)shared, (void)nh, (void)b;
+    (void)d, (void)q, (void)dout, (void)nh, (void)hp, (void)buf;
+}
+static block_packs bwd_block_packs(const qkv_attn_desc *d, const float *hp, int64_t b)
+{
+    (void)d, (void)hp, (void)b;
     return (block_packs){NULL, NULL, NULL, NULL};
 }
 static tile_packs bwd_tile_packs(const qkv_attn_desc *d, const float *kt, int64_t Dp, const float *vt,
@@ -399,14 +405,20 @@ static int bwd_probs(const qkv_attn_desc *d, tile_packs tp, block_packs bp, int 
     (void)d, (void)tp, (void)bp, (void)masked, (void)nj, (void)njp, (void)lb, (void)st;
     return 0;
 }
+static inline size_t fwd_head_floats(const qkv_attn_desc *d) { (void)d; return 0; }
 static void fwd_pack_heads(const qkv_attn_desc *d, const float *k, const float *v, float *shared,
                            float *kbuf, float *vbuf)
 {
     (void)d, (void)k, (void)v, (void)shared, (void)kbuf, (void)vbuf;
 }
-static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *shared, int64_t nh)
+static void fwd_pack_head(const qkv_attn_desc *d, const float *k, const float *v, int64_t nh, float *hp,
+                          float *kbuf, float *vbuf)
 {
-    (void)d, (void)shared, (void)nh;
+    (void)d, (void)k, (void)v, (void)nh, (void)hp, (void)kbuf, (void)vbuf;
+}
+static kv_packed fwd_head_packs(const qkv_attn_desc *d, const float *hp)
+{
+    (void)d, (void)hp;
     return (kv_packed){NULL, NULL};
 }
 static int fwd_block_begin(const qkv_attn_desc *d, const float *q, int64_t ldq, int64_t i0, int64_t i1,
@@ -632,20 +644,33 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
                     float *out, float *lse, float *scratch, int threads)
 {
     int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
-    float *shared = scratch + (size_t)threads * fwd_scratch(d);
+    float *shared = fwd_shared(d) ? scratch + (size_t)threads * fwd_scratch(d) : NULL;
+    /* Short sequences (a few query blocks a head) and heads enough for
+     * every thread: each thread takes whole heads and packs a head's K and
+     * V just before its blocks, into a head's room of shared of its own
+     * (still in its cache when they read it), not every head's before any
+     * block (written out to memory and read back). */
+    int per_head = shared && nb <= 4 && NH >= 2 * threads;
 #pragma omp parallel num_threads(threads)
     {
         float *mine = scratch + (size_t)omp_get_thread_num() * fwd_scratch(d);
         /* a thread's key and value buffers of forward_block (its layout) */
         float *kbuf = mine + round_up(D, 16) * BQ, *vbuf = kbuf + BK * round_up(D, 16);
-        fwd_pack_heads(d, k, v, shared, kbuf, vbuf); /* with its barrier, where it packs */
+        float *room = per_head ? shared + (size_t)omp_get_thread_num() * fwd_head_floats(d) : NULL;
+        if (!per_head) fwd_pack_heads(d, k, v, shared, kbuf, vbuf); /* with its barrier, where it packs */
 #pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < NH * nb; t++) {
-            int64_t nh = t / nb, n = nh / H, h = nh % H, i0 = (t % nb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
-            forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
-                          k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
-                          out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L,
-                          fwd_head_packs(d, shared, nh), mine);
+        for (int64_t t = 0; t < (per_head ? NH : NH * nb); t++) {
+            int64_t nh = per_head ? t : t / nb, n = nh / H, h = nh % H;
+            float *hp = per_head ? room : shared ? shared + (size_t)nh * fwd_head_floats(d) : NULL;
+            if (per_head) fwd_pack_head(d, k, v, nh, hp, kbuf, vbuf);
+            for (int64_t b = per_head ? 0 : t % nb; b < (per_head ? nb : t % nb + 1); b++) {
+                int64_t i0 = b * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
+                forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
+                              k + qkv_attn_head(&d->k_rows, H, n, h, S, D),
+                              v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
+                              out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L,
+                              fwd_head_packs(d, hp), mine);
+            }
         }
     }
 }
@@ -712,14 +737,16 @@ static size_t bwd_scratch(const qkv_attn_desc *d)
  * sees it. q (L,D), k (S,D), v (S,Dv), dout (L,Dv) of this head, rows d's
  * q_rows, ... apart, lse and Di (L); adds into dk, dv (S,..) (either may be
  * NULL; rows as k's and v's) and dq (L,D), rows dq_ld apart (NULL for
- * none), times dq_scale. Differentiates out_i = sum_j z_ij p_ij v_j,
+ * none), times dq_scale; hp the head's packed query blocks (the bf16
+ * dot-product build's bwd_pack_head), or NULL. Differentiates out_i =
+ * sum_j z_ij p_ij v_j,
  * p_ij = exp(s_ij - lse_i), s_ij = scale q_i.k_j + mask_ij:
  *   dv_j += z p dout_i;  dp = z dout_i.v_j;  ds = p (dp - D_i)
  *   dq_i += scale ds k_j;  dk_j += scale ds q_i */
 static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t j0, int64_t j1,
                           const float *q, const float *k, const float *v, const float *lse,
                           const float *Di, const float *dout, float *dq, int64_t dq_ld, float dq_scale,
-                          float *dk, float *dv, int unset, const float *shared, float *scratch)
+                          float *dk, float *dv, int unset, const float *hp, float *scratch)
 {
     int64_t L = d->L, D = d->D, Dv = d->Dv, nh = n * d->H + h, nj = j1 - j0;
     int64_t ldq = qkv_attn_ld(&d->q_rows, D), ldk = qkv_attn_ld(&d->k_rows, D);
@@ -761,7 +788,7 @@ static void backward_tile(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
         }
         /* The block's queries and output gradients, transposed and as
          * rows, unless the build packed them for the whole call */
-        block_packs bp = bwd_block_packs(d, shared, nh, i0 / BQ);
+        block_packs bp = bwd_block_packs(d, hp, i0 / BQ);
         const float *qb = qbuf, *dob = dobuf;
         if (!bp.qt) {
             rows_transpose(q, ldq, D, i0, i1, BQ, qt);
@@ -847,7 +874,13 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
         float *shared = bwd_shared(d) ? tiles + (size_t)threads * bwd_scratch(d) : NULL;
-        bwd_pack_heads(d, q, dout, shared, mine); /* with its barrier, where it packs */
+        /* With one key tile per head, a head's packed queries serve that
+         * tile alone: packed by the thread that takes the head, just before
+         * the tile, into a head's room of shared of the thread's own (still
+         * in its cache when the tile reads it), not every head's before
+         * any tile (written out to memory and read back). */
+        int per_head = shared && ntiles == 1 && NH >= threads;
+        if (!per_head) bwd_pack_heads(d, q, dout, shared, mine); /* with its barrier, where it packs */
         int direct = ntiles == 1;
         float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
         int64_t dq_ld = direct ? qkv_attn_ld(&d->q_rows, D) : D;
@@ -865,10 +898,12 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
              * own) and, the only key tile, its head's dq rows (0 + each
              * value: the bits of adding into zeros) */
             int unset = d->grads_unset ? 2 | direct : 0;
+            float *hp = shared ? shared + (size_t)(per_head ? th : nh) * bwd_head_floats(d) : NULL;
+            if (per_head) bwd_pack_head(d, q, dout, nh, hp, mine);
             backward_tile(d, n, h, j0, j1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
                           k + qkv_attn_head(&d->k_rows, H, n, h, S, D), v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
                           lse + nh * L, Di + nh * L, dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), hdq, dq_ld,
-                          direct ? d->scale : 1.0f, hdk, hdv, unset, shared, mine);
+                          direct ? d->scale : 1.0f, hdk, hdv, unset, hp, mine);
         }
     }
 }
