@@ -243,6 +243,10 @@ static const bcase CASES[] = {
      * row's true running max (softmax hides a wrong but moderate one) */
     {"large scores L70 S300 D64", 1, 2, 70, 300, 64, 0, 0, 0, 0, 0, 0, 0, 12.0f},
     {"large scores, causal L130 S130 D64", 1, 2, 130, 130, 64, 1, 0, 0, 0, 0, 0, 0, 12.0f},
+    /* heads enough for every thread, few query blocks, one key tile: the
+     * kernel packs each head's operands as a thread takes it (per head) */
+    {"per-head packs: dropout, kpm N2 H3 L100 S110 D64", 2, 3, 100, 110, 64, 0, 1, 0, 0, 1, 0, 0, 0},
+    {"per-head packs: causal N3 H2 L64 S64 D32", 3, 2, 64, 64, 32, 1, 0, 0, 0, 0, 0, 0, 0},
 };
 
 /* Each row of dS sums to 0 in exact arithmetic (softmax's gradient is
