@@ -490,12 +490,51 @@ static void test_cat_grad(qkv_arena *a, qkv_rng *r)
     qkv_ctx_free(c);
 }
 
+/* relu at NaN, -0, +-inf, as torch.relu: the values, their bits and the
+ * gradient below are what PyTorch 1.13 printed for
+ *   x = [nan, -0., 0., -1., 2., -inf, -nan, inf]; relu(x).backward(3 * ones)
+ * y bits 7fc00000 80000000 0 0 40000000 0 ffc00000 7f800000, x.grad
+ * [3, 0, 0, 0, 3, 0, 3, 3]: a NaN stays NaN and passes the gradient (torch's
+ * threshold_backward: y <= 0 ? 0 : dy), -0 stays -0. Through the op
+ * (qkv_relu: the activation's forward and backward), twice: once into a
+ * fresh gradient and once added into one. */
+static void test_relu_torch(void)
+{
+    const uint32_t xb[8] = {0x7fc00000u, 0x80000000u, 0, 0xbf800000u, 0x40000000u, 0xff800000u, 0xffc00000u,
+                            0x7f800000u};
+    const uint32_t want_y[8] = {0x7fc00000u, 0x80000000u, 0, 0, 0x40000000u, 0, 0xffc00000u, 0x7f800000u};
+    const float want_g[8] = {3, 0, 0, 0, 3, 0, 3, 3}, dy[8] = {3, 3, 3, 3, 3, 3, 3, 3};
+    for (int added = 0; added < 2; added++) {
+        float xs[8], grad[8] = {0};
+        memcpy(xs, xb, sizeof xs);
+        qkv_ctx *c;
+        qkv_arena *a;
+        CHECK_OK(qkv_ctx_new(&c));
+        CHECK_OK(qkv_arena_new(&a, 0));
+        qkv_tensor *x, *y = NULL;
+        CHECK_OK(qkv_tensor_wrap(a, xs, 1, (int64_t[]){8}, &x));
+        CHECK_OK(qkv_tensor_set_requires_grad(x, 1));
+        if (added) x->grad = grad; /* an existing gradient, added into */
+        CHECK_OK(qkv_relu(c, x, &y));
+        int bad_y = 0, bad_g = 0;
+        for (int i = 0; y && i < 8; i++) bad_y += memcmp(&y->data[i], &want_y[i], sizeof want_y[i]) != 0;
+        if (y) CHECK_OK(qkv_backward(c, y, dy));
+        for (int i = 0; x->grad && i < 8; i++) bad_g += x->grad[i] != want_g[i];
+        CHECK(y && bad_y == 0, "relu: %d of NaN, -0, inf's values are not torch.relu's bits", bad_y);
+        CHECK(x->grad && bad_g == 0, "relu backward (%s): %d gradients are not torch's", added ? "added" : "fresh",
+              bad_g);
+        qkv_ctx_free(c);
+        qkv_arena_free(a);
+    }
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
     test_cat_grad(A, &R);
     test_dropout_stats(A, &R);
     test_values(A, &R);
+    test_relu_torch();
     test_module_init(&R);
     test_fast_gelu();
     test_fast_layer_norm();

@@ -101,19 +101,19 @@ static void test_add_residual_grads(void)
     qkv_ctx_free(c);
 }
 
-/* qkv_vec_relu (NaN and -0 give +0, as the relu activation) and
+/* qkv_vec_relu (torch.relu: NaN stays NaN, -0 stays -0, -inf gives 0) and
  * qkv_rows_relu_grad_bf16 against plain loops: the masked gradient's bf16
  * bits, and db's column sums in row order (exactly, as rows_sum_into's
  * column blocks add them), with db NULL too; one column block (n <= 64,
  * one thread) and several, below and above the parallel bound. */
 static void test_relu(void)
 {
-    float x[6] = {1.5f, -2.0f, 0.0f, -0.0f, NAN, INFINITY}, y[6];
-    const float want[6] = {1.5f, 0.0f, 0.0f, 0.0f, 0.0f, INFINITY};
-    qkv_vec_relu(y, x, 6);
+    float x[7] = {1.5f, -2.0f, 0.0f, -0.0f, NAN, INFINITY, -INFINITY}, y[7];
+    const float want[7] = {1.5f, 0.0f, 0.0f, -0.0f, NAN, INFINITY, 0.0f};
+    qkv_vec_relu(y, x, 7);
     int same = 1;
-    for (int i = 0; i < 6; i++) same &= memcmp(&y[i], &want[i], sizeof y[i]) == 0;
-    CHECK(same, "vec_relu: NaN, -0 or a sign differs from max(x, 0) with NaN -> +0");
+    for (int i = 0; i < 7; i++) same &= memcmp(&y[i], &want[i], sizeof y[i]) == 0;
+    CHECK(same, "vec_relu: NaN, -0, -inf or a sign differs from torch.relu's");
     const int64_t shapes[][2] = {{7, 5}, {300, 64}, {50, 130}, {1024, 2048}};
     for (int k = 0; k < 4; k++) {
         int64_t rows = shapes[k][0], n = shapes[k][1], m = rows * n;
@@ -125,17 +125,19 @@ static void test_relu(void)
         fill(dy, m, 9 + k);
         qkv_vec_relu(yv, yv, m);
         for (int64_t i = 0; i < m; i += 5) dy[i] = -0.0f;
+        for (int64_t i = 3; i < m; i += 97) yv[i] = i % 3 ? NAN : -NAN; /* NaN outputs pass dy, as torch's */
+        for (int64_t i = 7; i < m; i += 89) yv[i] = -0.0f;
         for (int64_t j = 0; j < n; j++) db[j] = want_db[j] = 0.25f * (float)j;
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < n; j++) {
-                float g = yv[r * n + j] > 0.0f ? dy[r * n + j] : 0.0f;
+                float g = yv[r * n + j] <= 0.0f ? 0.0f : dy[r * n + j];
                 want_db[j] += g;
             }
         qkv_rows_relu_grad_bf16(yv, dy, rows, n, d16, db);
         qkv_rows_relu_grad_bf16(yv, dy, rows, n, d16b, NULL);
         int64_t bad = 0, bad_db = 0;
         for (int64_t i = 0; i < m; i++) {
-            float g = yv[i] > 0.0f ? dy[i] : 0.0f;
+            float g = yv[i] <= 0.0f ? 0.0f : dy[i];
             uint16_t w16 = qkv_bf16_from_float(0.0f + g);
             bad += d16[i] != w16 || d16b[i] != w16;
         }

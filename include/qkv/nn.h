@@ -49,7 +49,9 @@ qkv_status qkv_activation_parse(const char *name, qkv_activation *act);
 
 /* The functional forms, as torch.nn.functional names them: F.relu,
  * torch.tanh, and F.gelu(x, approximate) with PyTorch's string: "none"
- * (or NULL) for the exact erf form, "tanh" for the approximation. */
+ * (or NULL) for the exact erf form, "tanh" for the approximation. relu is
+ * torch's bit for bit: x < 0 ? 0 : x (a NaN stays NaN and passes its
+ * gradient, -0 stays -0). */
 qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
 qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
 qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y);

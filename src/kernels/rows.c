@@ -55,11 +55,11 @@ static __attribute__((noinline)) void relu_grad_row(const float *restrict y, con
                                                     uint16_t *restrict o, float *restrict loc, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
-        int32_t yb; /* y > 0 from its bits, as activation.c's relu backward */
+        int32_t yb; /* relu passes dy where y > 0 or NaN, from y's bits (qkv_relu_passes) */
         uint32_t db;
         memcpy(&yb, &y[j], sizeof yb);
         memcpy(&db, &dy[j], sizeof db);
-        db &= -(uint32_t)(yb > 0); /* masks, not selects: the loop vectorises */
+        db &= -(uint32_t)qkv_relu_passes(yb); /* masks, not selects: the loop vectorises */
         float g;
         memcpy(&g, &db, sizeof g);
         /* 0 + g: the value the two-op backward writes into a fresh dx (a
@@ -95,7 +95,7 @@ void qkv_vec_relu(float *y, const float *x, int64_t n)
     QKV_PAR_FOR(n >= QKV_PAR_MIN,
         for (int64_t b = 0; b < nblk; b++) {
             int64_t i1 = (b + 1) * RELU_BLOCK < n ? (b + 1) * RELU_BLOCK : n;
-            for (int64_t i = b * RELU_BLOCK; i < i1; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+            for (int64_t i = b * RELU_BLOCK; i < i1; i++) y[i] = qkv_relu1(x[i]);
         });
 }
 

@@ -14,9 +14,15 @@ void qkv_rows_sum_into(float *acc, const float *x, int64_t rows, int64_t n);
  * the mask, the conversion and the bias gradient in one pass over dy. */
 void qkv_rows_relu_grad_bf16(const float *y, const float *dy, int64_t rows, int64_t n, uint16_t *d16,
                              float *db);
-/* y[i] = x[i] > 0 ? x[i] : 0 for i < n (relu, a NaN gives 0 as
- * qkv_activation_apply's); y may be x. */
+/* y[i] = x[i] < 0 ? 0 : x[i] for i < n: torch.relu's values (a NaN stays
+ * NaN, -0 stays -0); y may be x. */
 void qkv_vec_relu(float *y, const float *x, int64_t n);
+/* torch.relu of one value: a NaN stays NaN, -0 stays -0. */
+static inline float qkv_relu1(float x) { return x < 0.0f ? 0.0f : x; }
+/* 1 where relu's backward passes the gradient, from the bits of its output
+ * y: torch's threshold_backward, y <= 0 ? 0 : dy, so y > 0 or a NaN of
+ * either sign (an integer test: the loops that use it vectorise). */
+static inline int qkv_relu_passes(int32_t yb) { return (yb > 0) | ((yb & 0x7fffffff) > 0x7f800000); }
 /* y[r, j] = b[j]: y (rows,n), b (n). */
 void qkv_rows_broadcast(float *y, const float *b, int64_t rows, int64_t n);
 /* y[r, j] = a[r, j] + b[j] (b NULL: y = a): y, a (rows,n), b (n). */

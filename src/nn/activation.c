@@ -24,7 +24,7 @@ typedef struct {
 static float act_value(qkv_activation k, float x)
 {
     switch (k) {
-    case QKV_ACTIVATION_RELU: return x > 0.0f ? x : 0.0f;
+    case QKV_ACTIVATION_RELU: return qkv_relu1(x); /* torch.relu: NaN stays NaN, -0 stays -0 */
     case QKV_ACTIVATION_TANH: return tanhf(x);
     case QKV_ACTIVATION_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
     case QKV_ACTIVATION_GELU_TANH: return 0.5f * x * (1.0f + tanhf(GELU_BETA * (x + GELU_KAPPA * x * x * x)));
@@ -36,7 +36,7 @@ static float act_value(qkv_activation k, float x)
 static float act_slope(qkv_activation k, float x, float y)
 {
     switch (k) {
-    case QKV_ACTIVATION_RELU: return y > 0.0f ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
+    case QKV_ACTIVATION_RELU: return y > 0.0f || y != y ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
     case QKV_ACTIVATION_TANH: return 1.0f - y * y;
     case QKV_ACTIVATION_GELU: /* Phi(x) + x phi(x) */
         return 0.5f * (1.0f + erff(x * INV_SQRT2)) + x * INV_SQRT2PI * expf(-0.5f * x * x);
@@ -126,11 +126,11 @@ act_forward_range(qkv_activation k, const float *restrict x, float *restrict y, 
 #undef FORWARD
 }
 
-/* ReLU's backward, dx += y > 0 ? dy : 0, with y > 0 read from y's bits
- * as an int32 (y = max(x, 0) is +0 or a positive float, never a NaN or
- * -0): GCC 12 kept the float compare scalar and branchy (it may trap),
- * a mispredicted branch per element on real data; the integer compare
- * vectorises. Measured on the default CNN's step (batch 64, one thread,
+/* ReLU's backward, dx += y <= 0 ? 0 : dy (torch's threshold_backward: a
+ * NaN y passes dy), with the test read from y's bits as an int32
+ * (qkv_relu_passes): GCC 12 kept the float compare scalar and branchy (it
+ * may trap), a mispredicted branch per element on real data; the integer
+ * compare vectorises. Measured on the default CNN's step (batch 64, one thread,
  * CPU time): the step's backward went from 33 to 22 ms, this loop from
  * 19% of the step's time to 2%. */
 static __attribute__((noinline)) void
@@ -142,7 +142,7 @@ relu_backward_range(const float *restrict y, const float *restrict dy, float *re
         memcpy(&bits, &y[i], sizeof bits);
         /* assign: a fresh dx written, not zeroed and added into (0 + g, the
          * same bits: a -0 dy gives +0 either way) */
-        dx[i] = (assign ? 0.0f : dx[i]) + (bits > 0 ? dy[i] : 0.0f);
+        dx[i] = (assign ? 0.0f : dx[i]) + (qkv_relu_passes(bits) ? dy[i] : 0.0f);
     }
 }
 
