@@ -5,6 +5,7 @@
  * qkv_image_fit's conversions and its bilinear resize against
  * F.interpolate(mode="bilinear", align_corners=False, antialias=False). */
 #define _POSIX_C_SOURCE 200809L
+#include <sys/resource.h>
 #include "oracle.h"
 
 static char dir[] = "/tmp/qkv_png_XXXXXX";
@@ -186,6 +187,28 @@ static void test_corrupt(void)
             CHECK(px == NULL && strstr(qkv_last_error(), "cannot come from"), "16000x16000: %s", qkv_last_error());
             free(b);
         }
+    }
+    /* A chunk that claims more bytes than the file holds (fuzz_png's
+     * finding: an sPLT of 1.8 GB in a 100-byte file, for which libpng
+     * allocated and touched 1.8 GB before failing): refused before libpng
+     * reads it, the peak resident memory unchanged */
+    {
+        size_t n = 0;
+        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        if (b && n >= 33 + 20) {
+            const unsigned char splt[12] = {0x6d, 0x0c, 0xb0, 0x00, 's', 'P', 'L', 'T', 'p', 'a', 'l', 0};
+            memcpy(b + 33, splt, sizeof splt);
+            struct rusage r0, r1;
+            getrusage(RUSAGE_SELF, &r0);
+            float *px = (float *)1;
+            int64_t c3, h3, w3;
+            CHECK_ERR(qkv_png_read_mem(b, 33 + 20, "splt.png", &px, &c3, &h3, &w3), QKV_ERR_FORMAT,
+                      "splt.png: chunk sPLT at byte 33 claims 1829548032 bytes");
+            getrusage(RUSAGE_SELF, &r1);
+            CHECK(px == NULL && r1.ru_maxrss - r0.ru_maxrss < 100 * 1024,
+                  "sPLT of 1.8 GB: the peak resident set grew by %ld KiB", r1.ru_maxrss - r0.ru_maxrss);
+        }
+        free(b);
     }
     float *px = NULL;
     int64_t c, h, w;

@@ -106,6 +106,28 @@ static qkv_status decode(png_job *j, int64_t *c, int64_t *h, int64_t *w)
     return QKV_OK;
 }
 
+/* Every chunk's length fits in the bytes left after its header, up to
+ * IEND (or the end), checked before libpng sees the file: libpng (Debian's
+ * 1.6) allocates a chunk's buffer from its declared length before reading
+ * it, so a 100-byte file whose sPLT chunk claimed 1.8 GB took 1.8 GB of
+ * memory and then failed as ending early (tests/fuzz: fuzz_png). Such a
+ * file fails here, naming the chunk, having allocated nothing. */
+static qkv_status chunks_fit(const png_job *j)
+{
+    for (size_t p = 8; p + 8 <= j->n;) {
+        const uint8_t *h = j->bytes + p; /* length (big-endian), then the type */
+        uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+        char type[5] = {0};
+        for (int i = 0; i < 4; i++) type[i] = h[4 + i] >= 32 && h[4 + i] < 127 ? (char)h[4 + i] : '?';
+        if (len > j->n - p - 8 || j->n - p - 8 - len < 4)
+            return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: chunk %s at byte %zu claims %lu bytes, the file "
+                            "has %zu after its header", j->path, type, p, (unsigned long)len, j->n - p - 8);
+        if (!memcmp(type, "IEND", 4)) break;
+        p += 12 + (size_t)len; /* length, type, data, CRC */
+    }
+    return QKV_OK;
+}
+
 /* setjmp's frame: nothing in it changes between setjmp and the jump but
  * the job, which lives in the caller. */
 static qkv_status read_png(png_job *j, int64_t *c, int64_t *h, int64_t *w)
@@ -140,7 +162,8 @@ qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float
     if (n < 8 || png_sig_cmp(j.bytes, 0, 8) != 0)
         return qkv_fail(QKV_ERR_FORMAT, "png_read: %s: not a PNG file (%s)", name,
                         n < 8 ? "shorter than the signature" : "no PNG signature");
-    qkv_status st = QKV_OK;
+    qkv_status st = chunks_fit(&j);
+    if (st != QKV_OK) return st;
     j.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &j, on_error, on_warning);
     j.info = j.png ? png_create_info_struct(j.png) : NULL;
     if (!j.info) st = qkv_fail(QKV_ERR_NOMEM, "png_read: %s: libpng could not start", name);
