@@ -201,9 +201,11 @@ static void test_blocked_pack(void)
         CHECK(!memcmp(Pt, Qt, (size_t)lt * sizeof *Pt) && !memcmp(Pn, Qn, (size_t)ln * sizeof *Pn),
               "bf16_blocked_pack2 K %lld N %lld: not the two packs' bits", (long long)K, (long long)N);
         memset(Qn, 0x5a, (size_t)ln * sizeof *Qn);
-        qkv_bf16_blocked_pack2(K, N, W, ld, NULL, Qn); /* one of the two alone */
-        CHECK(!memcmp(Pn, Qn, (size_t)ln * sizeof *Pn), "bf16_blocked_pack2 K %lld N %lld: Pn alone differs",
-              (long long)K, (long long)N);
+        memset(Qt, 0x5a, (size_t)lt * sizeof *Qt);
+        qkv_bf16_blocked_pack2(K, N, W, ld, NULL, Qn); /* each of the two alone */
+        qkv_bf16_blocked_pack2(K, N, W, ld, Qt, NULL);
+        CHECK(!memcmp(Pn, Qn, (size_t)ln * sizeof *Pn) && !memcmp(Pt, Qt, (size_t)lt * sizeof *Pt),
+              "bf16_blocked_pack2 K %lld N %lld: Pn or Pt alone differs", (long long)K, (long long)N);
         /* x (M,K) = (N,K) compact, special values included: the copy is
          * qkv_bf16_from_floats' (subnormals kept, NaN as 0x7fc0) */
         float *x = malloc((size_t)(N * K) * sizeof *x);

@@ -650,7 +650,7 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
      * V just before its blocks, into a head's room of shared of its own
      * (still in its cache when they read it), not every head's before any
      * block (written out to memory and read back). */
-    int per_head = shared && nb <= 4 && NH >= 2 * threads;
+    int per_head = shared && fwd_head_floats(d) && nb <= 4 && NH >= 2 * threads; /* builds that pack */
 #pragma omp parallel num_threads(threads)
     {
         float *mine = scratch + (size_t)omp_get_thread_num() * fwd_scratch(d);
@@ -879,7 +879,7 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
          * the tile, into a head's room of shared of the thread's own (still
          * in its cache when the tile reads it), not every head's before
          * any tile (written out to memory and read back). */
-        int per_head = shared && ntiles == 1 && NH >= threads;
+        int per_head = shared && bwd_head_floats(d) && ntiles == 1 && NH >= threads; /* builds that pack */
         if (!per_head) bwd_pack_heads(d, q, dout, shared, mine); /* with its barrier, where it packs */
         int direct = ntiles == 1;
         float *mydq = dqs ? (direct ? dqs : dqs + (size_t)th * nq) : NULL;
