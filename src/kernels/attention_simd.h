@@ -660,10 +660,12 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
         if (!per_head) fwd_pack_heads(d, k, v, shared, kbuf, vbuf); /* with its barrier, where it packs */
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < (per_head ? NH : NH * nb); t++) {
+            /* a task: a head's blocks [b0, b1), all of them per head */
             int64_t nh = per_head ? t : t / nb, n = nh / H, h = nh % H;
+            int64_t b0 = per_head ? 0 : t % nb, b1 = per_head ? nb : b0 + 1;
             float *hp = per_head ? room : shared ? shared + (size_t)nh * fwd_head_floats(d) : NULL;
             if (per_head) fwd_pack_head(d, k, v, nh, hp, kbuf, vbuf);
-            for (int64_t b = per_head ? 0 : t % nb; b < (per_head ? nb : t % nb + 1); b++) {
+            for (int64_t b = b0; b < b1; b++) {
                 int64_t i0 = b * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
                 forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
                               k + qkv_attn_head(&d->k_rows, H, n, h, S, D),

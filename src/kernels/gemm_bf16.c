@@ -546,17 +546,6 @@ int qkv_gemm_bf16_packed(int ta, int64_t M, int64_t N, int64_t K, float alpha, c
 #endif
 }
 
-int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias)
-{
-#ifdef QKV_DNNL
-    /* the primitive the product itself will ask for (the table keeps it) */
-    return qkv_gemm_bf16_dnnl(M, N, K) && blocked_ok(0, bias != 0, M, N, K, N, 1.0f, 0.0f);
-#else
-    (void)M, (void)N, (void)K, (void)bias;
-    return 0;
-#endif
-}
-
 void qkv_gemm_bf16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {

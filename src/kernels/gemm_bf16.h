@@ -29,11 +29,6 @@ void qkv_gemm_bf16_pre(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
  * the bias goes into the primitive. */
 void qkv_gemm_bf16_bias(int64_t M, int64_t N, int64_t K, const uint16_t *A16, const float *B, const uint16_t *B16,
                         const float *bias, float *C);
-/* 1 when qkv_gemm_bf16_bias gives oneDNN an (M,N,K) product's B (an
- * FP32 B, not a bf16 copy) packed in oneDNN's own layout
- * (qkv_bf16_blocked_pack, gemm_bf16_vnni.h), with a bias or not: then a
- * compact bf16 copy of B made beforehand is no use to it. */
-int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias);
 /* C (M,N) compact = alpha op(A16) P + bias + beta C on oneDNN, with op(B)
  * (K,N) already in its blocked layout P (qkv_bf16_blocked_pack2,
  * qkv_bf16_copy_blocked: packed once, kept from a linear layer's forward
@@ -44,7 +39,9 @@ int qkv_gemm_bf16_blocked(int64_t M, int64_t N, int64_t K, int bias);
 int qkv_gemm_bf16_packed(int ta, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A16,
                          const uint16_t *P, const float *bias, float beta, float *C);
 /* 1 when qkv_gemm_bf16_packed would run that product (so packing B for it
- * is worth doing). */
+ * is worth doing; the primitive is asked for once and kept). With ta 0,
+ * alpha 1 and beta 0 it is also whether qkv_gemm_bf16_bias packs an FP32
+ * B itself, so that a compact bf16 copy made beforehand is no use to it. */
 int qkv_gemm_bf16_packed_ok(int ta, int64_t M, int64_t N, int64_t K, float alpha, int bias, float beta);
 /* 1 when qkv_gemm_bf16 runs an (M,N,K) product on oneDNN from bf16 copies
  * of its inputs (so converting them beforehand saves work); 0 when it

@@ -58,6 +58,8 @@ static inline int64_t blocked_at(int64_t Kp, int64_t k, int64_t n)
 
 /* A lane mask of the first n of 16 lanes (none for n <= 0). */
 static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+/* The same for 32 lanes (16-bit elements). */
+static inline __mmask32 lanes32(int64_t n) { return n >= 32 ? 0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
 
 /* rows[2i] and rows[2i + 1] (32 bf16 each, columns c..c+31) as pairs along
  * the two rows, stored at o (columns c..c+15) and o + 32 (c+16..c+31): a
@@ -109,8 +111,7 @@ void qkv_bf16_blocked_pack16(int64_t K, int64_t N, const uint16_t *B16, uint16_t
         const uint16_t *r0 = B16 + 2 * kk * N, *r1 = r0 + N;
         int64_t has0 = 2 * kk < K, has1 = 2 * kk + 1 < K;
         for (int64_t n0 = 0; n0 < Np; n0 += 32) {
-            int64_t left = N - n0;
-            __mmask32 m = left >= 32 ? 0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
+            __mmask32 m = lanes32(N - n0);
             __m512i a = _mm512_maskz_loadu_epi16(has0 ? m : 0, r0 + n0);
             __m512i b = _mm512_maskz_loadu_epi16(has1 ? m : 0, r1 + n0);
             store_row_pairs(P + blocked_at(Kp, 2 * kk, n0), a, b);
@@ -168,8 +169,7 @@ void qkv_bf16_copy_blocked(int64_t M, int64_t K, const float *x, uint16_t *x16, 
                 int64_t row = 2 * kk + h, left = row < M ? K - n0 : 0;
                 const float *xr = row < M ? x + row * K + n0 : x; // (left floats read)
                 v[h] = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_soft16(xr, left)), bf16_soft16(xr + 16, left - 16), 1);
-                __mmask32 m = left >= 32 ? 0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
-                if (m) _mm512_mask_storeu_epi16(x16 + row * K + n0, m, v[h]);
+                if (left > 0) _mm512_mask_storeu_epi16(x16 + row * K + n0, lanes32(left), v[h]);
             }
             store_row_pairs(xb + blocked_at(Mp, 2 * kk, n0), v[0], v[1]);
         }

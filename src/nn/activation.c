@@ -36,7 +36,11 @@ static float act_value(qkv_activation k, float x)
 static float act_slope(qkv_activation k, float x, float y)
 {
     switch (k) {
-    case QKV_ACTIVATION_RELU: return y > 0.0f || y != y ? 1.0f : 0.0f; /* 0 at x = 0, as PyTorch */
+    case QKV_ACTIVATION_RELU: { /* 0 at x = 0, as PyTorch; a NaN y passes (qkv_relu_passes) */
+        int32_t yb;
+        memcpy(&yb, &y, sizeof yb);
+        return qkv_relu_passes(yb) ? 1.0f : 0.0f;
+    }
     case QKV_ACTIVATION_TANH: return 1.0f - y * y;
     case QKV_ACTIVATION_GELU: /* Phi(x) + x phi(x) */
         return 0.5f * (1.0f + erff(x * INV_SQRT2)) + x * INV_SQRT2PI * expf(-0.5f * x * x);

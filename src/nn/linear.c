@@ -147,7 +147,7 @@ qkv_status qkv_linear_product(qkv_ctx *c, int keep, int need_dx, int need_dw, in
     if (xb) qkv_bf16_copy_blocked(M, in, x, x16, xb);
     else qkv_bf16_from_floats(x, x16, M * in);
     k->x16 = x16, k->xb = xb;
-    if (!qkv_gemm_bf16_blocked(M, out, in, b != NULL)) { /* W in bf16 once for both products */
+    if (!qkv_gemm_bf16_packed_ok(0, M, out, in, 1.0f, b != NULL, 0.0f)) { /* W in bf16 once for both products */
         uint16_t *w16 = qkv_bf16_copy(a, w, out * in);
         if (!w16) return QKV_ERR_NOMEM;
         k->w16 = w16;
