@@ -113,7 +113,7 @@ $(B)/%.o: %.c $(HDRS)
 # The SIMD kernels multiply-add in one rounding (ISO C mode turns that off).
 $(B)/src/kernels/attention_avx512.o $(B)/src/kernels/attention_avx2.o $(B)/src/kernels/attention_portable.o \
 $(B)/src/kernels/attention_bf16_avx512.o $(B)/src/kernels/attention_bf16_avx2.o \
-$(B)/src/kernels/attention_bf16_portable.o: ALL_CFLAGS += -ffp-contract=fast
+$(B)/src/kernels/attention_bf16_portable.o $(B)/src/kernels/attention_bf16_amx.o: ALL_CFLAGS += -ffp-contract=fast
 # The fast GELU's selects (x < 0 ? a : b) vectorise only where floating-point
 # traps are not part of the semantics (qkv never enables them).
 $(B)/src/nn/activation.o: ALL_CFLAGS += -fno-trapping-math
@@ -126,6 +126,8 @@ $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(B)/src/kernels/attention_bf16_amx.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma \
+	-mamx-tile -mamx-bf16
 $(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
 endif

@@ -349,23 +349,47 @@ static void test_ctx_mode(void)
     qkv_arena_free(A);
 }
 
+/* Every case on bf16 build b (its name), forced. */
+static void run_build(const char *b)
+{
+    worst_seen = 0;
+    for (size_t k = 0; k < sizeof CASES / sizeof *CASES; k++) run_case(&CASES[k], b);
+    test_ds_rows_sum_to_zero(b);
+    printf("%s: largest error %.3f of the bound\n", b, worst_seen);
+}
+
 int main(void)
 {
+    /* each FP32 build and its bf16 builds: on avx512 both the AMX tiles'
+     * and the vdpbf16ps one, where the CPU runs them */
     const char *isas[] = {"avx512", "avx2", "portable"};
+    const char *bf16s[3][2] = {{"bf16_amx", "bf16_avx512"}, {"bf16_avx2", NULL}, {"bf16_portable", NULL}};
     for (int i = 0; i < 3; i++) {
         if (!qkv_attn_simd_force(isas[i])) {
             printf("note: the %s build does not run on this CPU; its bf16 build not tested\n", isas[i]);
             continue;
         }
-        const char *b = qkv_attn_simd_bf16_current()->name;
-        if (i == 0 && strcmp(b, "bf16_avx512"))
-            printf("note: no AVX512-BF16 here; %s takes its place\n", b);
-        worst_seen = 0;
-        for (size_t k = 0; k < sizeof CASES / sizeof *CASES; k++) run_case(&CASES[k], b);
-        test_ds_rows_sum_to_zero(b);
-        printf("%s: largest error %.3f of the bound\n", b, worst_seen);
+        int ran = 0;
+        for (int j = 0; j < 2 && bf16s[i][j]; j++) {
+            if (!qkv_attn_simd_bf16_force(bf16s[i][j])) {
+                printf("note: %s does not run on this CPU: not tested here\n", bf16s[i][j]);
+                continue;
+            }
+            CHECK(!strcmp(qkv_attn_simd_bf16_current()->name, bf16s[i][j]), "%s forced is the build used",
+                  bf16s[i][j]);
+            run_build(bf16s[i][j]);
+            ran = 1;
+        }
+        qkv_attn_simd_bf16_force(NULL);
+        if (!ran) { /* no AVX512-BF16: the build that takes its place */
+            const char *b = qkv_attn_simd_bf16_current()->name;
+            printf("note: %s takes their place\n", b);
+            run_build(b);
+        }
     }
     qkv_attn_simd_force(NULL);
+    CHECK(!qkv_attn_simd_bf16_force("bf16_nonesuch"), "an unknown bf16 build is refused");
+    CHECK(qkv_attn_simd_bf16_current() != NULL, "a refused name changes nothing");
     test_ctx_mode();
     return h_finish("test_bf16_attention");
 }

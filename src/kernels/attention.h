@@ -116,11 +116,12 @@ typedef struct {
 } qkv_attn_simd;
 
 extern const qkv_attn_simd qkv_attn_simd_avx512, qkv_attn_simd_avx2, qkv_attn_simd_portable;
-/* The same kernels with bf16 operands (d->bf16): bf16_avx512 multiplies with
- * AVX512-BF16 dot products (vdpbf16ps); bf16_avx2 and bf16_portable round
- * the operands to bf16 and multiply in FP32 (same numbers up to the order
- * of the sums: correct, not faster), for CPUs without it. */
-extern const qkv_attn_simd qkv_attn_simd_bf16_avx512, qkv_attn_simd_bf16_avx2,
+/* The same kernels with bf16 operands (d->bf16): bf16_amx multiplies on AMX
+ * tiles (tdpbf16ps), bf16_avx512 with AVX512-BF16 dot products
+ * (vdpbf16ps); bf16_avx2 and bf16_portable round the operands to bf16 and
+ * multiply in FP32 (same numbers up to the order of the sums: correct, not
+ * faster), for CPUs without either. */
+extern const qkv_attn_simd qkv_attn_simd_bf16_amx, qkv_attn_simd_bf16_avx512, qkv_attn_simd_bf16_avx2,
     qkv_attn_simd_bf16_portable;
 
 /* The build the fast path uses: the widest the CPU runs, or the one named
@@ -132,10 +133,14 @@ const qkv_attn_simd *qkv_attn_simd_current(void);
  * is not empty); other kernels built with the same flags ask it too. */
 int qkv_attn_simd_runs(const qkv_attn_simd *s);
 int qkv_attn_simd_force(const char *name);
-/* The build d->bf16 uses, following the FP32 choice: bf16_avx512 where the
- * FP32 build is avx512 and the CPU has AVX512-BF16, bf16_portable where it
- * is portable, bf16_avx2 otherwise (or bf16_portable if AVX2 is missing). */
+/* The build d->bf16 uses, following the FP32 choice: where the FP32 build is
+ * avx512, bf16_amx where the CPU and OS lend AMX tiles, else bf16_avx512
+ * where the CPU has AVX512-BF16; bf16_portable where the FP32 build is
+ * portable, bf16_avx2 otherwise (or bf16_portable if AVX2 is missing).
+ * qkv_attn_simd_bf16_force(name) picks a bf16 build by name where it runs
+ * (a test's way to try each), NULL back to this rule; 0 changes nothing. */
 const qkv_attn_simd *qkv_attn_simd_bf16_current(void);
+int qkv_attn_simd_bf16_force(const char *name);
 
 /* Scratch: the kernels allocate nothing; the caller passes this many
  * elements (from its arena), for `threads` OpenMP threads. */

@@ -25,7 +25,7 @@
  * probabilities as pairs (BK/2, BQ); then the backward's key tile as rows
  * (BK, D32/2) and as pairs (BK/2, D16), its values as rows (BK, Dv32/2). */
 typedef struct {
-    int64_t a, b, q, p, t; /* floats of each copy */
+    int64_t a, b, q, p, t, x; /* floats of each copy */
 } pack_sizes;
 
 static inline pack_sizes pack_sizes_of(const qkv_attn_desc *d)
@@ -37,20 +37,21 @@ static inline pack_sizes pack_sizes_of(const qkv_attn_desc *d)
     if (round_up(d->D, 16) > np) np = round_up(d->D, 16);
     if (round_up(d->Dv, 16) > np) np = round_up(d->Dv, 16);
     int64_t t = BK * (round_up(d->D, 32) / 2 + round_up(d->Dv, 32) / 2) + BK / 2 * round_up(d->D, 16);
-    return (pack_sizes){ma * p32, p32 * np, round_up(d->D, 32) / 2 * BQ, BK / 2 * BQ, t};
+    /* x: the AMX build's A operand turned from pairs into rows, (ma, P32/2) */
+    return (pack_sizes){ma * p32, p32 * np, round_up(d->D, 32) / 2 * BQ, BK / 2 * BQ, t, ma * p32 / 2};
 }
 
 static inline size_t pack_scratch(const qkv_attn_desc *d)
 {
     pack_sizes z = pack_sizes_of(d);
-    return (size_t)(z.a + z.b + z.q + z.p + z.t);
+    return (size_t)(z.a + z.b + z.q + z.p + z.t + z.x);
 }
 
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
     pack_sizes z = pack_sizes_of(d);
-    float *q = at + z.a + z.b;
-    return (packs){at, at + z.a, q, q + z.q, q + z.q + z.p, NULL, NULL};
+    float *q = at + z.a + z.b, *t = q + z.q + z.p;
+    return (packs){.a = at, .b = at + z.a, .q = q, .p = q + z.q, .t = t, .x = t + z.t};
 }
 
 /* The forward's keys and values in bf16, packed once for every query
@@ -200,8 +201,8 @@ bf16_block(const int nv, int64_t K2, const uint32_t *A, int64_t rs, int64_t ks, 
 
 /* C (M,N) (+)= A B over K2 pairs, both operands packed: A(r,kk) =
  * A[r*ars + kk*aks], B (K2,N) pairs. M a multiple of R, N of 16. */
-static void dot_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars,
-                     int64_t aks, const uint32_t *B, float *C, int64_t ldc, int accumulate)
+static void dot_gemm_vnni(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars,
+                          int64_t aks, const uint32_t *B, float *C, int64_t ldc, int accumulate)
 {
     int64_t nvec = N / 16, c = 0;
     for (; c + NV <= nvec; c += NV)
@@ -213,6 +214,124 @@ static void dot_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_
             bf16_block(1, K2, A + r * ars, ars, aks, B + c * 16, N, C + r * ldc + c * 16, ldc,
                        accumulate);
 }
+
+#if defined(ATTN_BF16_AMX)
+/* ---- AMX tiles -------------------------------------------------------------
+ * Eight tile registers of 16 rows x 64 bytes, set up once per thread and
+ * kernel call (tiles_begin; the GEMMs through oneDNN set their own between
+ * calls): C tiles 0-3 (16x16 FP32), A tiles 4-5 (16 rows x 16 pairs), B
+ * tiles 6-7 (16 pairs x 16 columns). tdpbf16ps adds A B into C, FP32
+ * products and sums, bf16 subnormal inputs taken as zero (as vdpbf16ps). */
+#define ATTN_TILES
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+static inline void tiles_begin(void)
+{
+    amx_config c = {.palette = 1};
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    _tile_loadconfig(&c);
+}
+
+static inline void tiles_end(void) { _tile_release(); }
+
+/* C (M,N) (+)= A B over K2 pairs, M, N and K2 multiples of 16: A rows of
+ * pairs (A(r,kk) = A[r*ars + kk]), B (K2,N) pairs with rows ldb apart.
+ * Blocks of 32x32 (2x2 tiles) where they fit, of 16 otherwise. */
+static void amx_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars, const uint32_t *B,
+                     int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    int64_t sa = ars * 4, sb = ldb * 4, sc = ldc * 4;
+    for (int64_t c = 0; c < N; c += 32)
+        for (int64_t r = 0; r < M; r += 32) {
+            int r2 = r + 32 <= M, c2 = c + 32 <= N;
+            float *c00 = C + r * ldc + c, *c10 = c00 + 16 * ldc;
+            if (accumulate) {
+                _tile_loadd(0, c00, sc);
+                if (c2) _tile_loadd(1, c00 + 16, sc);
+                if (r2) _tile_loadd(2, c10, sc);
+                if (r2 && c2) _tile_loadd(3, c10 + 16, sc);
+            } else {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for (int64_t k = 0; k < K2; k += 16) {
+                const uint32_t *a = A + r * ars + k, *b = B + k * ldb + c;
+                _tile_loadd(4, a, sa);
+                _tile_loadd(6, b, sb);
+                _tile_dpbf16ps(0, 4, 6);
+                if (c2) {
+                    _tile_loadd(7, b + 16, sb);
+                    _tile_dpbf16ps(1, 4, 7);
+                }
+                if (r2) {
+                    _tile_loadd(5, a + 16 * ars, sa);
+                    _tile_dpbf16ps(2, 5, 6);
+                    if (c2) _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, c00, sc);
+            if (c2) _tile_stored(1, c00 + 16, sc);
+            if (r2) _tile_stored(2, c10, sc);
+            if (r2 && c2) _tile_stored(3, c10 + 16, sc);
+        }
+}
+
+/* A (K2,M) pairs (A(r,kk) = A[kk*aks + r], M a multiple of 16) as rows of
+ * pairs in xs (M, round_up(K2,16)), zero pairs after K2: 16x16 blocks
+ * transposed in registers. */
+static const uint32_t *amx_rows(const uint32_t *A, int64_t aks, int64_t M, int64_t K2, uint32_t *xs)
+{
+    int64_t w = round_up(K2, 16);
+    for (int64_t r0 = 0; r0 < M; r0 += 16)
+        for (int64_t k0 = 0; k0 < w; k0 += 16) {
+            __m512i rw[16], t[16];
+            for (int i = 0; i < 16; i++)
+                rw[i] = k0 + i < K2 ? _mm512_loadu_si512(A + (k0 + i) * aks + r0) : _mm512_setzero_si512();
+            transpose16(rw, t);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(xs + (r0 + i) * w + k0, t[i]);
+        }
+    return xs;
+}
+
+/* dot_gemm_vnni's product on the tiles: the rows and pairs in whole tiles
+ * there (an A in pairs turned into rows first, in xs), the rest of the
+ * rows and pairs by vdpbf16ps. */
+static void dot_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars, int64_t aks,
+                     const uint32_t *B, float *C, int64_t ldc, int accumulate, uint32_t *xs)
+{
+    int64_t M16 = M / 16 * 16, K16 = K2 / 16 * 16;
+    if (aks != 1 && ars == 1 && M % 16 == 0 && K16) {
+        A = amx_rows(A, aks, M, K2, xs);
+        ars = round_up(K2, 16);
+        aks = 1;
+    }
+    if (aks != 1 || !M16 || !K16) {
+        dot_gemm_vnni(M, N, K2, A, ars, aks, B, C, ldc, accumulate);
+        return;
+    }
+    amx_gemm(M16, N, K16, A, ars, B, N, C, ldc, accumulate);
+    if (K16 < K2) dot_gemm_vnni(M16, N, K2 - K16, A + K16, ars, 1, B + K16 * N, C, ldc, 1);
+    if (M16 < M) dot_gemm_vnni(M - M16, N, K2, A + M16 * ars, ars, 1, B, C + M16 * ldc, ldc, accumulate);
+}
+enum { AMX = 1 };
+#else
+static inline void dot_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A, int64_t ars, int64_t aks,
+                            const uint32_t *B, float *C, int64_t ldc, int accumulate, uint32_t *xs)
+{
+    (void)xs;
+    dot_gemm_vnni(M, N, K2, A, ars, aks, B, C, ldc, accumulate);
+}
+enum { AMX = 0 };
+#endif
 
 /* tile_gemm_f32's product with both operands packed into bf16 pairs along
  * K. A is packed by rows where its K runs contiguously (ks == 1: K, V,
@@ -243,7 +362,7 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
     }
     if (!pk.ready_b) pack_pairs(B, ldb, K, N, bp);
     dot_gemm(M, N, K2, pk.ready_a ? pk.ready_a : ap, ars, aks, pk.ready_b ? pk.ready_b : bp, C, ldc,
-             accumulate);
+             accumulate, (uint32_t *)pk.x);
 }
 
 /* ---- operands packed once -------------------------------------------------
@@ -265,7 +384,7 @@ static void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t r
 static int bwd_probs(const qkv_attn_desc *d, tile_packs tp, block_packs bp, int masked, int64_t nj, int64_t njp,
                      const float *lb, float *st)
 {
-    if (masked || !tp.k_rows || !bp.qt || BQ != NV * 16) return 0;
+    if (AMX || masked || !tp.k_rows || !bp.qt || BQ != NV * 16) return 0; /* AMX: no fused end */
     int64_t kw = round_up(d->D, 32) / 2, K2 = (d->D + 1) / 2;
     for (int64_t r = 0; r < njp; r += R)
         bf16_block_max(NV, K2, tp.k_rows + r * kw, kw, 1, bp.qt, BQ, st + r * BQ, BQ, 0,
@@ -430,8 +549,8 @@ static int fwd_scores(const qkv_attn_desc *d, kv_packed kv, int64_t i0, int64_t 
         kp = (const uint32_t *)pk.a;
     }
     int masked = tile_masked(d, i0, i1, j0, j0 + nj);
-    if ((masked && !causal_only(d)) || BQ != NV * 16) {
-        dot_gemm(njp, BQ, K2, kp, kw, 1, (const uint32_t *)pk.q, st, BQ, 0);
+    if (AMX || (masked && !causal_only(d)) || BQ != NV * 16) { /* AMX: no fused end */
+        dot_gemm(njp, BQ, K2, kp, kw, 1, (const uint32_t *)pk.q, st, BQ, 0, (uint32_t *)pk.x);
         return 0;
     }
     for (int64_t r = 0; r < njp; r += R) {
@@ -469,7 +588,7 @@ static void fwd_pv(kv_packed kv, int64_t j0, int packed, int64_t njp, const floa
         pack_pairs(vt, Dvp, njp, Dvp, (uint32_t *)pk.b);
         vp = (const uint32_t *)pk.b;
     }
-    dot_gemm(BQ, Dvp, njp / 2, (const uint32_t *)pk.p, 1, BQ, vp, ob, Dvp, 1);
+    dot_gemm(BQ, Dvp, njp / 2, (const uint32_t *)pk.p, 1, BQ, vp, ob, Dvp, 1, (uint32_t *)pk.x);
 }
 
 #else

@@ -19,6 +19,8 @@ int qkv_attn_simd_runs(const qkv_attn_simd *s)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (s == &qkv_attn_simd_bf16_avx512)
         return qkv_attn_simd_runs(&qkv_attn_simd_avx512) && qkv_bf16_dot_supported();
+    if (s == &qkv_attn_simd_bf16_amx)
+        return qkv_attn_simd_runs(&qkv_attn_simd_bf16_avx512) && qkv_amx_usable();
 #endif
     return 1;
 }
@@ -55,9 +57,29 @@ int qkv_attn_simd_force(const char *name)
     return s != NULL;
 }
 
+static const qkv_attn_simd *const bf16_all[] = {&qkv_attn_simd_bf16_amx, &qkv_attn_simd_bf16_avx512,
+                                                &qkv_attn_simd_bf16_avx2, &qkv_attn_simd_bf16_portable};
+static const qkv_attn_simd *bf16_forced;
+
+int qkv_attn_simd_bf16_force(const char *name)
+{
+    if (!name) {
+        bf16_forced = NULL;
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof bf16_all / sizeof *bf16_all; i++)
+        if (!strcmp(name, bf16_all[i]->name) && qkv_attn_simd_runs(bf16_all[i])) {
+            bf16_forced = bf16_all[i];
+            return 1;
+        }
+    return 0;
+}
+
 const qkv_attn_simd *qkv_attn_simd_bf16_current(void)
 {
+    if (bf16_forced) return bf16_forced;
     const qkv_attn_simd *f = qkv_attn_simd_current();
+    if (f == &qkv_attn_simd_avx512 && qkv_attn_simd_runs(&qkv_attn_simd_bf16_amx)) return &qkv_attn_simd_bf16_amx;
     if (f == &qkv_attn_simd_avx512 && qkv_attn_simd_runs(&qkv_attn_simd_bf16_avx512))
         return &qkv_attn_simd_bf16_avx512;
     if (f != &qkv_attn_simd_portable && qkv_attn_simd_runs(&qkv_attn_simd_bf16_avx2)) return &qkv_attn_simd_bf16_avx2;

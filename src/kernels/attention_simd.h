@@ -174,7 +174,7 @@ static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * 
 /* Scratch for the bf16 builds' operand copies (attention_bf16.h); unused
  * by the FP32 builds. */
 typedef struct {
-    float *a, *b, *q, *p, *t;
+    float *a, *b, *q, *p, *t, *x;
     const uint32_t *ready_a, *ready_b; /* an operand packed before, or NULL */
 } packs;
 
@@ -362,7 +362,7 @@ static inline size_t bwd_shared(const qkv_attn_desc *d) { (void)d; return 0; }
 static inline packs packs_make(const qkv_attn_desc *d, float *at)
 {
     (void)d;
-    return (packs){at, at, at, at, at, NULL, NULL};
+    return (packs){at, at, at, at, at, at, NULL, NULL};
 }
 static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs,
                              int64_t ks, const float *B, int64_t ldb, float *C, int64_t ldc,
@@ -371,6 +371,14 @@ static inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float *A, in
     (void)pk;
     tile_gemm_f32(M, N, K, A, rs, ks, B, ldb, C, ldc, accumulate);
 }
+#endif
+
+/* A thread's set-up of the tile registers before it runs a kernel's
+ * products, and their release after (attention_bf16.h's AMX build);
+ * nothing in the others. */
+#if !defined(ATTN_TILES)
+static inline void tiles_begin(void) {}
+static inline void tiles_end(void) {}
 #endif
 
 /* Operands packed once per call, block or tile, where the build does
@@ -657,6 +665,7 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
         /* a thread's key and value buffers of forward_block (its layout) */
         float *kbuf = mine + round_up(D, 16) * BQ, *vbuf = kbuf + BK * round_up(D, 16);
         float *room = per_head ? shared + (size_t)omp_get_thread_num() * fwd_head_floats(d) : NULL;
+        tiles_begin();
         if (!per_head) fwd_pack_heads(d, k, v, shared, kbuf, vbuf); /* with its barrier, where it packs */
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < (per_head ? NH : NH * nb); t++) {
@@ -674,6 +683,7 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
                               fwd_head_packs(d, hp), mine);
             }
         }
+        tiles_end();
     }
 }
 
@@ -875,6 +885,7 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
         }
         int th = omp_get_thread_num();
         float *mine = tiles + (size_t)th * bwd_scratch(d);
+        tiles_begin();
         float *shared = bwd_shared(d) ? tiles + (size_t)threads * bwd_scratch(d) : NULL;
         /* With one key tile per head, a head's packed queries serve that
          * tile alone: packed by the thread that takes the head, just before
@@ -907,6 +918,7 @@ static void backward(const qkv_attn_desc *d, const float *q, const float *k, con
                           lse + nh * L, Di + nh * L, dout + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), hdq, dq_ld,
                           direct ? d->scale : 1.0f, hdk, hdv, unset, hp, mine);
         }
+        tiles_end();
     }
 }
 

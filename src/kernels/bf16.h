@@ -40,4 +40,7 @@ void qkv_bf16_round_floats(const float *x, float *y, int64_t n);
 uint16_t *qkv_bf16_copy(qkv_arena *a, const float *x, int64_t n);
 /* True when the CPU has AVX512-BF16 dot products (vdpbf16ps). */
 int qkv_bf16_dot_supported(void);
+/* True when AMX tiles with bf16 products run here (CPU and OS both), the
+ * process having been granted their state; asking grants it. */
+int qkv_amx_usable(void);
 #endif
