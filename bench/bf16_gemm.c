@@ -76,6 +76,48 @@ static double bf16_peak(int threads)
     return bench_chains_peak(threads, 5000000, bf16_chains, 16 * 64);
 }
 
+/* One thread's chains of AMX bf16 tile products: six 16x16 FP32 tiles
+ * each take a 16x32 by 32x16 product (16384 FLOP) per round. */
+__attribute__((target("amx-tile,amx-bf16"))) static float amx_chains(long iters)
+{
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    uint16_t a[16 * 32], b[16 * 32];
+    float c[16 * 16];
+    for (int i = 0; i < 16 * 32; i++) a[i] = 0x3f80, b[i] = 0x3400; /* 1 and 2^-23 */
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_loadd(6, a, 64);
+    _tile_loadd(7, b, 64);
+    for (long n = 0; n < iters; n++) {
+        _tile_dpbf16ps(0, 6, 7);
+        _tile_dpbf16ps(1, 6, 7);
+        _tile_dpbf16ps(2, 6, 7);
+        _tile_dpbf16ps(3, 6, 7);
+        _tile_dpbf16ps(4, 6, 7);
+        _tile_dpbf16ps(5, 6, 7);
+    }
+    _tile_stored(0, c, 64);
+    _tile_release();
+    return c[0];
+}
+
+/* The AMX tiles' bf16 peak, 0 where the CPU or the OS lends none. */
+static double amx_peak(int threads)
+{
+    if (!qkv_amx_usable()) return 0;
+    return bench_chains_peak(threads, 1000000, amx_chains, 6 * 16384.0);
+}
+
 
 /* The step's products (Linear: y = x W^T; dx = dy W; dW = dy^T x). */
 static const bench_shape shapes[] = {
@@ -387,13 +429,14 @@ int main(int argc, char **argv)
     if (!A || !B || !C || !R || !Ar || !Br || !Ah || !Bh || !Bv) return 1;
     uint64_t st = 1;
     for (int64_t i = 0; i < big; i++) A[i] = rnd(&st), B[i] = rnd(&st);
-    double best[NSHAPE][5], pk32 = 0, pk16 = 0;
+    double best[NSHAPE][5], pk32 = 0, pk16 = 0, pkamx = 0;
     for (int i = 0; i < NSHAPE; i++)
         for (int j = 0; j < 5; j++) best[i][j] = 1e30;
     double err[NSHAPE][3] = {{0}};
     for (int r = 0; r < reps; r++) {
         pk32 = fmax(pk32, bench_fma_peak(nt));
         pk16 = fmax(pk16, bf16_peak(nt));
+        pkamx = fmax(pkamx, amx_peak(nt));
         for (int i = 0; i < NSHAPE; i++) {
             const bench_shape *s = &shapes[i];
             int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
@@ -478,5 +521,8 @@ int main(int argc, char **argv)
         printf(" | %5.0f GF %4.0f%%  ", g, pk16 > 0 ? 100 * g / pk16 : 0);
     }
     printf("\n(%% = of the bf16 peak; the FP32 FMA peak is %.0f%% of it)\n", pk16 > 0 ? 100 * pk32 / pk16 : 0);
+    if (pkamx > 0) /* the tiles' peak, where this CPU has them: what oneDNN's products run on */
+        printf("AMX tiles (tdpbf16ps) peak in this process: %.0f GFLOP/s; oneDNN's 12 products are %.0f%% of it\n",
+               pkamx, tot[2] > 0 ? 100 * fl_tot / tot[2] * 1e-9 / pkamx : 0);
     return 0;
 }
