@@ -128,7 +128,7 @@ $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -ma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(B)/src/kernels/attention_bf16_amx.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma \
 	-mamx-tile -mamx-bf16
-$(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
+$(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 $(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
 endif
 

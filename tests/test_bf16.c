@@ -335,6 +335,8 @@ static void test_gemm(void)
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
 }
 
+static void vnni_threads(int64_t M, int64_t N, int64_t K, uint64_t *seedp);
+
 /* qkv_gemm_bf16_vnni through qkv_gemm's signature, for h_gemm_case: ta = 0
  * and alpha = 1 only; A and C copied compact, op(B) packed. */
 static void vnni_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -357,14 +359,17 @@ static void vnni_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
 /* The products of a GRU/LSTM step (batch 64, hidden 256: h W_hh^T and dAh
  * W_hh) and odd shapes: K odd (a zero pair), rows not a multiple of the
  * kernel's 6, one row, 16 columns; beta 0 ignores C (NaN there stays out);
- * the same bits on 1 and 2 threads. */
+ * the same bits on 1 and 2 threads. Where the CPU lends AMX tiles, K a
+ * multiple of 32 takes them: rows not a multiple of 16 (61, 17, 40: a
+ * short block through the buffer), 16 and 48 columns (a lone tile). */
 static void test_gemm_vnni(void)
 {
     if (!qkv_gemm_bf16_vnni_usable(64, 768, 256)) {
         printf("test_bf16: qkv_gemm_bf16_vnni does not run on this CPU (no AVX512-BF16): not tested\n");
         return;
     }
-    static const int64_t shapes[][3] = {{64, 768, 256}, {64, 256, 768}, {61, 784, 255}, {1, 16, 1}, {7, 48, 3}, {13, 32, 9}};
+    static const int64_t shapes[][3] = {{64, 768, 256}, {64, 256, 768}, {61, 784, 255}, {1, 16, 1}, {7, 48, 3},
+                                        {13, 32, 9},    {61, 784, 256}, {17, 48, 64},  {40, 16, 32}, {1, 32, 32}};
     uint64_t seed = 300;
     for (int tb = 0; tb < 2; tb++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
@@ -373,7 +378,15 @@ static void test_gemm_vnni(void)
             h_gemm_case(vnni_gemm, 1, 0, tb, M, N, K, 1.0f, 1.0f, 3, seed++, "vnni");
             h_gemm_case(vnni_gemm, 1, 0, tb, M, N, K, 1.0f, -0.25f, 1, seed++, "vnni");
         }
-    int64_t M = 61, N = 784, K = 255;
+    for (int64_t K = 255; K <= 256; K++) /* vdpbf16ps; the tiles where the CPU lends them */
+        vnni_threads(61, 784, K, &seed);
+    printf("test_bf16: qkv_gemm_bf16_vnni %s AMX tiles here\n", qkv_amx_usable() ? "takes" : "has no");
+}
+
+/* M x N x K from 1 and 2 threads: the same bits; beta 0 keeps C's NaNs out. */
+static void vnni_threads(int64_t M, int64_t N, int64_t K, uint64_t *seedp)
+{
+    uint64_t seed = *seedp;
     float *A = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), *B = A + M * K, *C1 = B + N * K, *C2 = C1 + M * N;
     for (int64_t i = 0; i < M * K; i++) A[i] = h_gemm_frand(&seed);
     for (int64_t i = 0; i < N * K; i++) B[i] = h_gemm_frand(&seed);
@@ -388,10 +401,12 @@ static void test_gemm_vnni(void)
     omp_set_num_threads(nt);
     int finite = 1;
     for (int64_t i = 0; i < M * N; i++) finite &= isfinite(C1[i]);
-    CHECK(finite, "gemm_bf16_vnni beta 0: C's NaNs reached the result");
-    CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(M * N)), "gemm_bf16_vnni: 1 and 2 threads differ");
+    CHECK(finite, "gemm_bf16_vnni beta 0 (K %lld): C's NaNs reached the result", (long long)K);
+    CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(M * N)), "gemm_bf16_vnni (K %lld): 1 and 2 threads differ",
+          (long long)K);
     free(A);
     free(P);
+    *seedp = seed;
 }
 
 /* ---- Linear against torch.autocast ---------------------------------------- */
