@@ -76,20 +76,18 @@ static double bf16_peak(int threads)
     return bench_chains_peak(threads, 5000000, bf16_chains, 16 * 64);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16") /* this function alone; it runs where qkv_amx_usable() */
+#include "kernels/amx.h"
 /* One thread's chains of AMX bf16 tile products: six 16x16 FP32 tiles
  * each take a 16x32 by 32x16 product (16384 FLOP) per round. */
-__attribute__((target("amx-tile,amx-bf16"))) static float amx_chains(long iters)
+static float amx_chains(long iters)
 {
-    struct {
-        uint8_t palette, start_row, reserved[14];
-        uint16_t colsb[16];
-        uint8_t rows[16];
-    } cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     uint16_t a[16 * 32], b[16 * 32];
     float c[16 * 16];
     for (int i = 0; i < 16 * 32; i++) a[i] = 0x3f80, b[i] = 0x3400; /* 1 and 2^-23 */
-    _tile_loadconfig(&cfg);
+    amx_begin();
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -107,15 +105,20 @@ __attribute__((target("amx-tile,amx-bf16"))) static float amx_chains(long iters)
         _tile_dpbf16ps(5, 6, 7);
     }
     _tile_stored(0, c, 64);
-    _tile_release();
+    amx_end();
     return c[0];
 }
+#pragma GCC pop_options
+#define AMX_CHAINS 1
+#endif
 
 /* The AMX tiles' bf16 peak, 0 where the CPU or the OS lends none. */
 static double amx_peak(int threads)
 {
-    if (!qkv_amx_usable()) return 0;
-    return bench_chains_peak(threads, 1000000, amx_chains, 6 * 16384.0);
+#if defined(AMX_CHAINS)
+    if (qkv_amx_usable()) return bench_chains_peak(threads, 1000000, amx_chains, 6 * 16384.0);
+#endif
+    return 0;
 }
 
 

@@ -256,13 +256,14 @@ static void tile_any(int mr, int nv, int64_t K2, const uint16_t *A2, int64_t lda
 }
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#include "kernels/amx.h"
 /* ---- the same product on AMX tiles ------------------------------------------
  * P's layout (pairs of k, N of them a row) is a tile's B operand as it
  * is: 16 rows of pairs by 16 columns, rows N pairs apart. A's rows go to
- * bf16 32 at a time; C tiles 0-3 (2x2 of 16x16), A tiles 4-5, B tiles
- * 6-7. Where a CPU has the tiles (qkv_amx_usable), vdpbf16ps may run at
- * half the FMA rate (this machine's Xeon): the tiles are then the only
- * bf16 path faster than FP32. For K a multiple of 32 and beta 0 or 1;
+ * bf16 32 at a time, then amx_gemm (kernels/amx.h). Where a CPU has the
+ * tiles (qkv_amx_usable), vdpbf16ps may run at half the FMA rate (the
+ * Xeon of 2026-11-29): the tiles are then the only bf16 path faster than
+ * FP32. For K a multiple of 32 and beta 0 or 1;
  * each element's sum is the same whatever the rows' split (a short last
  * block is worked on zero rows through a buffer, not by another kernel). */
 enum { AMX_KMAX = 2048 }; /* A2's 128 KiB on a thread's stack */
@@ -274,65 +275,28 @@ static int amx_fits(int64_t K, float beta)
 static void rows_run_amx(int64_t r0, int64_t r1, int64_t N, int64_t K, const float *A, const uint16_t *P,
                          float beta, float *C)
 {
-    struct {
-        uint8_t palette, start_row, reserved[14];
-        uint16_t colsb[16];
-        uint8_t rows[16];
-    } cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
     uint16_t A2[32 * AMX_KMAX]; // (32, K) up to 32 rows of A in bf16, zero rows past the block's
-    float cb[32 * 32];      // (32, 32) a short block's C
-    int64_t K2 = K / 2, sa = K * 2, sp = N * 4;
+    float cb[32 * 32];          // (32, 32) a short block's C
+    int64_t K2 = K / 2;
+    const uint32_t *a2 = (const uint32_t *)A2, *p = (const uint32_t *)P; /* pairs */
+    amx_begin();
     for (int64_t r = r0; r < r1; r += 32) {
-        int64_t m = r1 - r < 32 ? r1 - r : 32;
-        int r2 = m > 16, direct = m == 16 || m == 32;
+        int64_t m = r1 - r < 32 ? r1 - r : 32, mt = m > 16 ? 32 : 16; /* rows, rows worked */
         for (int64_t i = 0; i < m * K; i++) A2[i] = qkv_bf16_from_float(A[r * K + i]);
-        if (!direct) memset(A2 + m * K, 0, (size_t)((r2 ? 32 : 16) - m) * (size_t)K * sizeof *A2);
+        if (m == mt) {
+            amx_gemm(m, N, K2, a2, K2, p, N, C + r * N, N, beta != 0.0f);
+            continue;
+        }
+        memset(A2 + m * K, 0, (size_t)((mt - m) * K) * sizeof *A2);
         for (int64_t col = 0; col < N; col += 32) {
-            int c2 = col + 32 <= N;
-            float *c = direct ? C + r * N + col : cb;
-            int64_t sc = direct ? N * 4 : 32 * 4;
-            if (!direct) {
-                memset(cb, 0, sizeof cb);
-                if (beta != 0.0f)
-                    for (int64_t i = 0; i < m; i++) memcpy(cb + i * 32, C + (r + i) * N + col, (c2 ? 32 : 16) * sizeof *cb);
-            }
-            if (beta != 0.0f) {
-                _tile_loadd(0, c, sc);
-                if (c2) _tile_loadd(1, c + 16, sc);
-                if (r2) _tile_loadd(2, c + 16 * (sc / 4), sc);
-                if (r2 && c2) _tile_loadd(3, c + 16 * (sc / 4) + 16, sc);
-            } else {
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
-            }
-            for (int64_t kk = 0; kk < K2; kk += 16) {
-                const uint16_t *b = P + (kk * N + col) * 2;
-                _tile_loadd(4, A2 + 2 * kk, sa);
-                _tile_loadd(6, b, sp);
-                _tile_dpbf16ps(0, 4, 6);
-                if (c2) {
-                    _tile_loadd(7, b + 32, sp);
-                    _tile_dpbf16ps(1, 4, 7);
-                }
-                if (r2) {
-                    _tile_loadd(5, A2 + 16 * K + 2 * kk, sa);
-                    _tile_dpbf16ps(2, 5, 6);
-                    if (c2) _tile_dpbf16ps(3, 5, 7);
-                }
-            }
-            _tile_stored(0, c, sc);
-            if (c2) _tile_stored(1, c + 16, sc);
-            if (r2) _tile_stored(2, c + 16 * (sc / 4), sc);
-            if (r2 && c2) _tile_stored(3, c + 16 * (sc / 4) + 16, sc);
-            if (!direct)
-                for (int64_t i = 0; i < m; i++) memcpy(C + (r + i) * N + col, cb + i * 32, (c2 ? 32 : 16) * sizeof *cb);
+            size_t w = (size_t)(N - col < 32 ? N - col : 32) * sizeof *cb;
+            memset(cb, 0, sizeof cb);
+            for (int64_t i = 0; i < m && beta != 0.0f; i++) memcpy(cb + i * 32, C + (r + i) * N + col, w);
+            amx_gemm(mt, (int64_t)(w / sizeof *cb), K2, a2, K2, p + col, N, cb, 32, beta != 0.0f);
+            for (int64_t i = 0; i < m; i++) memcpy(C + (r + i) * N + col, cb + i * 32, w);
         }
     }
-    _tile_release();
+    amx_end();
 }
 #else
 static int amx_fits(int64_t K, float beta) { return (void)K, (void)beta, 0; }
