@@ -126,9 +126,12 @@ $(B)/src/kernels/attention_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512
 $(B)/src/kernels/attention_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(B)/src/kernels/attention_bf16_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma
 $(B)/src/kernels/attention_bf16_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+# AMX tiles where the compiler knows them (GCC 11, clang 12 and later);
+# without, the AMX build is empty and the RNN product keeps vdpbf16ps.
+AMX_FLAGS := $(shell echo 'int x;' | $(CC) -mamx-tile -mamx-bf16 -x c -c -o /dev/null - 2>/dev/null && echo -mamx-tile -mamx-bf16)
 $(B)/src/kernels/attention_bf16_amx.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma \
-	-mamx-tile -mamx-bf16
-$(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma -mamx-tile -mamx-bf16
+	$(AMX_FLAGS)
+$(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma $(AMX_FLAGS)
 $(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
 endif
 

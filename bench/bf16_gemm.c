@@ -76,7 +76,7 @@ static double bf16_peak(int threads)
     return bench_chains_peak(threads, 5000000, bf16_chains, 16 * 64);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16") /* this function alone; it runs where qkv_amx_usable() */
 #include "kernels/amx.h"

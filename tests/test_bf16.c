@@ -380,7 +380,7 @@ static void test_gemm_vnni(void)
         }
     for (int64_t K = 255; K <= 256; K++) /* vdpbf16ps; the tiles where the CPU lends them */
         vnni_threads(61, 784, K, &seed);
-    printf("test_bf16: qkv_gemm_bf16_vnni %s AMX tiles here\n", qkv_amx_usable() ? "takes" : "has no");
+    printf("test_bf16: AMX tiles %s here (qkv_amx_usable)\n", qkv_amx_usable() ? "usable" : "not usable");
 }
 
 /* M x N x K from 1 and 2 threads: the same bits; beta 0 keeps C's NaNs out. */

@@ -22,6 +22,13 @@ typedef struct {
     uint8_t rows[16];
 } amx_config;
 
+/* GCC 12's tile intrinsics pass their pointers to asm without saying that
+ * memory is read (ldtilecfg is declared to read 8 of its 64 bytes); the
+ * volatile asm keeps them in order today, and these barriers make sure
+ * that every store before them (the configuration, packed operands, C)
+ * is in memory when the tiles read it. */
+#define AMX_MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
+
 static inline void amx_begin(void)
 {
     amx_config c = {.palette = 1};
@@ -29,7 +36,9 @@ static inline void amx_begin(void)
         c.colsb[t] = 64;
         c.rows[t] = 16;
     }
+    AMX_MEMORY_BARRIER();
     _tile_loadconfig(&c);
+    AMX_MEMORY_BARRIER();
 }
 
 static inline void amx_end(void) { _tile_release(); }
@@ -43,6 +52,7 @@ static inline void amx_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A,
                             int64_t ldb, float *C, int64_t ldc, int accumulate)
 {
     int64_t sa = ars * 4, sb = ldb * 4, sc = ldc * 4;
+    AMX_MEMORY_BARRIER();
     for (int64_t c = 0; c < N; c += 32)
         for (int64_t r = 0; r < M; r += 32) {
             int r2 = r + 32 <= M, c2 = c + 32 <= N;
@@ -78,5 +88,6 @@ static inline void amx_gemm(int64_t M, int64_t N, int64_t K2, const uint32_t *A,
             if (r2) _tile_stored(2, c10, sc);
             if (r2 && c2) _tile_stored(3, c10 + 16, sc);
         }
+    AMX_MEMORY_BARRIER();
 }
 #endif

@@ -7,6 +7,8 @@
 #include "kernels/bf16.h"
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #include <cpuid.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -49,7 +51,9 @@ int qkv_bf16_dot_supported(void)
  * bits 24 and 22), the OS saves tile state (XCR0 bits 17 and 18), and
  * Linux grants this process the tile data (arch_prctl
  * ARCH_REQ_XCOMP_PERM, feature 18): without that grant the first tile
- * instruction faults. Asked once; the answer is kept. */
+ * instruction faults. Asked once; the answer is kept. QKV_AMX=0 in the
+ * environment says no without asking (qkv's own tile kernels off; oneDNN
+ * has its own switch, ONEDNN_MAX_CPU_ISA). */
 int qkv_amx_usable(void)
 {
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
@@ -57,7 +61,8 @@ int qkv_amx_usable(void)
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s) return s > 0;
     unsigned a, b, c, d;
-    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1) &&
+    const char *env = getenv("QKV_AMX");
+    int ok = !(env && !strcmp(env, "0")) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1) &&
              __get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1); /* OSXSAVE: xgetbv works */
     if (ok) {
         unsigned lo, hi;
