@@ -335,8 +335,6 @@ static void test_gemm(void)
     qkv_gemm_bf16_set_path(QKV_BF16_AUTO);
 }
 
-static void vnni_threads(int64_t M, int64_t N, int64_t K, uint64_t *seedp);
-
 /* qkv_gemm_bf16_vnni through qkv_gemm's signature, for h_gemm_case: ta = 0
  * and alpha = 1 only; A and C copied compact, op(B) packed. */
 static void vnni_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -354,6 +352,32 @@ static void vnni_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
     for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, Cc + i * N, sizeof(float) * (size_t)N);
     free(Ac);
     free(P);
+}
+
+/* M x N x K from 1 and 2 threads: the same bits; beta 0 keeps C's NaNs out. */
+static void vnni_threads(int64_t M, int64_t N, int64_t K, uint64_t *seedp)
+{
+    uint64_t seed = *seedp;
+    float *A = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), *B = A + M * K, *C1 = B + N * K, *C2 = C1 + M * N;
+    for (int64_t i = 0; i < M * K; i++) A[i] = h_gemm_frand(&seed);
+    for (int64_t i = 0; i < N * K; i++) B[i] = h_gemm_frand(&seed);
+    for (int64_t i = 0; i < M * N; i++) C1[i] = C2[i] = NAN;
+    uint16_t *P = malloc(sizeof *P * (size_t)qkv_bf16_vnni_len(K, N));
+    qkv_bf16_vnni_pack(1, K, N, B, P);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C1);
+    omp_set_num_threads(2);
+    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C2);
+    omp_set_num_threads(nt);
+    int finite = 1;
+    for (int64_t i = 0; i < M * N; i++) finite &= isfinite(C1[i]);
+    CHECK(finite, "gemm_bf16_vnni beta 0 (K %lld): C's NaNs reached the result", (long long)K);
+    CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(M * N)), "gemm_bf16_vnni (K %lld): 1 and 2 threads differ",
+          (long long)K);
+    free(A);
+    free(P);
+    *seedp = seed;
 }
 
 /* The products of a GRU/LSTM step (batch 64, hidden 256: h W_hh^T and dAh
@@ -381,32 +405,6 @@ static void test_gemm_vnni(void)
     for (int64_t K = 255; K <= 256; K++) /* vdpbf16ps; the tiles where the CPU lends them */
         vnni_threads(61, 784, K, &seed);
     printf("test_bf16: AMX tiles %s here (qkv_amx_usable)\n", qkv_amx_usable() ? "usable" : "not usable");
-}
-
-/* M x N x K from 1 and 2 threads: the same bits; beta 0 keeps C's NaNs out. */
-static void vnni_threads(int64_t M, int64_t N, int64_t K, uint64_t *seedp)
-{
-    uint64_t seed = *seedp;
-    float *A = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), *B = A + M * K, *C1 = B + N * K, *C2 = C1 + M * N;
-    for (int64_t i = 0; i < M * K; i++) A[i] = h_gemm_frand(&seed);
-    for (int64_t i = 0; i < N * K; i++) B[i] = h_gemm_frand(&seed);
-    for (int64_t i = 0; i < M * N; i++) C1[i] = C2[i] = NAN;
-    uint16_t *P = malloc(sizeof *P * (size_t)qkv_bf16_vnni_len(K, N));
-    qkv_bf16_vnni_pack(1, K, N, B, P);
-    int nt = omp_get_max_threads();
-    omp_set_num_threads(1);
-    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C1);
-    omp_set_num_threads(2);
-    qkv_gemm_bf16_vnni(M, N, K, A, P, 0.0f, C2);
-    omp_set_num_threads(nt);
-    int finite = 1;
-    for (int64_t i = 0; i < M * N; i++) finite &= isfinite(C1[i]);
-    CHECK(finite, "gemm_bf16_vnni beta 0 (K %lld): C's NaNs reached the result", (long long)K);
-    CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(M * N)), "gemm_bf16_vnni (K %lld): 1 and 2 threads differ",
-          (long long)K);
-    free(A);
-    free(P);
-    *seedp = seed;
 }
 
 /* ---- Linear against torch.autocast ---------------------------------------- */

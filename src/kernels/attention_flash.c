@@ -25,55 +25,44 @@ int qkv_attn_simd_runs(const qkv_attn_simd *s)
     return 1;
 }
 
+/* The FP32 builds, widest first, and the bf16 ones; NULL-terminated. */
 static const qkv_attn_simd *const simd_all[] = {&qkv_attn_simd_avx512, &qkv_attn_simd_avx2,
-                                                &qkv_attn_simd_portable};
-static const qkv_attn_simd *simd_forced;
+                                                &qkv_attn_simd_portable, NULL};
+static const qkv_attn_simd *const bf16_all[] = {&qkv_attn_simd_bf16_amx, &qkv_attn_simd_bf16_avx512,
+                                                &qkv_attn_simd_bf16_avx2, &qkv_attn_simd_bf16_portable, NULL};
+static const qkv_attn_simd *simd_forced, *bf16_forced;
 
-static const qkv_attn_simd *simd_named(const char *name)
+/* The build of `all` called name that runs here, or NULL. */
+static const qkv_attn_simd *simd_named(const qkv_attn_simd *const *all, const char *name)
 {
-    for (size_t i = 0; i < sizeof simd_all / sizeof *simd_all; i++)
-        if (name && !strcmp(name, simd_all[i]->name) && qkv_attn_simd_runs(simd_all[i])) return simd_all[i];
+    for (; name && *all; all++)
+        if (!strcmp(name, (*all)->name) && qkv_attn_simd_runs(*all)) return *all;
     return NULL;
+}
+
+/* *forced = the build of `all` called name (NULL name: none); 0, changing
+ * nothing, for a name unknown or not runnable here. */
+static int simd_force_in(const qkv_attn_simd *const *all, const qkv_attn_simd **forced, const char *name)
+{
+    const qkv_attn_simd *s = name ? simd_named(all, name) : NULL;
+    if (name && !s) return 0;
+    *forced = s;
+    return 1;
 }
 
 const qkv_attn_simd *qkv_attn_simd_current(void)
 {
     if (simd_forced) return simd_forced;
-    const qkv_attn_simd *s = simd_named(getenv("QKV_ISA"));
+    const qkv_attn_simd *s = simd_named(simd_all, getenv("QKV_ISA"));
     if (s) return s;
-    for (size_t i = 0; i < sizeof simd_all / sizeof *simd_all; i++)
+    for (size_t i = 0; simd_all[i]; i++)
         if (qkv_attn_simd_runs(simd_all[i])) return simd_all[i];
     return &qkv_attn_simd_portable;
 }
 
-int qkv_attn_simd_force(const char *name)
-{
-    if (!name) {
-        simd_forced = NULL;
-        return 1;
-    }
-    const qkv_attn_simd *s = simd_named(name);
-    if (s) simd_forced = s;
-    return s != NULL;
-}
+int qkv_attn_simd_force(const char *name) { return simd_force_in(simd_all, &simd_forced, name); }
 
-static const qkv_attn_simd *const bf16_all[] = {&qkv_attn_simd_bf16_amx, &qkv_attn_simd_bf16_avx512,
-                                                &qkv_attn_simd_bf16_avx2, &qkv_attn_simd_bf16_portable};
-static const qkv_attn_simd *bf16_forced;
-
-int qkv_attn_simd_bf16_force(const char *name)
-{
-    if (!name) {
-        bf16_forced = NULL;
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof bf16_all / sizeof *bf16_all; i++)
-        if (!strcmp(name, bf16_all[i]->name) && qkv_attn_simd_runs(bf16_all[i])) {
-            bf16_forced = bf16_all[i];
-            return 1;
-        }
-    return 0;
-}
+int qkv_attn_simd_bf16_force(const char *name) { return simd_force_in(bf16_all, &bf16_forced, name); }
 
 const qkv_attn_simd *qkv_attn_simd_bf16_current(void)
 {
