@@ -53,6 +53,18 @@ def conversion_bits(rng):
     return bits
 
 
+def backward_sums_fp32():
+    """Whether autocast's bf16 F.linear backward sums in FP32 here: dx and
+    dW each summed over 4096 ones, which a bf16 sum stops at 256. On CPUs
+    without AVX-512 (Zen 3) torch 1.13 sums them in bf16."""
+    x = torch.ones(4096, 16, requires_grad=True)
+    w = torch.ones(4096, 16, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = F.linear(x, w)
+    y.float().sum().backward()
+    return bool((x.grad == 4096).all() and (w.grad == 4096).all())
+
+
 def linear_case(rng, gen, i):
     # Every product of the step (M x in x out for y, dx and dW) above
     # 16*16*16 elements: below that, torch 1.13 skips oneDNN for bf16 and its
@@ -73,8 +85,17 @@ def linear_case(rng, gen, i):
         y = F.linear(x, w, b)
     assert y.dtype == torch.bfloat16
     (y.float() * dout).sum().backward()
+    gx, gw = x.grad, w.grad
+    if not backward_sums_fp32():
+        # This CPU's torch 1.13 sums the bf16 backward in bf16 (its own
+        # fallback gemm, as below 16^3 elements): the products autocast's
+        # backward stands for, computed explicitly instead: dy, w and x
+        # rounded to bf16, FP32 sums, the result rounded to bf16.
+        d = dout.bfloat16().float().reshape(-1, fout)
+        gx = (d @ w.detach().bfloat16().float()).bfloat16().float().reshape(x.shape)
+        gw = (d.t() @ x.detach().bfloat16().float().reshape(-1, fin)).bfloat16().float()
     t = {"x": x.detach(), "w": w.detach(), "y": y.detach().float(), "dout": dout,
-         "grad.x": x.grad, "grad.w": w.grad}
+         "grad.x": gx, "grad.w": gw}
     if bias:
         t["b"] = b.detach()
         t["grad.b"] = b.grad
