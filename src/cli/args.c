@@ -188,7 +188,7 @@ char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len)
 {
     FILE *f = (!path || !strcmp(path, "-")) ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "qkv %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+        qkv_cli_report(cmd, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -204,7 +204,7 @@ char *qkv_cli_read_all(const char *cmd, const char *path, size_t *len)
     if (f != stdin) fclose(f);
     if (bad) {
         free(buf);
-        fprintf(stderr, "qkv %s: cannot read %s\n", cmd, path ? path : "stdin");
+        qkv_cli_report(cmd, "cannot read %s", path ? path : "stdin");
         return NULL;
     }
     buf[n] = 0;
@@ -235,6 +235,17 @@ qkv_status qkv_cli_fail(qkv_status s, const char *fmt, ...)
 const char *qkv_cli_last_error(void)
 {
     return fail_msg[0] && !strcmp(fail_lib, qkv_last_error()) ? fail_msg : qkv_last_error();
+}
+
+int qkv_cli_report(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qkv %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return QKV_EXIT_FAILURE;
 }
 
 void qkv_cli_curve_add(qkv_cli_curve *c, double x, double y)

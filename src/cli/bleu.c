@@ -51,8 +51,7 @@ static int bleu_print(const char *const *hyps, const char *const *refs, int64_t 
 {
     qkv_bleu_score sc;
     if (qkv_bleu_corpus(hyps, refs, n, nrefs, &sc) != QKV_OK) {
-        fprintf(stderr, "qkv bleu: %s\n", qkv_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("bleu", "%s", qkv_last_error());
     }
     printf("%.17g\n", sc.bleu);
     if (verbose) {
@@ -70,8 +69,7 @@ static int bleu_compare(const char *const *a, const char *const *b, const char *
 {
     qkv_bleu_bootstrap bs;
     if (qkv_bleu_paired_bootstrap(a, b, refs, n, nrefs, samples, seed, &bs) != QKV_OK) {
-        fprintf(stderr, "qkv bleu: %s\n", qkv_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("bleu", "%s", qkv_last_error());
     }
     printf("A %.17g (%s)\nB %.17g (%s)\n", bs.a.bleu, name_a, bs.b.bleu, name_b);
     printf("A - B %.6f, 95%% interval [%.6f, %.6f] over %" PRId64 " paired bootstrap samples of %" PRId64
@@ -113,15 +111,15 @@ int qkv_cli_bleu(int argc, char **argv)
         size_t len;
         if (!(text[f] = qkv_cli_read_all("bleu", path, &len))) status = QKV_EXIT_FAILURE;
         else if ((n[f] = lines_of(text[f], len, &lines[f])) < 0)
-            fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
+            qkv_cli_report("bleu", "out of memory"), status = QKV_EXIT_FAILURE;
         else if (n[f] != n[0])
-            fprintf(stderr, "qkv bleu: %s has %" PRId64 " lines but %s has %" PRId64 "\n", a.operands[0], n[0],
-                    path, n[f]),
+            qkv_cli_report("bleu", "%s has %" PRId64 " lines but %s has %" PRId64, a.operands[0], n[0], path,
+                           n[f]),
                 status = QKV_EXIT_FAILURE;
     }
     if (status == QKV_EXIT_OK) {
         refs = malloc((size_t)(n[0] * (nf - 1) + 1) * sizeof *refs);
-        if (!refs) fprintf(stderr, "qkv bleu: out of memory\n"), status = QKV_EXIT_FAILURE;
+        if (!refs) qkv_cli_report("bleu", "out of memory"), status = QKV_EXIT_FAILURE;
     }
     if (status == QKV_EXIT_OK) {
         for (int f = 1; f < nf; f++)
@@ -132,7 +130,7 @@ int qkv_cli_bleu(int argc, char **argv)
                          : bleu_print(hyps, refs, n[0], nf - 1, verbose);
     }
     if (status == QKV_EXIT_OK && fflush(stdout) != 0)
-        fprintf(stderr, "qkv bleu: cannot write the output\n"), status = QKV_EXIT_FAILURE;
+        qkv_cli_report("bleu", "cannot write the output"), status = QKV_EXIT_FAILURE;
     for (int f = 0; f <= nf; f++) free(text[f]), free(lines[f]);
     free(refs);
     return status;

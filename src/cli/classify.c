@@ -42,8 +42,8 @@ static qkv_status read_png(const vision_config *g, const char *path, float *dst)
     free(src);
     if (s) return s;
     if (changes)
-        fprintf(stderr, "qkv classify: note: %s is %lldx%lld with %lld channel%s: %s%s%s to the model's %lldx%lld "
-                "with %lld\n", path, (long long)w, (long long)h, (long long)c, c > 1 ? "s" : "",
+        qkv_cli_report("classify", "note: %s is %lldx%lld with %lld channel%s: %s%s%s to the model's %lldx%lld "
+                "with %lld", path, (long long)w, (long long)h, (long long)c, c > 1 ? "s" : "",
                 changes & QKV_IMAGE_CONVERTED ? "converted" : "",
                 changes == (QKV_IMAGE_CONVERTED | QKV_IMAGE_RESIZED) ? " and " : "",
                 changes & QKV_IMAGE_RESIZED ? "resized (bilinear)" : "", (long long)g->width,
@@ -170,12 +170,11 @@ int qkv_cli_classify(int argc, char **argv)
     vision_model m;
     char path[1200];
     if (vision_model_load(&m, a.operands[0], path, sizeof path)) {
-        fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("classify", "%s", qkv_cli_last_error());
     }
     if (attention && m.cfg.kind != VISION_VIT) {
-        fprintf(stderr, "qkv classify: --attention needs a vision transformer; %s holds %s, which has no "
-                "attention to draw\n", path, m.cfg.kind == VISION_CNN ? "a CNN" : "an MLP");
+        qkv_cli_report("classify", "--attention needs a vision transformer; %s holds %s, which has no "
+                "attention to draw", path, m.cfg.kind == VISION_CNN ? "a CNN" : "an MLP");
         vision_model_free(&m);
         return QKV_EXIT_FAILURE;
     }
@@ -192,7 +191,7 @@ int qkv_cli_classify(int argc, char **argv)
         im.name = a.operands[i];
         if ((s = read_png(g, a.operands[i], im.pixels)) == QKV_OK) s = classify_one(ctx, &m, &im, topk, attention);
         if (s && s != QKV_ERR_NOMEM) { /* a bad file: say so, go on with the others */
-            fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
+            qkv_cli_report("classify", "%s", qkv_cli_last_error());
             rc = QKV_EXIT_FAILURE;
             s = QKV_OK;
         }
@@ -216,7 +215,7 @@ int qkv_cli_classify(int argc, char **argv)
         }
     }
     if (s) {
-        fprintf(stderr, "qkv classify: %s\n", qkv_cli_last_error());
+        qkv_cli_report("classify", "%s", qkv_cli_last_error());
         rc = QKV_EXIT_FAILURE;
     }
     free(im.pixels);

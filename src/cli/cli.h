@@ -98,6 +98,12 @@ double qkv_cli_now(void);
  * failure's message, the command's or the library's. */
 qkv_status qkv_cli_fail(qkv_status s, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
 const char *qkv_cli_last_error(void);
+/* Every command's runtime failures and notes on stderr, in one form:
+ * "qkv CMD: MESSAGE" and a newline (cmd "train lm", "eval", ...); returns
+ * QKV_EXIT_FAILURE, so that a command can end with
+ *     return qkv_cli_report("eval", "cannot open %s", path);
+ * Usage errors go through qkv_cli_error (exit status 2). */
+int qkv_cli_report(const char *cmd, const char *fmt, ...) QKV_CLI_PRINTF(2, 3);
 /* Data-parallel training under mpirun (dist_cli.c, docs/distributed.md):
  * *d gets the engine (one process without mpirun); a note on stderr when
  * mpirun started a qkv built without MPI; the stdout of ranks other than 0

@@ -75,7 +75,7 @@ static int tokenizers(const char *dir, int64_t min_freq)
         qkv_tokenizer *t = NULL;
         snprintf(path, sizeof path, "%s/words.%s", dir, lang[col]);
         if (!text || qkv_tokenizer_words_train(text, n, &opt, &t) != QKV_OK || qkv_tokenizer_save(t, path) != QKV_OK) {
-            fprintf(stderr, "qkv data translation: %s: %s\n", path, text ? qkv_last_error() : "out of memory");
+            qkv_cli_report("data translation", "%s: %s", path, text ? qkv_last_error() : "out of memory");
             status = QKV_EXIT_FAILURE;
         } else {
             printf("| %s | %s | %" PRId64 " |\n", lang[col], path, qkv_tokenizer_vocab_size(t));
@@ -109,7 +109,7 @@ static int translation(int argc, char **argv)
     if (!list) return QKV_EXIT_FAILURE;
     qkv_translation_set *set = NULL;
     if (qkv_translation_set_init(max_words, &set) != QKV_OK) {
-        fprintf(stderr, "qkv data translation: %s\n", qkv_last_error());
+        qkv_cli_report("data translation", "%s", qkv_last_error());
         return free(list), QKV_EXIT_FAILURE;
     }
     package *pk = NULL;
@@ -121,7 +121,7 @@ static int translation(int argc, char **argv)
         line++;
         char *tab = strchr(p, '\t');
         if (*p && (!tab || tab == p || !tab[1] || tab - p >= 128)) {
-            fprintf(stderr, "qkv data translation: %s: line %" PRId64 ": expected PACKAGE<TAB>PATH\n", a.operands[0], line);
+            qkv_cli_report("data translation", "%s: line %" PRId64 ": expected PACKAGE<TAB>PATH", a.operands[0], line);
             status = QKV_EXIT_FAILURE;
         } else if (*p) {
             *tab = 0;
@@ -137,7 +137,7 @@ static int translation(int argc, char **argv)
             package *k = &pk[npk - 1];
             k->files++, files++;
             if (qkv_translation_add_mo(set, tab + 1, &k->c) != QKV_OK) {
-                fprintf(stderr, "qkv data translation: left out: %s\n", qkv_last_error());
+                qkv_cli_report("data translation", "left out: %s", qkv_last_error());
                 k->refused++;
             }
         }
@@ -153,7 +153,7 @@ static int translation(int argc, char **argv)
             add_counts(&total, &pk[i].c);
         }
         if (qkv_translation_write(set, dir, &total) != QKV_OK) {
-            fprintf(stderr, "qkv data translation: %s\n", qkv_last_error());
+            qkv_cli_report("data translation", "%s", qkv_last_error());
             status = QKV_EXIT_FAILURE;
         }
     }
@@ -183,7 +183,7 @@ int qkv_cli_data(int argc, char **argv)
         return QKV_EXIT_OK;
     }
     if (argc < 2 || strcmp(argv[1], "translation")) {
-        fprintf(stderr, "qkv data: expected a data set name: translation (try: qkv data --help)\n");
+        qkv_cli_report("data", "expected a data set name: translation (try: qkv data --help)");
         return QKV_EXIT_USAGE;
     }
     char name[] = "data translation";

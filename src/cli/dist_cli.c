@@ -8,15 +8,15 @@ qkv_status qkv_cli_dist_start(const char *cmd, qkv_dist **d)
 {
     qkv_status s = qkv_dist_init(d, QKV_DIST_AUTO);
     if (s) {
-        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_last_error());
+        qkv_cli_report(cmd, "%s", qkv_last_error());
         return s;
     }
     if (qkv_dist_launched() && !qkv_dist_has_mpi())
-        fprintf(stderr, "qkv %s: note: started by mpirun, but this qkv was built without MPI: "
-                "each process trains alone (docs/distributed.md)\n", cmd);
+        qkv_cli_report(cmd, "note: started by mpirun, but this qkv was built without MPI: "
+                "each process trains alone (docs/distributed.md)");
     /* rank 0 prints, logs and draws; the others print only their errors */
     if (qkv_dist_rank(*d) != 0 && !freopen("/dev/null", "w", stdout)) {
-        fprintf(stderr, "qkv %s: rank %d: cannot send its output to /dev/null\n", cmd, qkv_dist_rank(*d));
+        qkv_cli_report(cmd, "rank %d: cannot send its output to /dev/null", qkv_dist_rank(*d));
         qkv_dist_free(*d);
         *d = NULL;
         return QKV_ERR_IO;

@@ -70,26 +70,21 @@ static int run_kind(const char *arg, char **kind)
 {
     char dir[1024], path[1200];
     struct stat st;
-    if (stat(arg, &st) != 0) {
-        fprintf(stderr, "qkv eval: cannot open %s: %s\n", arg, strerror(errno));
-        return 1;
-    }
+    if (stat(arg, &st) != 0) return qkv_cli_report("eval", "cannot open %s: %s", arg, strerror(errno));
     if (mt_checkpoint_dir("eval", arg, dir, sizeof dir)) return 1;
     snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
     if (access(path, F_OK) == 0) { /* a translation run */
         char k[64];
         if (mt_checkpoint_kind("eval", dir, k, sizeof k)) return 1;
-        return (*kind = strdup(k)) ? 0 : (fprintf(stderr, "qkv eval: out of memory\n"), 1);
+        return (*kind = strdup(k)) ? 0 : (qkv_cli_report("eval", "out of memory"), 1);
     }
     if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/model.ckpt", arg);
     else snprintf(path, sizeof path, "%s", arg);
     qkv_status s = qkv_checkpoint_read_meta(path, "kind", kind);
     if (s == QKV_OK) return 0;
     if (s == QKV_ERR_NOTFOUND)
-        fprintf(stderr, "qkv eval: %s is a qkv checkpoint without a kind: qkv eval cannot score it\n", path);
-    else
-        fprintf(stderr, "qkv eval: %s\n", qkv_last_error());
-    return 1;
+        return qkv_cli_report("eval", "%s is a qkv checkpoint without a kind: qkv eval cannot score it", path);
+    return qkv_cli_report("eval", "%s", qkv_last_error());
 }
 
 int qkv_cli_eval(int argc, char **argv)
@@ -122,7 +117,7 @@ int qkv_cli_eval(int argc, char **argv)
             free(kind);
             return kinds[k].run(argc, argv);
         }
-    fprintf(stderr, "qkv eval: %s holds a model of kind '%.40s', which qkv eval cannot score yet\n", argv[i],
+    qkv_cli_report("eval", "%s holds a model of kind '%.40s', which qkv eval cannot score yet", argv[i],
             kind);
     free(kind);
     return QKV_EXIT_FAILURE;

@@ -23,8 +23,7 @@ static int write_lines(const char *path, const char *const *lines, int64_t n)
     FILE *f = fopen(path, "w");
     for (int64_t i = 0; f && i < n; i++) fprintf(f, "%s\n", lines[i]);
     if (!f || fclose(f)) {
-        fprintf(stderr, "qkv eval: cannot write %s\n", path);
-        return 1;
+        return qkv_cli_report("eval", "cannot write %s", path);
     }
     return 0;
 }
@@ -59,12 +58,12 @@ int qkv_cli_eval_translation(int argc, char **argv)
     int rc = QKV_EXIT_FAILURE;
     if (mt_pairs_read("eval", path, m.cfg.reverse, &p)) goto done;
     if (mt_set_build(&m, &p, m.cfg.max_words, &s) != QKV_OK || qkv_ctx_new(&c) != QKV_OK) {
-        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
+        qkv_cli_report("eval", "%s", qkv_cli_last_error());
         goto done;
     }
     if (limit && limit < s.n) s.n = limit;
     if (s.n == 0) {
-        fprintf(stderr, "qkv eval: %s has no pair of at most %lld words a side\n", path,
+        qkv_cli_report("eval", "%s has no pair of at most %lld words a side", path,
                 (long long)m.cfg.max_words);
         goto done;
     }
@@ -73,7 +72,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
     refs = calloc((size_t)s.n, sizeof *refs);
     if (!hyps || !refs || mt_eval_loss(c, &m, &s, 0, &loss) != QKV_OK ||
         mt_translate_all(c, &m, &s, beam, hyps) != QKV_OK) {
-        fprintf(stderr, "qkv eval: %s\n", hyps && refs ? qkv_cli_last_error() : "out of memory");
+        qkv_cli_report("eval", "%s", hyps && refs ? qkv_cli_last_error() : "out of memory");
         goto done;
     }
     /* references split as the tokenizer splits (lower-cased, marks apart), as the outputs are */
@@ -82,7 +81,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
     for (int64_t i = 0; pieces && i < s.n; i++) {
         const char *ref = p.tgt[s.index[i]];
         if (qkv_tokenizer_words_split(m.tgt_tok, ref, strlen(ref), &pieces[i], NULL, NULL) != QKV_OK) {
-            fprintf(stderr, "qkv eval: %s\n", qkv_last_error());
+            qkv_cli_report("eval", "%s", qkv_last_error());
             for (int64_t j = 0; j < i; j++) free(pieces[j]);
             free(pieces);
             goto done;
@@ -106,7 +105,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
         printf("loss %.4f per token, perplexity %.2f\n", loss, exp(loss));
         rc = QKV_EXIT_OK;
     } else {
-        fprintf(stderr, "qkv eval: %s\n", qkv_last_error());
+        qkv_cli_report("eval", "%s", qkv_last_error());
     }
     if (rc == QKV_EXIT_OK && output && write_lines(output, (const char *const *)hyps, s.n)) rc = QKV_EXIT_FAILURE;
     if (rc == QKV_EXIT_OK && references && write_lines(references, refs, s.n)) rc = QKV_EXIT_FAILURE;

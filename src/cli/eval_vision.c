@@ -62,8 +62,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
     vision_model m;
     char path[1200];
     if (vision_model_load(&m, a.operands[0], path, sizeof path)) {
-        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("eval", "%s", qkv_cli_last_error());
     }
     char dir[1100];
     vision_data_dir(path, data, dir, sizeof dir);
@@ -82,7 +81,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
         rc = QKV_EXIT_OK;
     }
     if (rc) {
-        fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
+        qkv_cli_report("eval", "%s", qkv_cli_last_error());
     } else {
         printf("%s (%s, %lld parameters) on %lld test images of %s: accuracy %.2f%% (%lld right), %.1f s\n", path,
                vision_kind_names[m.cfg.kind], (long long)qkv_params_numel_trainable(m.p), (long long)test->n, dir,
@@ -109,7 +108,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
         for (int i = 0; i < 2 && !rc; i++) {
             if (!figs[i]) continue;
             if (draw(figs[i], conf, K, title)) {
-                fprintf(stderr, "qkv eval: %s\n", qkv_cli_last_error());
+                qkv_cli_report("eval", "%s", qkv_cli_last_error());
                 rc = QKV_EXIT_FAILURE;
             } else {
                 printf("wrote %s\n", figs[i]);

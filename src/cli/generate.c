@@ -58,7 +58,7 @@ static int parse(int argc, char **argv, gen_opts *o)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--prompt=") || ((!strcmp(argv[i], "--prompt") || !strcmp(argv[i], "-p")) &&
                                               i + 1 < argc && !argv[i + 1][0])) {
-            fprintf(stderr, "qkv generate: the prompt is empty: give at least one character (try: qkv generate --help)\n");
+            qkv_cli_report("generate", "the prompt is empty: give at least one character (try: qkv generate --help)");
             return QKV_EXIT_USAGE;
         }
     qkv_cli_args_init(&a, argc, argv, qkv_cli_generate_usage, options, 1, 1);
@@ -120,10 +120,9 @@ static int unknown_char(const lm_model *m, const char *prompt, const int64_t *id
         unsigned char b = (unsigned char)prompt[at];
         size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : 4;
         if (ids[i] == 0) {
-            fprintf(stderr, "qkv generate: the prompt's character '%.*s' (byte %zu) is not in the model's "
-                    "vocabulary (%lld characters, those of its training text)\n", (int)len, prompt + at, at,
+            return qkv_cli_report("generate", "the prompt's character '%.*s' (byte %zu) is not in the model's "
+                    "vocabulary (%lld characters, those of its training text)", (int)len, prompt + at, at,
                     (long long)m->o.vocab_size - 2);
-            return 1;
         }
         at += len;
     }
@@ -181,27 +180,25 @@ int qkv_cli_generate(int argc, char **argv)
     size_t plen = strlen(o.prompt);
     int64_t bad = utf8_invalid((const unsigned char *)o.prompt, plen);
     if (bad >= 0) {
-        fprintf(stderr, "qkv generate: the prompt is not valid UTF-8 (byte %lld)\n", (long long)bad);
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("generate", "the prompt is not valid UTF-8 (byte %lld)", (long long)bad);
     }
     lm_model m;
     if (lm_model_load(&m, path)) {
-        fprintf(stderr, "qkv generate: %s\n", qkv_cli_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("generate", "%s", qkv_cli_last_error());
     }
     int64_t *ids = NULL, n = 0, *all = NULL, n_all = 0;
     double sec = 0;
     rc = QKV_EXIT_FAILURE;
     if (qkv_tokenizer_encode(m.tok, o.prompt, plen, &ids, &n)) {
-        fprintf(stderr, "qkv generate: the prompt: %s\n", qkv_last_error());
+        qkv_cli_report("generate", "the prompt: %s", qkv_last_error());
         goto done;
     }
     if (unknown_char(&m, o.prompt, ids, n)) goto done;
     int64_t start = 0, L = m.o.max_len;
     if (n > L) {
         start = n - L;
-        fprintf(stderr, "qkv generate: note: the prompt has %lld tokens, the model's context %lld: the first "
-                "%lld are dropped\n", (long long)n, (long long)L, (long long)start);
+        qkv_cli_report("generate", "note: the prompt has %lld tokens, the model's context %lld: the first "
+                "%lld are dropped", (long long)n, (long long)L, (long long)start);
     }
     fwrite(o.prompt, 1, plen, stdout);
     fflush(stdout);
@@ -213,15 +210,15 @@ int qkv_cli_generate(int argc, char **argv)
     fflush(stdout);
     int64_t made = n_all - (n - start);
     static const char *const cache_name[] = {"fp32", "fp16", "bf16"};
-    fprintf(stderr, "qkv generate: %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, %s, %s cache, %s "
-            "weights)\n", (long long)made, sec, sec > 0 ? (double)made / sec : 0, (long long)(n - start),
+    qkv_cli_report("generate", "%lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, %s, %s cache, %s "
+            "weights)", (long long)made, sec, sec > 0 ? (double)made / sec : 0, (long long)(n - start),
             o.s.temperature > 0 ? "sampled" : "greedy", cache_name[o.s.cache], o.s.bf16_weights ? "bf16" : "fp32");
     if (o.html) {
         if (write_html(&m, all, n_all, o.html)) {
-            fprintf(stderr, "qkv generate: %s\n", qkv_cli_last_error());
+            qkv_cli_report("generate", "%s", qkv_cli_last_error());
             goto done;
         }
-        fprintf(stderr, "qkv generate: wrote %s\n", o.html);
+        qkv_cli_report("generate", "wrote %s", o.html);
     }
     rc = QKV_EXIT_OK;
 done:

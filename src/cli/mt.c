@@ -31,8 +31,7 @@ int mt_config_save(const char *cmd, const char *dir, const mt_config *c)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        fprintf(stderr, "qkv %s: cannot write %s: %s\n", cmd, tmp, strerror(errno));
-        return 1;
+        return qkv_cli_report(cmd, "cannot write %s: %s", tmp, strerror(errno));
     }
     fprintf(f, "kind translation\nmodel %s\nrnn %s\nattention %s\nbidirectional %d\n"
             "layers %lld\nembed %lld\nhidden %lld\nheads %lld\nmax_len %lld\ndropout %.17g\n"
@@ -50,7 +49,7 @@ int mt_config_save(const char *cmd, const char *dir, const mt_config *c)
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
-        fprintf(stderr, "qkv %s: cannot write %s\n", cmd, path);
+        qkv_cli_report(cmd, "cannot write %s", path);
         remove(tmp);
         return 1;
     }
@@ -62,8 +61,7 @@ int mt_checkpoint_dir(const char *cmd, const char *arg, char *dir, size_t cap)
     struct stat st;
     size_t n = strlen(arg);
     if (stat(arg, &st) != 0) {
-        fprintf(stderr, "qkv %s: cannot open %s: %s\n", cmd, arg, strerror(errno));
-        return 1;
+        return qkv_cli_report(cmd, "cannot open %s: %s", arg, strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(dir, cap, "%s", arg);
@@ -97,10 +95,9 @@ static int conf_read(const char *cmd, const char *dir, conf_file *cf)
     snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "qkv %s: %s has no %s (%s): not a model directory of `qkv train "
-                "translation` (give its --out directory, or the %s in it)\n", cmd, dir, MT_CONFIG,
+        return qkv_cli_report(cmd, "%s has no %s (%s): not a model directory of `qkv train "
+                "translation` (give its --out directory, or the %s in it)", dir, MT_CONFIG,
                 strerror(errno), MT_CHECKPOINT);
-        return 1;
     }
     fclose(f);
     size_t len;
@@ -122,8 +119,7 @@ int mt_checkpoint_kind(const char *cmd, const char *dir, char *kind, size_t cap)
     if (conf_read(cmd, dir, &cf)) return 1;
     const char *k = conf_get(cf.keys, cf.vals, cf.n, "kind");
     if (!k) {
-        fprintf(stderr, "qkv %s: %s/%s names no kind (a first line such as 'kind translation')\n",
-                cmd, dir, MT_CONFIG);
+        qkv_cli_report(cmd, "%s/%s names no kind (a first line such as 'kind translation')", dir, MT_CONFIG);
         free(cf.text);
         return 1;
     }
@@ -139,10 +135,8 @@ static int conf_int(const char *cmd, const char *dir, const conf_file *cf, const
     char *end;
     long long x = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || x < lo || x > hi) {
-        fprintf(stderr, "qkv %s: %s/%s: '%s' is %s%s%s (expected a whole number in [%lld, %lld])\n",
-                cmd, dir, MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "",
+        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a whole number in [%lld, %lld])", dir, MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "",
                 (long long)lo, (long long)hi);
-        return 1;
     }
     *v = x;
     return 0;
@@ -155,9 +149,8 @@ static int conf_double(const char *cmd, const char *dir, const conf_file *cf, co
     char *end;
     double x = s ? strtod(s, &end) : 0;
     if (!s || !*s || *end || !isfinite(x) || x < 0) {
-        fprintf(stderr, "qkv %s: %s/%s: '%s' is %s%s%s (expected a number >= 0)\n", cmd, dir,
+        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a number >= 0)", dir,
                 MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "");
-        return 1;
     }
     *v = x;
     return 0;
@@ -171,8 +164,7 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
     const char *kind = conf_get(cf.keys, cf.vals, cf.n, "kind");
     int rc = 1;
     if (!kind || strcmp(kind, "translation")) {
-        fprintf(stderr, "qkv %s: %s holds a checkpoint of kind '%s', not a translation model\n",
-                cmd, dir, kind ? kind : "(none)");
+        qkv_cli_report(cmd, "%s holds a checkpoint of kind '%s', not a translation model", dir, kind ? kind : "(none)");
         goto done;
     }
     const char *model = conf_get(cf.keys, cf.vals, cf.n, "model");
@@ -184,8 +176,7 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
         (strcmp(rnn, "gru") && strcmp(rnn, "lstm")) || !attn ||
         qkv_rnn_attention_parse(attn, &c->attention) != QKV_OK || !dirn ||
         (strcmp(dirn, "en-fr") && strcmp(dirn, "fr-en"))) {
-        fprintf(stderr, "qkv %s: %s/%s: model, rnn, attention or direction is missing or unknown\n",
-                cmd, dir, MT_CONFIG);
+        qkv_cli_report(cmd, "%s/%s: model, rnn, attention or direction is missing or unknown", dir, MT_CONFIG);
         goto done;
     }
     c->model = strcmp(model, "rnn") ? MT_TRANSFORMER : MT_RNN;
@@ -215,7 +206,7 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
     if (conf_get(cf.keys, cf.vals, cf.n, "rank") && conf_int(cmd, dir, &cf, "rank", 0, 65536, &c->rank)) goto done;
     const char *prec = conf_get(cf.keys, cf.vals, cf.n, "precision");
     if (prec && !qkv_cli_precision_parse(prec, &c->precision)) {
-        fprintf(stderr, "qkv %s: %s/%s: precision '%s' is neither fp32 nor bf16\n", cmd, dir, MT_CONFIG, prec);
+        qkv_cli_report(cmd, "%s/%s: precision '%s' is neither fp32 nor bf16", dir, MT_CONFIG, prec);
         goto done;
     }
     rc = 0;
@@ -270,11 +261,10 @@ static int open_words(const char *cmd, const char *dir, const char *name, int64_
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (qkv_tokenizer_load(path, t) != QKV_OK) {
-        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
-        return 1;
+        return qkv_cli_report(cmd, "%s", qkv_cli_last_error());
     }
     if (qkv_tokenizer_kind_of(*t) != QKV_TOKENIZER_WORDS || qkv_tokenizer_vocab_size(*t) != vocab) {
-        fprintf(stderr, "qkv %s: %s is not the words tokenizer of %lld ids that %s/%s names\n", cmd,
+        qkv_cli_report(cmd, "%s is not the words tokenizer of %lld ids that %s/%s names",
                 path, (long long)vocab, dir, MT_CONFIG);
         qkv_tokenizer_free(*t);
         *t = NULL;
@@ -300,7 +290,7 @@ int mt_model_open(const char *cmd, const char *arg, mt_model *m)
     else snprintf(ckpt, sizeof ckpt, "%s/%s", dir, MT_CHECKPOINT);
     if (mt_model_init(m, &c, src, tgt) != QKV_OK ||
         qkv_checkpoint_load(ckpt, m->p, NULL, NULL, NULL) != QKV_OK) {
-        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
+        qkv_cli_report(cmd, "%s", qkv_cli_last_error());
         mt_model_free(m);
         return 1;
     }
@@ -320,7 +310,7 @@ int mt_pairs_read(const char *cmd, const char *path, int reverse, mt_pairs *p)
     p->src = malloc((size_t)lines * sizeof *p->src);
     p->tgt = malloc((size_t)lines * sizeof *p->tgt);
     if (!p->src || !p->tgt) {
-        fprintf(stderr, "qkv %s: out of memory reading %s\n", cmd, path);
+        qkv_cli_report(cmd, "out of memory reading %s", path);
         mt_pairs_free(p);
         return 1;
     }

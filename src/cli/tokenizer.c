@@ -32,8 +32,9 @@ const char qkv_cli_tokenizer_usage[] =
 
 static int fail(const char *cmd)
 {
-    fprintf(stderr, "qkv tokenizer %s: %s\n", cmd, qkv_last_error());
-    return QKV_EXIT_FAILURE;
+    char name[64];
+    snprintf(name, sizeof name, "tokenizer %s", cmd);
+    return qkv_cli_report(name, "%s", qkv_last_error());
 }
 
 static int train(int argc, char **argv)
@@ -72,8 +73,7 @@ static int train(int argc, char **argv)
     free(text);
     if (s == QKV_OK) s = qkv_tokenizer_save(t, out);
     if (s != QKV_OK) return qkv_tokenizer_free(t), fail("train");
-    fprintf(stderr, "qkv tokenizer train: %s: %s, vocabulary %" PRId64 "\n", out, types[type],
-            qkv_tokenizer_vocab_size(t));
+    qkv_cli_report("tokenizer train", "%s: %s, vocabulary %" PRId64, out, types[type], qkv_tokenizer_vocab_size(t));
     qkv_tokenizer_free(t);
     return QKV_EXIT_OK;
 }
@@ -131,12 +131,12 @@ static int code(int argc, char **argv, int decode)
             char *out;
             size_t olen;
             if (!parse_ids(p, e, &ids, &n, &cap)) {
-                fprintf(stderr, "qkv tokenizer decode: line %" PRId64 ": expected ids (whole numbers) separated by spaces\n", line);
+                qkv_cli_report("tokenizer decode", "line %" PRId64 ": expected ids (whole numbers) separated by spaces", line);
                 status = QKV_EXIT_FAILURE;
                 break;
             }
             if (qkv_tokenizer_decode(t, ids, n, &out, &olen) != QKV_OK) {
-                fprintf(stderr, "qkv tokenizer decode: line %" PRId64 ": %s\n", line, qkv_last_error());
+                qkv_cli_report("tokenizer decode", "line %" PRId64 ": %s", line, qkv_last_error());
                 status = QKV_EXIT_FAILURE;
                 break;
             }
@@ -146,7 +146,7 @@ static int code(int argc, char **argv, int decode)
         } else {
             int64_t *v, m;
             if (qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m) != QKV_OK) {
-                fprintf(stderr, "qkv tokenizer encode: line %" PRId64 ": %s\n", line, qkv_last_error());
+                qkv_cli_report("tokenizer encode", "line %" PRId64 ": %s", line, qkv_last_error());
                 status = QKV_EXIT_FAILURE;
                 break;
             }
@@ -176,15 +176,15 @@ int qkv_cli_tokenizer(int argc, char **argv)
     for (int i = 0; i < 3 && argc >= 2; i++)
         if (!strcmp(argv[1], subs[i])) which = i;
     if (which < 0) {
-        if (argc < 2) fprintf(stderr, "qkv tokenizer: expected train, encode or decode (try: qkv tokenizer --help)\n");
-        else fprintf(stderr, "qkv tokenizer: unknown subcommand '%s', expected train, encode or decode (try: qkv tokenizer --help)\n", argv[1]);
+        if (argc < 2) qkv_cli_report("tokenizer", "expected train, encode or decode (try: qkv tokenizer --help)");
+        else qkv_cli_report("tokenizer", "unknown subcommand '%s', expected train, encode or decode (try: qkv tokenizer --help)", argv[1]);
         return QKV_EXIT_USAGE;
     }
     /* the subcommand's arguments, named "tokenizer SUB" in messages */
     char name[32];
     snprintf(name, sizeof name, "tokenizer %s", subs[which]);
     char **args = malloc((size_t)argc * sizeof *args);
-    if (!args) return fprintf(stderr, "qkv tokenizer: out of memory\n"), QKV_EXIT_FAILURE;
+    if (!args) return qkv_cli_report("tokenizer", "out of memory"), QKV_EXIT_FAILURE;
     args[0] = name;
     for (int i = 2; i < argc; i++) args[i - 1] = argv[i];
     int status = which == 0 ? train(argc - 1, args) : code(argc - 1, args, which == 2);

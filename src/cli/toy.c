@@ -465,16 +465,14 @@ static int plot_all(const toy_opts *o, const toy_set *test, const toy_result *re
         if (!n) continue;
         snprintf(path, sizeof path, "%s_%s.%s", o->plots, task_names[k], ext);
         if (plot_sequences(path, k, &test[k], o->T, n, pk, rk, o->compare)) {
-            fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-            return QKV_EXIT_FAILURE;
+            return qkv_cli_report("toy", "%s", qkv_last_error());
         }
         printf("wrote %s: four test sequences, input grey, target blue, predictions in run order: red, "
                "green, orange, purple\n", path);
     }
     snprintf(path, sizeof path, "%s_loss.%s", o->plots, ext);
     if (plot_losses(path, res, nres, o->compare)) {
-        fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-        return QKV_EXIT_FAILURE;
+        return qkv_cli_report("toy", "%s", qkv_last_error());
     }
     printf("wrote %s: the runs' training loss and test MSE curves\n", path);
     return QKV_EXIT_OK;
@@ -493,7 +491,7 @@ int qkv_cli_toy(int argc, char **argv)
     /* rank 0 prints, logs and draws; the others train silently */
     if (qkv_dist_rank(o.dist) != 0) o.log = NULL, o.plots[0] = 0;
     if (o.batch % qkv_dist_size(o.dist) != 0 && qkv_dist_rank(o.dist) == 0)
-        fprintf(stderr, "qkv toy: note: the batch of %lld is split unevenly between %d ranks\n",
+        qkv_cli_report("toy", "note: the batch of %lld is split unevenly between %d ranks",
                 (long long)o.batch, qkv_dist_size(o.dist));
     rc = toy_main(&o);
     qkv_dist_free(o.dist);
@@ -535,8 +533,7 @@ static int toy_main(const toy_opts *op)
         test[k] = (toy_set){malloc((size_t)(o.n_test * o.T) * 4), malloc((size_t)(o.n_test * o.T) * 4), o.n_test};
         if (qkv_toy_generate(&rng, (qkv_toy_task)k, o.n_train, o.T, 0.3f, train[k].in, train[k].target) ||
             qkv_toy_generate(&rng, (qkv_toy_task)k, o.n_test, o.T, 0.3f, test[k].in, test[k].target)) {
-            fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-            return QKV_EXIT_FAILURE;
+            return qkv_cli_report("toy", "%s", qkv_last_error());
         }
     }
     int nres = 0;
@@ -555,12 +552,10 @@ static int toy_main(const toy_opts *op)
         oi.precision = prec;
         if (!preds[nres] || curve_init(&r->loss, oi.epochs * (o.n_train / o.batch), o.n_train / o.batch) ||
             curve_init(&r->val, oi.epochs, 0)) {
-            fprintf(stderr, "qkv toy: out of memory\n");
-            return QKV_EXIT_FAILURE;
+            return qkv_cli_report("toy", "out of memory");
         }
         if (run_one(&oi, &train[r->task], &test[r->task], r, preds[nres])) {
-            fprintf(stderr, "qkv toy: %s\n", qkv_last_error());
-            return QKV_EXIT_FAILURE;
+            return qkv_cli_report("toy", "%s", qkv_last_error());
         }
         nres++;
     }

@@ -44,7 +44,7 @@ int qkv_cli_train(int argc, char **argv)
         return QKV_EXIT_OK;
     }
     if (argv[1][0] == '-') {
-        fprintf(stderr, "qkv train: unknown option '%s' (try: qkv train --help)\n", argv[1]);
+        qkv_cli_report("train", "unknown option '%s' (try: qkv train --help)", argv[1]);
         return QKV_EXIT_USAGE;
     }
     for (int i = 0; i < NKINDS; i++)
@@ -54,6 +54,6 @@ int qkv_cli_train(int argc, char **argv)
             argv[1] = name;
             return kinds[i].run(argc - 1, argv + 1);
         }
-    fprintf(stderr, "qkv train: unknown kind '%s' (try: qkv train --help)\n", argv[1]);
+    qkv_cli_report("train", "unknown kind '%s' (try: qkv train --help)", argv[1]);
     return QKV_EXIT_USAGE;
 }

@@ -531,8 +531,8 @@ static int fail(lm_state *st, const char *what)
 {
     char msg[700];
     snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-    if (qkv_dist_size(st->dist) > 1) fprintf(stderr, "qkv train lm: rank %d: %s\n", qkv_dist_rank(st->dist), msg);
-    else fprintf(stderr, "qkv train lm: %s\n", msg);
+    if (qkv_dist_size(st->dist) > 1) qkv_cli_report("train lm", "rank %d: %s", qkv_dist_rank(st->dist), msg);
+    else qkv_cli_report("train lm", "%s", msg);
     if (!st->agreed) {
         qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
         qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, "train lm");
@@ -633,7 +633,7 @@ static int train_lm(lm_opts o, qkv_dist *dist)
     st.agreed = 1;
     if (qkv_cli_dist_agree(dist, QKV_OK, "train lm")) return fail(&st, NULL);
     if (o.r.batch % qkv_dist_size(dist) && root)
-        fprintf(stderr, "qkv train lm: note: the batch of %lld is split unevenly between %d ranks\n",
+        qkv_cli_report("train lm", "note: the batch of %lld is split unevenly between %d ranks",
                 (long long)o.r.batch, qkv_dist_size(dist));
     printf("qkv train lm: %s, %lld tokens (%s tokenizer, %lld ids): %lld train, %lld validation (the last %g)\n",
            o.r.corpus, (long long)st.cp.n, st.model.tok_spec, (long long)st.model.o.vocab_size,

@@ -303,7 +303,7 @@ static int log_open(const tr_opts *o, int64_t step, FILE **f)
     }
     *f = fopen(path, "w");
     if (!*f) {
-        fprintf(stderr, "qkv train translation: cannot write %s: %s\n", path, strerror(errno));
+        qkv_cli_report("train translation", "cannot write %s: %s", path, strerror(errno));
         free(keep);
         return 1;
     }
@@ -326,8 +326,7 @@ static int plot_log(const tr_opts *o)
     int64_t nt = 0, nv = 0;
     if (!x || !y) {
         free(text), free(x), free(y);
-        fprintf(stderr, "qkv train translation: out of memory\n");
-        return 1;
+        return qkv_cli_report("train translation", "out of memory");
     }
     double *vx = x + n + 1, *vy = y + n + 1;
     for (char *s = strtok(text, "\n"); s; s = strtok(NULL, "\n")) {
@@ -345,7 +344,7 @@ static int plot_log(const tr_opts *o)
     snprintf(out, sizeof out, "%s_loss.png", o->plots);
     int rc = 0;
     if (qkv_plot_lines(out, &p) != QKV_OK) {
-        fprintf(stderr, "qkv train translation: %s\n", qkv_last_error());
+        qkv_cli_report("train translation", "%s", qkv_last_error());
         rc = 1;
     } else {
         printf("wrote %s: training and validation loss\n", out);
@@ -356,8 +355,7 @@ static int plot_log(const tr_opts *o)
 
 static int fail(const char *what)
 {
-    fprintf(stderr, "qkv train translation: %s%s%s\n", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-    return QKV_EXIT_FAILURE;
+    return qkv_cli_report("train translation", "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
 }
 
 /* Loads the tokenizers: from the data (a new run, then saved into --out)
@@ -386,8 +384,7 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, int root, qkv_tokeni
     if (!o->resume && o->vocab > 0) {
         if (train_words(tp->src, tp->n, o->vocab, src) != QKV_OK ||
             train_words(tp->tgt, tp->n, o->vocab, tgt) != QKV_OK) {
-            fprintf(stderr, "qkv train translation: the tokenizers: %s\n", qkv_cli_last_error());
-            return 1;
+            return qkv_cli_report("train translation", "the tokenizers: %s", qkv_cli_last_error());
         }
     } else if (o->resume) {
         snprintf(ps, sizeof ps, "%s/%s", o->out, MT_SRC_WORDS);
@@ -397,20 +394,17 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, int root, qkv_tokeni
         snprintf(pt, sizeof pt, "%s/words.%s", o->c.data, o->c.reverse ? "en" : "fr");
     }
     if (!*src && (qkv_tokenizer_load(ps, src) != QKV_OK || qkv_tokenizer_load(pt, tgt) != QKV_OK)) {
-        fprintf(stderr, "qkv train translation: %s%s\n", qkv_last_error(),
+        return qkv_cli_report("train translation", "%s%s", qkv_last_error(),
                 o->resume ? "" : " (run tools/get_data.sh translation first, or give --data DIR)");
-        return 1;
     }
     if (qkv_tokenizer_kind_of(*src) != QKV_TOKENIZER_WORDS || qkv_tokenizer_kind_of(*tgt) != QKV_TOKENIZER_WORDS) {
-        fprintf(stderr, "qkv train translation: %s and %s must be words tokenizers\n", ps, pt);
-        return 1;
+        return qkv_cli_report("train translation", "%s and %s must be words tokenizers", ps, pt);
     }
     if (o->resume || !root) return 0;
     snprintf(ps, sizeof ps, "%s/%s", o->out, MT_SRC_WORDS);
     snprintf(pt, sizeof pt, "%s/%s", o->out, MT_TGT_WORDS);
     if (qkv_tokenizer_save(*src, ps) != QKV_OK || qkv_tokenizer_save(*tgt, pt) != QKV_OK) {
-        fprintf(stderr, "qkv train translation: %s\n", qkv_last_error());
-        return 1;
+        return qkv_cli_report("train translation", "%s", qkv_last_error());
     }
     return 0;
 }
@@ -438,14 +432,14 @@ static int run(tr_opts *o, qkv_dist *d)
         if (mt_config_load(cmd, o->out, &o->c)) return setup_failed(d, QKV_EXIT_FAILURE);
         if (o->steps_given && !o->epochs) o->c.steps = steps;
     } else if (root && stat(ckpt, &st) == 0) {
-        fprintf(stderr, "qkv %s: %s already holds a model: give --resume to continue it, or "
-                "another --out\n", cmd, o->out);
+        qkv_cli_report(cmd, "%s already holds a model: give --resume to continue it, or "
+                "another --out", o->out);
         qkv_cli_fail(QKV_ERR_ARG, "%s already holds a model", o->out);
         return setup_failed(d, QKV_EXIT_USAGE);
     }
     /* rank 0 writes the directory; the others (on another machine, maybe) only read */
     if (root && mkdir_p(o->out)) {
-        fprintf(stderr, "qkv %s: cannot create %s: %s\n", cmd, o->out, strerror(errno));
+        qkv_cli_report(cmd, "cannot create %s: %s", o->out, strerror(errno));
         qkv_cli_fail(QKV_ERR_IO, "cannot create %s: %s", o->out, strerror(errno));
         return setup_failed(d, QKV_EXIT_FAILURE);
     }
@@ -454,7 +448,7 @@ static int run(tr_opts *o, qkv_dist *d)
     snprintf(path, sizeof path, "%s/train.tsv", o->c.data);
     if (stat(path, &st) != 0) {
         qkv_cli_fail(QKV_ERR_IO, "no %s: run tools/get_data.sh translation first, or give --data DIR", path);
-        fprintf(stderr, "qkv %s: %s\n", cmd, qkv_cli_last_error());
+        qkv_cli_report(cmd, "%s", qkv_cli_last_error());
         return setup_failed(d, QKV_EXIT_FAILURE);
     }
     if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) {
@@ -486,8 +480,8 @@ static int run(tr_opts *o, qkv_dist *d)
         goto done;
     }
     if (ts.n == 0 || vs.n == 0) {
-        fprintf(stderr, "qkv %s: no pair of %s/train.tsv or valid.tsv has at most %lld words a side "
-                "and %lld tokens\n", cmd, m.cfg.data, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1);
+        qkv_cli_report(cmd, "no pair of %s/train.tsv or valid.tsv has at most %lld words a side "
+                "and %lld tokens", m.cfg.data, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1);
         goto done;
     }
     int64_t nb = (ts.n + m.cfg.batch - 1) / m.cfg.batch;

@@ -371,8 +371,8 @@ static int fail(vt_state *st, const char *cmd, const char *what)
 {
     char msg[700];
     snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-    if (qkv_dist_size(st->dist) > 1) fprintf(stderr, "qkv %s: rank %d: %s\n", cmd, qkv_dist_rank(st->dist), msg);
-    else fprintf(stderr, "qkv %s: %s\n", cmd, msg);
+    if (qkv_dist_size(st->dist) > 1) qkv_cli_report(cmd, "rank %d: %s", qkv_dist_rank(st->dist), msg);
+    else qkv_cli_report(cmd, "%s", msg);
     if (!st->agreed) {
         qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
         qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, cmd);
@@ -512,7 +512,7 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
     st.agreed = 1;
     if (qkv_cli_dist_agree(dist, QKV_OK, cmd)) return fail(&st, cmd, NULL);
     if (B % qkv_dist_size(dist) && root)
-        fprintf(stderr, "qkv %s: note: the batch of %lld is split unevenly between %d ranks\n", cmd,
+        qkv_cli_report(cmd, "note: the batch of %lld is split unevenly between %d ranks",
                 (long long)B, qkv_dist_size(dist));
     char desc[300];
     describe(&st.model.cfg, desc, sizeof desc);

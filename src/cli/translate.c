@@ -159,13 +159,13 @@ static qkv_status show_attention(tl_state *st, int64_t k, const int64_t *src, in
         h.row_labels = (const char *const *)rows, h.col_labels = (const char *const *)cols;
         h.title = title, h.row_axis = "output", h.col_axis = "input";
         s = qkv_plot_heatmap(path, &h);
-        if (s == QKV_OK) fprintf(stderr, "qkv translate: wrote %s\n", path);
+        if (s == QKV_OK) qkv_cli_report("translate", "wrote %s", path);
     }
     if (s == QKV_OK && st->html) {
         numbered(st->html, k, path, sizeof path);
         qkv_explorer e = {w, layers, heads, L, S, (const char *const *)rows, (const char *const *)cols, title};
         s = qkv_explorer_write(path, &e);
-        if (s == QKV_OK) fprintf(stderr, "qkv translate: wrote %s\n", path);
+        if (s == QKV_OK) qkv_cli_report("translate", "wrote %s", path);
     }
     for (int64_t t = 0; rows && t < L; t++) free(rows[t]);
     free(rows), free(cols), free(spieces), free(tpieces), free(mean), free(w);
@@ -180,12 +180,12 @@ static void translate_line(tl_state *st, int64_t k, const char *where, char *tex
     while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ' || text[n - 1] == '\t')) text[--n] = '\0';
     while (*text == ' ' || *text == '\t') text++;
     if (!*text) {
-        fprintf(stderr, "qkv translate: %s is empty: skipped\n", where);
+        qkv_cli_report("translate", "%s is empty: skipped", where);
         printf("\n");
         return;
     }
     if (!utf8_valid((const unsigned char *)text, strlen(text))) {
-        fprintf(stderr, "qkv translate: %s is not valid UTF-8: skipped\n", where);
+        qkv_cli_report("translate", "%s is not valid UTF-8: skipped", where);
         printf("\n");
         return;
     }
@@ -193,11 +193,11 @@ static void translate_line(tl_state *st, int64_t k, const char *where, char *tex
     qkv_tensor *ts;
     qkv_status s = mt_encode_source(m, text, &src, &S, &unknown, &cut);
     if (s == QKV_OK && unknown)
-        fprintf(stderr, "qkv translate: %s: %lld word%s the model does not know, read as <unk>\n", where,
+        qkv_cli_report("translate", "%s: %lld word%s the model does not know, read as <unk>", where,
                 (long long)unknown, unknown == 1 ? "" : "s");
     if (s == QKV_OK && cut)
-        fprintf(stderr, "qkv translate: %s has %lld words and marks, more than the model's %lld: "
-                "the first %lld are translated\n", where, (long long)(S - 1 + cut),
+        qkv_cli_report("translate", "%s has %lld words and marks, more than the model's %lld: "
+                "the first %lld are translated", where, (long long)(S - 1 + cut),
                 (long long)m->cfg.max_len - 1, (long long)(S - 1));
     if (s == QKV_OK) {
         qkv_ctx_reset(st->c);
@@ -216,11 +216,11 @@ static void translate_line(tl_state *st, int64_t k, const char *where, char *tex
     free(out);
     if (s == QKV_OK && (st->show || st->png || st->svg || st->html)) {
         if (m->cfg.model == MT_RNN && m->cfg.attention == QKV_RNN_ATTN_NONE)
-            fprintf(stderr, "qkv translate: the model has no attention (--attention none): no alignment to show\n");
+            qkv_cli_report("translate", "the model has no attention (--attention none): no alignment to show");
         else s = show_attention(st, k, src, S, st->tokens, len, text, cut);
     }
     if (s != QKV_OK) {
-        fprintf(stderr, "qkv translate: %s: %s\n", where, qkv_cli_last_error());
+        qkv_cli_report("translate", "%s: %s", where, qkv_cli_last_error());
         st->failures++;
     }
     free(src);
@@ -244,7 +244,7 @@ int qkv_cli_translate(int argc, char **argv)
     if (mt_model_open("translate", a.operands[0], &st.m)) return QKV_EXIT_FAILURE;
     st.tokens = malloc((size_t)st.m.cfg.max_len * sizeof *st.tokens);
     if (!st.tokens || qkv_ctx_new(&st.c) != QKV_OK) {
-        fprintf(stderr, "qkv translate: out of memory\n");
+        qkv_cli_report("translate", "out of memory");
         mt_model_free(&st.m);
         free(st.tokens);
         return QKV_EXIT_FAILURE;
@@ -257,7 +257,7 @@ int qkv_cli_translate(int argc, char **argv)
             translate_line(&st, ++k, where, a.operands[i]);
         }
     } else {
-        if (isatty(0)) fprintf(stderr, "qkv translate: %s, %s; type a sentence and Enter, Ctrl-D to end\n",
+        if (isatty(0)) qkv_cli_report("translate", "%s, %s; type a sentence and Enter, Ctrl-D to end",
                                mt_model_name(&st.m.cfg), mt_direction(&st.m.cfg));
         char *line = NULL;
         size_t cap = 0;
