@@ -1,0 +1,29 @@
+/* parity.h: what the parity tests share: a whole file read back, an oracle
+ * case file opened with its arena, parameters and generator, a tensor's
+ * gradient checked against the oracle's, and the forward and backward of
+ * sum(R * y) collected into one buffer to compare two code paths. */
+#ifndef QKV_TEST_PARITY_H
+#define QKV_TEST_PARITY_H
+#include "oracle.h"
+
+/* The whole of path, NUL-terminated (NULL when it cannot be read); its
+ * size in *n (n may be NULL; 0 when unread). */
+static inline char *h_slurp(const char *path, size_t *n)
+{
+    if (n) *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, k = 0;
+    char *b = malloc(cap);
+    while (b && (k += fread(b + k, 1, cap - k - 1, f)) == cap - 1) {
+        char *b2 = realloc(b, cap * 2);
+        if (!b2) free(b);
+        b = b2, cap *= 2;
+    }
+    fclose(f);
+    if (b) b[k] = 0;
+    if (n) *n = k;
+    return b;
+}
+
+#endif
