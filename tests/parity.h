@@ -26,4 +26,17 @@ static inline char *h_slurp(const char *path, size_t *n)
     return b;
 }
 
+/* Checks t's gradient against the oracle's tensor "<prefix><name>"
+ * (norm-wise relative error <= 1e-4), keeping the worst error in *worst. */
+static inline void h_compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,
+                                  const char *name, const qkv_tensor *t, double *worst)
+{
+    char g[128];
+    snprintf(g, sizeof g, "%s%s", prefix, name);
+    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
+    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
+    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, worst);
+    free(got);
+}
+
 #endif

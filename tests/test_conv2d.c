@@ -8,7 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
+#include "parity.h"
 
 #define TRY(expr)                              \
     do {                                       \
@@ -252,18 +252,6 @@ static int n_cases, n_ran[4], n_mlp, kind_i;
 #define worst_val worst_val_k[kind_i]
 #define worst_grad worst_grad_k[kind_i]
 
-/* The gradient of t against the oracle's "<prefix><name>". */
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,
-                         const char *name, const qkv_tensor *t)
-{
-    char g[128];
-    snprintf(g, sizeof g, "%s%s", prefix, name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
-
 static int same_shape(const char *file, const char *what, const qkv_tensor *y, const qkv_tensor *want)
 {
     char b1[64], b2[64];
@@ -298,9 +286,9 @@ static void parity_conv(qkv_safetensors *st, qkv_arena *a, const char *file)
             n_ran[0]++;
             h_compare(file, "y", y->data, want, 1e-5, &worst_val);
             CHECK_OK(qkv_backward(c, y, dy->data));
-            compare_grad(st, a, file, "grad.", "x", x);
-            compare_grad(st, a, file, "grad.", "weight", w);
-            if (b) compare_grad(st, a, file, "grad.", "bias", b);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+            h_compare_grad(st, a, file, "grad.", "weight", w, &worst_grad);
+            if (b) h_compare_grad(st, a, file, "grad.", "bias", b, &worst_grad);
         }
         qkv_ctx_free(c);
     }
@@ -331,7 +319,7 @@ static void parity_pool(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_ran[1]++;
         h_compare(file, "y", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dy->data));
-        compare_grad(st, a, file, "grad.", "x", x); /* ties: the first maximum */
+        h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad); /* ties: the first maximum */
     }
     qkv_ctx_free(c);
 }
@@ -364,9 +352,9 @@ static void parity_bn(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_ran[2]++;
         h_compare(file, "y (training)", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dy->data));
-        compare_grad(st, a, file, "grad.", "x", x);
-        if (m.weight) compare_grad(st, a, file, "grad.", "weight", m.weight);
-        if (m.weight) compare_grad(st, a, file, "grad.", "bias", m.bias);
+        h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad.", "weight", m.weight, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad.", "bias", m.bias, &worst_grad);
     }
     h_compare(file, "running_mean", m.running_mean->data, h_load(st, a, "after.running_mean", 0), 1e-5,
               &worst_val);
@@ -386,9 +374,9 @@ static void parity_bn(qkv_safetensors *st, qkv_arena *a, const char *file)
     if (same_shape(file, "ye", ye, want) && dye) {
         h_compare(file, "y (eval)", ye->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, ye, dye->data));
-        compare_grad(st, a, file, "grad_e.", "x", xe);
-        if (m.weight) compare_grad(st, a, file, "grad_e.", "weight", m.weight);
-        if (m.weight) compare_grad(st, a, file, "grad_e.", "bias", m.bias);
+        h_compare_grad(st, a, file, "grad_e.", "x", xe, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad_e.", "weight", m.weight, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad_e.", "bias", m.bias, &worst_grad);
     }
     CHECK(m.num_batches_tracked->data[0] == (float)steps, "%s: eval moved num_batches_tracked", file);
     qkv_ctx_free(c);
@@ -459,13 +447,13 @@ static void parity_cnn(qkv_safetensors *st, qkv_arena *a, const char *file)
             n_ran[3]++;
             h_compare(file, "logits", y->data, want, 1e-5, &worst_val);
             CHECK_OK(qkv_backward(c, y, dl->data));
-            compare_grad(st, a, file, "grad.", "x", x);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
             for (int i = 0; i < qkv_params_count(p); i++) {
                 qkv_tensor *t = qkv_params_at(p, i);
                 char nm[128];
                 snprintf(nm, sizeof nm, "after.%s", t->name);
                 if (t->requires_grad && is_conv_bias(&net, t)) compare_conv_bias(st, a, file, t);
-                else if (t->requires_grad) compare_grad(st, a, file, "grad.", t->name, t);
+                else if (t->requires_grad) h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
                 else if (t->ndim == 1) h_compare(file, nm, t->data, h_load(st, a, nm, 0), 1e-5, &worst_val);
             }
             qkv_ctx_reset(c);
@@ -511,9 +499,9 @@ static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_mlp++;
         h_compare(file, "mlp_logits", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dl->data));
-        compare_grad(st, a, file, "mlp_grad.", "x", x);
+        h_compare_grad(st, a, file, "mlp_grad.", "x", x, &worst_grad);
         for (int i = 0; i < qkv_params_count(p); i++)
-            compare_grad(st, a, file, "mlp_grad.", qkv_params_at(p, i)->name, qkv_params_at(p, i));
+            h_compare_grad(st, a, file, "mlp_grad.", qkv_params_at(p, i)->name, qkv_params_at(p, i), &worst_grad);
     }
     qkv_ctx_free(c);
     qkv_mlp_free(&net);

@@ -6,7 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
+#include "parity.h"
 
 #define TRY(expr)                              \
     do {                                       \
@@ -178,17 +178,6 @@ static void test_fast_vs_ref(void)
 static double worst_out, worst_grad;
 static int n_cases, n_ran;
 
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *name,
-                         const qkv_tensor *t)
-{
-    char g[96];
-    snprintf(g, sizeof g, "grad.%s", name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
-
 static void parity_case(const char *path, const char *file)
 {
     qkv_safetensors *st = NULL;
@@ -247,12 +236,12 @@ static void parity_case(const char *path, const char *file)
                     memcpy(gc, dcn->data, (size_t)qkv_tensor_numel(cn) * sizeof(float));
                 }
                 CHECK_OK(qkv_backward(c, y, dout->data));
-                compare_grad(st, a, file, "x", x);
-                if (h0) compare_grad(st, a, file, "h0", h0);
-                if (c0) compare_grad(st, a, file, "c0", c0);
+                h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+                if (h0) h_compare_grad(st, a, file, "grad.", "h0", h0, &worst_grad);
+                if (c0) h_compare_grad(st, a, file, "grad.", "c0", c0, &worst_grad);
                 for (int i = 0; i < qkv_params_count(p); i++) {
                     qkv_tensor *t = qkv_params_at(p, i);
-                    compare_grad(st, a, file, t->name, t);
+                    h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
                 }
             }
         }

@@ -8,7 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
+#include "parity.h"
 
 #define TRY(expr)                              \
     do {                                       \
@@ -17,17 +17,6 @@
     } while (0)
 
 static double worst_out, worst_grad;
-
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *name,
-                         const qkv_tensor *t)
-{
-    char g[128];
-    snprintf(g, sizeof g, "grad.%s", name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
 
 static int same_shape(const qkv_tensor *a, const qkv_tensor *b)
 {
@@ -80,9 +69,9 @@ static void patch_case(const char *path, const char *file)
             patch_ran++;
             h_compare(file, "y", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
-            compare_grad(st, a, file, "x", x);
-            compare_grad(st, a, file, "weight", w);
-            if (b) compare_grad(st, a, file, "bias", b);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+            h_compare_grad(st, a, file, "grad.", "weight", w, &worst_grad);
+            if (b) h_compare_grad(st, a, file, "grad.", "bias", b, &worst_grad);
             if (x->shape[2] == 224)
                 printf("patch embedding 224x224, 16x16 patches, C=3 -> (%lld,%lld,%lld)%s\n",
                        (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
@@ -157,10 +146,10 @@ static void vit_case(const char *path, const char *file)
             vit_ran++;
             h_compare(file, "logits", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
-            compare_grad(st, a, file, "images", images);
+            h_compare_grad(st, a, file, "grad.", "images", images, &worst_grad);
             for (int i = 0; i < qkv_params_count(p); i++) {
                 qkv_tensor *t = qkv_params_at(p, i);
-                compare_grad(st, a, file, t->name, t);
+                h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
             }
         }
         qkv_ctx_free(c);
