@@ -39,4 +39,45 @@ static inline void h_compare_grad(qkv_safetensors *st, qkv_arena *a, const char 
     free(got);
 }
 
+/* Appends t's n values to buf at *at. */
+static inline void h_append(float *buf, int64_t *at, const float *t, int64_t n)
+{
+    memcpy(buf + *at, t, (size_t)n * sizeof(float));
+    *at += n;
+}
+
+/* fwd's output y, then the gradients of sum(R * y) (R uniform in [-1, 1)
+ * from seed) of ins[0..n_ins) (NULL ones skipped) and of p's tensors (p
+ * may be NULL), each zeroed first, into buf in that order: one run of two
+ * code paths compared value for value. The count of values written (0
+ * when fwd gave no output). */
+static inline int64_t h_collect(qkv_status (*fwd)(qkv_ctx *, void *, qkv_tensor **), void *user,
+                                qkv_tensor *const *ins, int n_ins, qkv_params *p, uint64_t seed, float *buf)
+{
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    if (p) qkv_params_zero_grad(p);
+    for (int i = 0; i < n_ins; i++)
+        if (ins[i]) memset(ins[i]->grad, 0, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
+    qkv_tensor *y = NULL;
+    int64_t n = 0;
+    CHECK_OK(fwd(c, user, &y));
+    if (y) {
+        int64_t ny = qkv_tensor_numel(y);
+        float *R = malloc((size_t)ny * sizeof *R);
+        qkv_rng r;
+        qkv_rng_seed(&r, seed);
+        qkv_rng_fill_uniform(&r, R, ny, -1, 1);
+        h_append(buf, &n, y->data, ny);
+        CHECK_OK(qkv_backward(c, y, R));
+        free(R);
+        for (int i = 0; i < n_ins; i++)
+            if (ins[i]) h_append(buf, &n, ins[i]->grad, qkv_tensor_numel(ins[i]));
+        for (int i = 0; p && i < qkv_params_count(p); i++)
+            h_append(buf, &n, qkv_params_at(p, i)->grad, qkv_tensor_numel(qkv_params_at(p, i)));
+    }
+    qkv_ctx_free(c);
+    return n;
+}
+
 #endif

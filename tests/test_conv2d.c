@@ -175,32 +175,7 @@ static void test_pool_special(void)
 /* Forward and backward of sum(R * y); y then dx, dw, db into buf. */
 static int64_t conv_collect(op_case *k, float *buf)
 {
-    qkv_ctx *c;
-    CHECK_OK(qkv_ctx_new(&c));
-    qkv_tensor *in[3] = {k->x, k->w, k->b};
-    for (int i = 0; i < 3; i++)
-        if (in[i]) memset(in[i]->grad, 0, (size_t)qkv_tensor_numel(in[i]) * sizeof(float));
-    qkv_tensor *y = NULL;
-    int64_t n = 0;
-    CHECK_OK(fwd_conv(c, k, &y));
-    if (y) {
-        int64_t ny = qkv_tensor_numel(y);
-        float *R = malloc((size_t)ny * sizeof *R);
-        qkv_rng r;
-        qkv_rng_seed(&r, 5);
-        qkv_rng_fill_uniform(&r, R, ny, -1, 1);
-        memcpy(buf, y->data, (size_t)ny * sizeof(float));
-        n = ny;
-        CHECK_OK(qkv_backward(c, y, R));
-        free(R);
-        for (int i = 0; i < 3; i++)
-            if (in[i]) {
-                memcpy(buf + n, in[i]->grad, (size_t)qkv_tensor_numel(in[i]) * sizeof(float));
-                n += qkv_tensor_numel(in[i]);
-            }
-    }
-    qkv_ctx_free(c);
-    return n;
+    return h_collect(fwd_conv, k, (qkv_tensor *[]){k->x, k->w, k->b}, 3, NULL, 5, buf);
 }
 
 static void test_fast_vs_ref(void)

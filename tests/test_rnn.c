@@ -103,38 +103,7 @@ static void test_gradcheck(qkv_rnn_mode mode, int bidirectional, int batch_first
  * the output then every gradient (x, h0, c0, parameters) into buf. */
 static int64_t run_collect(rnn_case *k, qkv_params *p, float *buf)
 {
-    qkv_ctx *c;
-    CHECK_OK(qkv_ctx_new(&c));
-    qkv_params_zero_grad(p);
-    qkv_tensor *ins[3] = {k->x, k->h0, k->c0};
-    for (int i = 0; i < 3; i++)
-        if (ins[i]) memset(ins[i]->grad, 0, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
-    qkv_tensor *out = NULL;
-    int64_t n = 0;
-    CHECK_OK(fwd_all(c, k, &out));
-    if (out) {
-        int64_t no = qkv_tensor_numel(out);
-        float *R = malloc((size_t)no * sizeof *R);
-        qkv_rng r;
-        qkv_rng_seed(&r, 9);
-        qkv_rng_fill_uniform(&r, R, no, -1, 1);
-        memcpy(buf, out->data, (size_t)no * sizeof(float));
-        n = no;
-        CHECK_OK(qkv_backward(c, out, R));
-        free(R);
-        for (int i = 0; i < 3; i++)
-            if (ins[i]) {
-                memcpy(buf + n, ins[i]->grad, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
-                n += qkv_tensor_numel(ins[i]);
-            }
-        for (int i = 0; i < qkv_params_count(p); i++) {
-            qkv_tensor *t = qkv_params_at(p, i);
-            memcpy(buf + n, t->grad, (size_t)qkv_tensor_numel(t) * sizeof(float));
-            n += qkv_tensor_numel(t);
-        }
-    }
-    qkv_ctx_free(c);
-    return n;
+    return h_collect(fwd_all, k, (qkv_tensor *[]){k->x, k->h0, k->c0}, 3, p, 9, buf);
 }
 
 static void test_fast_vs_ref(void)
