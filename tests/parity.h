@@ -26,6 +26,30 @@ static inline char *h_slurp(const char *path, size_t *n)
     return b;
 }
 
+/* Opens the oracle's case file path into *st with a new arena *a, and,
+ * where p and r are not NULL, a new parameter set *p and a generator *r
+ * seeded 1; each a check. 0 when the file does not open (nothing else is
+ * made then). */
+static inline int h_case_open(const char *path, qkv_safetensors **st, qkv_arena **a, qkv_params **p,
+                              qkv_rng *r)
+{
+    *st = NULL;
+    CHECK_OK(qkv_safetensors_open(path, st));
+    if (!*st) return 0;
+    if (r) qkv_rng_seed(r, 1);
+    CHECK_OK(qkv_arena_new(a, 0));
+    if (p) CHECK_OK(qkv_params_new(p));
+    return 1;
+}
+
+/* Frees what h_case_open made (p may be NULL). */
+static inline void h_case_close(qkv_safetensors *st, qkv_arena *a, qkv_params *p)
+{
+    qkv_params_free(p);
+    qkv_arena_free(a);
+    qkv_safetensors_close(st);
+}
+
 /* Checks t's gradient against the oracle's tensor "<prefix><name>"
  * (norm-wise relative error <= 1e-4), keeping the worst error in *worst. */
 static inline void h_compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,

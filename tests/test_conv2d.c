@@ -485,12 +485,10 @@ static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!h_case_open(path, &st, &a, NULL, NULL)) return;
+    n_cases++;
     const char *kind = qkv_safetensors_meta(st, "kind");
     if (!kind) CHECK(0, "%s: no kind", file);
     else if (!strcmp(kind, "conv")) kind_i = 0, parity_conv(st, a, file);
@@ -498,8 +496,7 @@ static void parity_case(const char *path, const char *file)
     else if (!strcmp(kind, "bn")) kind_i = 2, parity_bn(st, a, file);
     else if (!strcmp(kind, "cnn")) kind_i = 3, parity_cnn(st, a, file), kind_i = 4, parity_mlp(st, a, file);
     else CHECK(0, "%s: unknown kind %s", file, kind);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, NULL);
 }
 
 /* ---- buffers -------------------------------------------------------------------- */

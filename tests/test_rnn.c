@@ -149,16 +149,12 @@ static int n_cases, n_ran;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    n_cases++;
     const char *mode_s = qkv_safetensors_meta(st, "mode");
     qkv_rnn_mode mode = mode_s && !strcmp(mode_s, "lstm") ? QKV_RNN_LSTM : QKV_RNN_GRU;
     qkv_rnn_opts o = qkv_rnn_opts_default(h_meta_int(st, "input_size"), h_meta_int(st, "hidden_size"));
@@ -218,9 +214,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_nn_gru_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 /* ---- bad input --------------------------------------------------------------- */

@@ -46,11 +46,9 @@ static int patch_ran;
 
 static void patch_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
+    qkv_safetensors *st;
     qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!h_case_open(path, &st, &a, NULL, NULL)) return;
     qkv_tensor *x = h_load(st, a, "x", 1), *w = h_load(st, a, "weight", 1), *b = h_load(st, a, "bias", 1);
     qkv_tensor *want = h_load(st, a, "y", 0), *dout = h_load(st, a, "dout", 0);
     for (int ref = 0; ref < 2 && x && w && want && dout; ref++) {
@@ -80,8 +78,7 @@ static void patch_case(const char *path, const char *file)
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, NULL);
 }
 
 /* ---- the ViT against its PyTorch module -------------------------------------- */
@@ -110,15 +107,11 @@ static qkv_vit_opts opts_from_meta(qkv_safetensors *st)
 
 static void vit_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
     qkv_vit_opts o = opts_from_meta(st);
     qkv_vit m;
     CHECK_OK(qkv_vit_init(&m, &o, p, "", &r));
@@ -156,9 +149,7 @@ static void vit_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_vit_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 /* ---- torchvision's names ----------------------------------------------------- */
