@@ -63,6 +63,14 @@ static inline void h_compare_grad(qkv_safetensors *st, qkv_arena *a, const char 
     free(got);
 }
 
+/* h_compare_grad on each of p's tensors, by its name. */
+static inline void h_compare_grads(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,
+                                   qkv_params *p, double *worst)
+{
+    for (int i = 0; i < qkv_params_count(p); i++)
+        h_compare_grad(st, a, file, prefix, qkv_params_at(p, i)->name, qkv_params_at(p, i), worst);
+}
+
 /* Appends t's n values to buf at *at. */
 static inline void h_append(float *buf, int64_t *at, const float *t, int64_t n)
 {

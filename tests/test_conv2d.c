@@ -475,8 +475,7 @@ static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
         h_compare(file, "mlp_logits", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dl->data));
         h_compare_grad(st, a, file, "mlp_grad.", "x", x, &worst_grad);
-        for (int i = 0; i < qkv_params_count(p); i++)
-            h_compare_grad(st, a, file, "mlp_grad.", qkv_params_at(p, i)->name, qkv_params_at(p, i), &worst_grad);
+        h_compare_grads(st, a, file, "mlp_grad.", p, &worst_grad);
     }
     qkv_ctx_free(c);
     qkv_mlp_free(&net);

@@ -49,15 +49,7 @@ static void parity_case(const char *path, const char *file)
             n_ran++;
             h_compare(file, "logits", logits->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, logits, dlogits->data));
-            for (int i = 0; i < qkv_params_count(p); i++) {
-                qkv_tensor *t = qkv_params_at(p, i);
-                char g[128];
-                snprintf(g, sizeof g, "grad.%s", t->name);
-                float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-                CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-                h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-                free(got);
-            }
+            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
         } else {
             CHECK(0, "%s: logits missing or of the wrong size", file);
         }

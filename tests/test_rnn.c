@@ -204,10 +204,7 @@ static void parity_case(const char *path, const char *file)
                 h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
                 if (h0) h_compare_grad(st, a, file, "grad.", "h0", h0, &worst_grad);
                 if (c0) h_compare_grad(st, a, file, "grad.", "c0", c0, &worst_grad);
-                for (int i = 0; i < qkv_params_count(p); i++) {
-                    qkv_tensor *t = qkv_params_at(p, i);
-                    h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
-                }
+                h_compare_grads(st, a, file, "grad.", p, &worst_grad);
             }
         }
         qkv_ctx_free(c);

@@ -140,10 +140,7 @@ static void vit_case(const char *path, const char *file)
             h_compare(file, "logits", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
             h_compare_grad(st, a, file, "grad.", "images", images, &worst_grad);
-            for (int i = 0; i < qkv_params_count(p); i++) {
-                qkv_tensor *t = qkv_params_at(p, i);
-                h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
-            }
+            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
         }
         qkv_ctx_free(c);
     }
