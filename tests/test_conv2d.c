@@ -10,12 +10,6 @@
 #include "gradcheck.h"
 #include "parity.h"
 
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
-
 /* ---- finite differences ---------------------------------------------------- */
 
 typedef struct {

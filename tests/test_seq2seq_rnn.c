@@ -14,12 +14,6 @@
 #include "kernels/rows.h"
 #include "parity.h"
 
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
-
 static const qkv_rnn_attention KINDS[] = {
     QKV_RNN_ATTN_DOT,      QKV_RNN_ATTN_SCALED_DOT, QKV_RNN_ATTN_COSINE,   QKV_RNN_ATTN_GENERAL,
     QKV_RNN_ATTN_REDUCED_RANK, QKV_RNN_ATTN_ADDITIVE, QKV_RNN_ATTN_LOCATION, QKV_RNN_ATTN_NONE};

@@ -10,12 +10,6 @@
 #include "gradcheck.h"
 #include "parity.h"
 
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
-
 static double worst_out, worst_grad;
 
 static int same_shape(const qkv_tensor *a, const qkv_tensor *b)
