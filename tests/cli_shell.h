@@ -35,7 +35,7 @@ static int qkv(char **out, char **err, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* tmpdir/name (tests/cli_run.h's cli_path: 8 buffers used in turn). */
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
 static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 /* qkv_bin: the absolute path of the qkv binary beside the test's

