@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "harness.h"
 
 extern char **environ;
 
@@ -32,12 +33,12 @@ static inline char *cli_slurp(const char *path, size_t *len)
     return buf ? buf : calloc(1, 1);
 }
 
-/* dir/name, in one of 8 static buffers used in turn. */
+/* dir/name, in one of 16 static buffers used in turn. */
 static inline const char *cli_path(const char *dir, const char *name)
 {
-    static char buf[8][256];
+    static char buf[16][1024];
     static int k;
-    k = (k + 1) % 8;
+    k = (k + 1) % 16;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
     return buf[k];
 }
@@ -72,14 +73,18 @@ static inline cli_result cli_run(const char *bin, const char *in, const char *ou
 /* The qkv binary beside the test's directory (build/tests/../qkv,
  * build-san/tests/../qkv) into bin; a new temporary directory made from
  * tmp (a mkdtemp template, changed in place); out and err: out.txt and
- * err.txt in it. 0, or -1 when there is no binary or no directory. */
+ * err.txt in it. 0, or -1 (a failed check) when there is no binary or no
+ * directory. */
 static inline int cli_setup(const char *argv0, char *bin, size_t bin_cap, char *tmp, char *out,
                      size_t out_cap, char *err, size_t err_cap)
 {
     const char *slash = strrchr(argv0, '/');
     int dir_len = slash ? (int)(slash - argv0) : 1;
     snprintf(bin, bin_cap, "%.*s/../qkv", dir_len, slash ? argv0 : ".");
-    if (access(bin, X_OK) != 0 || !mkdtemp(tmp)) return -1;
+    if (access(bin, X_OK) != 0 || !mkdtemp(tmp)) {
+        CHECK(0, "no qkv binary at %s (build it first) or no temporary directory", bin);
+        return -1;
+    }
     snprintf(out, out_cap, "%s/out.txt", tmp);
     snprintf(err, err_cap, "%s/err.txt", tmp);
     return 0;

@@ -1,6 +1,7 @@
 /* cli_shell.h: running "qkv ARGS" through the shell in a test's temporary
  * folder (test_lm_cli.c, test_vision_cli.c), and the check that a run
- * stopped and resumed ends bit for bit where the uninterrupted run ends.
+ * stopped and resumed ends bit for bit where the uninterrupted run ends,
+ * and commands that must be refused.
  * The test calls cli_shell_setup first and cli_shell_cleanup last. */
 #ifndef QKV_TEST_CLI_SHELL_H
 #define QKV_TEST_CLI_SHELL_H
@@ -34,7 +35,7 @@ static int qkv(char **out, char **err, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* tmpdir/name (tests/cli_run.h's cli_path: 8 buffers used in turn). */
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
 static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 /* qkv_bin: the absolute path of the qkv binary beside the test's
@@ -63,6 +64,24 @@ static void cli_shell_cleanup(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+/* Commands that must fail: "qkv CMD ARGS" exits with status, needle on stderr. */
+typedef struct {
+    const char *args, *needle;
+    int status;
+} refusal;
+
+/* Each of t[0..n) refused as it says; cmd ("" for none) goes before its args. */
+static void check_refusals(const char *cmd, const refusal *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *o, *e;
+        int rc = qkv(&o, &e, "%s%s%s", cmd, *cmd ? " " : "", t[i].args);
+        CHECK(rc == t[i].status && strstr(e, t[i].needle), "qkv %s%s%s: exit %d (wanted %d): '%s' (wanted '%s')",
+              cmd, *cmd ? " " : "", t[i].args, rc, t[i].status, e, t[i].needle);
+        free(o), free(e);
+    }
 }
 
 /* "qkv ARGS" exits 0. */

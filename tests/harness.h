@@ -41,6 +41,14 @@ static int h_pass, h_fail;
               (needle));                                                      \
     } while (0)
 
+/* In a function returning qkv_status: a call that returns its status on
+ * failure (a test's forward callbacks and setup). */
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        qkv_status s_ = (expr);                                               \
+        if (s_ != QKV_OK) return s_;                                          \
+    } while (0)
+
 /* Relative error of a against the reference b, norm-wise:
  * max_i |a_i - b_i| / max_i |b_i| (the infinity norm, so elements that come
  * out of cancellation are judged at the tensor's scale). NaN if either

@@ -8,27 +8,10 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "harness.h"
+#include "parity.h"
 
 static char qkv_bin[4096];
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *c = realloc(b, cap * 2);
-        if (!c) free(b);
-        b = c, cap *= 2;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
-}
 
 /* The lines of text (each ends with '\n'), split in place. */
 static int64_t split_lines(char *text, char **lines, int64_t max)
@@ -81,7 +64,7 @@ static void test_oracle(void)
         int64_t n[4] = {0};
         for (int f = 0; f <= nrefs && f < 4; f++) {
             snprintf(path, sizeof path, f ? "%s/case_%04d.ref%d" : "%s/case_%04d.hyp", dir, k, f - 1);
-            text[f] = read_all(path);
+            text[f] = h_slurp(path, NULL);
             lines[f] = malloc(4096 * sizeof **lines);
             n[f] = text[f] && lines[f] ? split_lines(text[f], lines[f], 4096) : -1;
         }

@@ -8,13 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
-
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
+#include "parity.h"
 
 /* ---- finite differences ---------------------------------------------------- */
 
@@ -175,32 +169,7 @@ static void test_pool_special(void)
 /* Forward and backward of sum(R * y); y then dx, dw, db into buf. */
 static int64_t conv_collect(op_case *k, float *buf)
 {
-    qkv_ctx *c;
-    CHECK_OK(qkv_ctx_new(&c));
-    qkv_tensor *in[3] = {k->x, k->w, k->b};
-    for (int i = 0; i < 3; i++)
-        if (in[i]) memset(in[i]->grad, 0, (size_t)qkv_tensor_numel(in[i]) * sizeof(float));
-    qkv_tensor *y = NULL;
-    int64_t n = 0;
-    CHECK_OK(fwd_conv(c, k, &y));
-    if (y) {
-        int64_t ny = qkv_tensor_numel(y);
-        float *R = malloc((size_t)ny * sizeof *R);
-        qkv_rng r;
-        qkv_rng_seed(&r, 5);
-        qkv_rng_fill_uniform(&r, R, ny, -1, 1);
-        memcpy(buf, y->data, (size_t)ny * sizeof(float));
-        n = ny;
-        CHECK_OK(qkv_backward(c, y, R));
-        free(R);
-        for (int i = 0; i < 3; i++)
-            if (in[i]) {
-                memcpy(buf + n, in[i]->grad, (size_t)qkv_tensor_numel(in[i]) * sizeof(float));
-                n += qkv_tensor_numel(in[i]);
-            }
-    }
-    qkv_ctx_free(c);
-    return n;
+    return h_collect(fwd_conv, k, (qkv_tensor *[]){k->x, k->w, k->b}, 3, NULL, 5, buf);
 }
 
 static void test_fast_vs_ref(void)
@@ -252,18 +221,6 @@ static int n_cases, n_ran[4], n_mlp, kind_i;
 #define worst_val worst_val_k[kind_i]
 #define worst_grad worst_grad_k[kind_i]
 
-/* The gradient of t against the oracle's "<prefix><name>". */
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *prefix,
-                         const char *name, const qkv_tensor *t)
-{
-    char g[128];
-    snprintf(g, sizeof g, "%s%s", prefix, name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
-
 static int same_shape(const char *file, const char *what, const qkv_tensor *y, const qkv_tensor *want)
 {
     char b1[64], b2[64];
@@ -298,9 +255,9 @@ static void parity_conv(qkv_safetensors *st, qkv_arena *a, const char *file)
             n_ran[0]++;
             h_compare(file, "y", y->data, want, 1e-5, &worst_val);
             CHECK_OK(qkv_backward(c, y, dy->data));
-            compare_grad(st, a, file, "grad.", "x", x);
-            compare_grad(st, a, file, "grad.", "weight", w);
-            if (b) compare_grad(st, a, file, "grad.", "bias", b);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+            h_compare_grad(st, a, file, "grad.", "weight", w, &worst_grad);
+            if (b) h_compare_grad(st, a, file, "grad.", "bias", b, &worst_grad);
         }
         qkv_ctx_free(c);
     }
@@ -331,7 +288,7 @@ static void parity_pool(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_ran[1]++;
         h_compare(file, "y", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dy->data));
-        compare_grad(st, a, file, "grad.", "x", x); /* ties: the first maximum */
+        h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad); /* ties: the first maximum */
     }
     qkv_ctx_free(c);
 }
@@ -364,9 +321,9 @@ static void parity_bn(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_ran[2]++;
         h_compare(file, "y (training)", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dy->data));
-        compare_grad(st, a, file, "grad.", "x", x);
-        if (m.weight) compare_grad(st, a, file, "grad.", "weight", m.weight);
-        if (m.weight) compare_grad(st, a, file, "grad.", "bias", m.bias);
+        h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad.", "weight", m.weight, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad.", "bias", m.bias, &worst_grad);
     }
     h_compare(file, "running_mean", m.running_mean->data, h_load(st, a, "after.running_mean", 0), 1e-5,
               &worst_val);
@@ -386,9 +343,9 @@ static void parity_bn(qkv_safetensors *st, qkv_arena *a, const char *file)
     if (same_shape(file, "ye", ye, want) && dye) {
         h_compare(file, "y (eval)", ye->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, ye, dye->data));
-        compare_grad(st, a, file, "grad_e.", "x", xe);
-        if (m.weight) compare_grad(st, a, file, "grad_e.", "weight", m.weight);
-        if (m.weight) compare_grad(st, a, file, "grad_e.", "bias", m.bias);
+        h_compare_grad(st, a, file, "grad_e.", "x", xe, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad_e.", "weight", m.weight, &worst_grad);
+        if (m.weight) h_compare_grad(st, a, file, "grad_e.", "bias", m.bias, &worst_grad);
     }
     CHECK(m.num_batches_tracked->data[0] == (float)steps, "%s: eval moved num_batches_tracked", file);
     qkv_ctx_free(c);
@@ -459,13 +416,13 @@ static void parity_cnn(qkv_safetensors *st, qkv_arena *a, const char *file)
             n_ran[3]++;
             h_compare(file, "logits", y->data, want, 1e-5, &worst_val);
             CHECK_OK(qkv_backward(c, y, dl->data));
-            compare_grad(st, a, file, "grad.", "x", x);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
             for (int i = 0; i < qkv_params_count(p); i++) {
                 qkv_tensor *t = qkv_params_at(p, i);
                 char nm[128];
                 snprintf(nm, sizeof nm, "after.%s", t->name);
                 if (t->requires_grad && is_conv_bias(&net, t)) compare_conv_bias(st, a, file, t);
-                else if (t->requires_grad) compare_grad(st, a, file, "grad.", t->name, t);
+                else if (t->requires_grad) h_compare_grad(st, a, file, "grad.", t->name, t, &worst_grad);
                 else if (t->ndim == 1) h_compare(file, nm, t->data, h_load(st, a, nm, 0), 1e-5, &worst_val);
             }
             qkv_ctx_reset(c);
@@ -511,9 +468,8 @@ static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
         n_mlp++;
         h_compare(file, "mlp_logits", y->data, want, 1e-5, &worst_val);
         CHECK_OK(qkv_backward(c, y, dl->data));
-        compare_grad(st, a, file, "mlp_grad.", "x", x);
-        for (int i = 0; i < qkv_params_count(p); i++)
-            compare_grad(st, a, file, "mlp_grad.", qkv_params_at(p, i)->name, qkv_params_at(p, i));
+        h_compare_grad(st, a, file, "mlp_grad.", "x", x, &worst_grad);
+        h_compare_grads(st, a, file, "mlp_grad.", p, &worst_grad);
     }
     qkv_ctx_free(c);
     qkv_mlp_free(&net);
@@ -522,12 +478,10 @@ static void parity_mlp(qkv_safetensors *st, qkv_arena *a, const char *file)
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!h_case_open(path, &st, &a, NULL, NULL)) return;
+    n_cases++;
     const char *kind = qkv_safetensors_meta(st, "kind");
     if (!kind) CHECK(0, "%s: no kind", file);
     else if (!strcmp(kind, "conv")) kind_i = 0, parity_conv(st, a, file);
@@ -535,8 +489,7 @@ static void parity_case(const char *path, const char *file)
     else if (!strcmp(kind, "bn")) kind_i = 2, parity_bn(st, a, file);
     else if (!strcmp(kind, "cnn")) kind_i = 3, parity_cnn(st, a, file), kind_i = 4, parity_mlp(st, a, file);
     else CHECK(0, "%s: unknown kind %s", file, kind);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, NULL);
 }
 
 /* ---- buffers -------------------------------------------------------------------- */

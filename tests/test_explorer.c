@@ -16,7 +16,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, stpcpy */
 #include <dirent.h>
 #include <unistd.h>
-#include "harness.h"
+#include "parity.h"
 #include "io/json.h"
 #include "qkv/plot.h"
 
@@ -24,27 +24,6 @@ static char dir[] = "/tmp/qkv_explorer_XXXXXX";
 static char chromium[512];
 static int runs; /* chromium runs so far: each gets a fresh profile */
 
-/* The whole file, NUL-terminated (NULL if unreadable); its size in *n. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, len = 0, got;
-    do {
-        if (len + 65536 + 1 > cap) {
-            char *nb = realloc(buf, cap = (cap + 65536) * 2);
-            if (!nb) break;
-            buf = nb;
-        }
-        got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-    } while (got > 0);
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    if (n) *n = len;
-    return buf;
-}
 
 /* $QKV_CHROMIUM, or chromium / chromium-browser on PATH. */
 static int find_chromium(void)
@@ -226,7 +205,7 @@ static const char *check_page(const char *name, const qkv_explorer *e, int has_n
     CHECK_OK(qkv_explorer_write(page, e));
     CHECK(leftovers(dir, strrchr(page, '/') + 1) == 0, "%s: no temporary file left", name);
     size_t len = 0;
-    char *html = slurp(page, &len);
+    char *html = h_slurp(page, &len);
     CHECK(html && len > 1000, "%s: the page was written", name);
     if (!html) return page;
     CHECK(json_utf8_valid(html, len), "%s: the page is valid UTF-8", name);
@@ -241,7 +220,7 @@ static const char *check_page(const char *name, const qkv_explorer *e, int has_n
 
     if (!*chromium) return page;
     CHECK(browse("--dump-dom", page, "#selftest", out) == 0, "%s: chromium ran (%s)", name, chromium);
-    char *dom = slurp(out, NULL);
+    char *dom = h_slurp(out, NULL);
     json_value *r = selftest_of(dom);
     CHECK(r != NULL, "%s: the page wrote its self-check (dump in %s)", name, out);
     if (r) {
@@ -310,7 +289,7 @@ static void attention(float *w, int64_t layers, int64_t heads, int64_t q, int64_
 static void copy_file(const char *from, const char *to)
 {
     size_t n = 0;
-    char *b = slurp(from, &n);
+    char *b = h_slurp(from, &n);
     FILE *f = b ? fopen(to, "wb") : NULL;
     CHECK(f && fwrite(b, 1, n, f) == n && fclose(f) == 0, "screenshot copied to %s", to);
     free(b);
@@ -338,7 +317,7 @@ int main(void)
     if (*chromium) {
         CHECK(browse(arg, page, "", NULL) == 0, "chromium took a screenshot");
         size_t n = 0;
-        char *png = slurp(shot, &n);
+        char *png = h_slurp(shot, &n);
         CHECK(png && n > 10000 && !memcmp(png, "\x89PNG\r\n\x1a\n", 8), "the screenshot is a PNG (%zu bytes)", n);
         free(png);
         const char *keep = getenv("QKV_EXPLORER_SCREENSHOT");
@@ -361,7 +340,7 @@ int main(void)
     wb[7 * 7 + 10] = INFINITY;
     qkv_explorer b = {wb, 1, 2, 7, 7, bad, bad, "<b>bold?</b> & \"quoted\""};
     page = check_page("hostile", &b, 1);
-    char *html = slurp(page, NULL);
+    char *html = h_slurp(page, NULL);
     CHECK(html && !strstr(html, "</script><script>alert") && strstr(html, "\\u003c/script\\u003e\\u003cscript\\u003e"),
           "a token's </script> is escaped inside the data");
     CHECK(html && !strstr(html, "\xe2\x80\xa8") && strstr(html, "\\u2028"), "U+2028 is escaped");

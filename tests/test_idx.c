@@ -6,7 +6,7 @@
  * fashion-mnist; missing files are a failure that names the script). */
 #define _POSIX_C_SOURCE 200809L
 #include <zlib.h>
-#include "oracle.h"
+#include "parity.h"
 
 static char dir[] = "/tmp/qkv_idx_XXXXXX";
 
@@ -17,18 +17,6 @@ static char *path_in(const char *name)
     return p;
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
 
 static void spill(const char *path, const void *b, size_t n)
 {
@@ -141,7 +129,7 @@ static void test_truncated(void)
     const char *files[] = {"idx_00", "idx_01.gz", "idx_11.gz", "set-images.gz", "set-labels"};
     for (int k = 0; k < 5; k++) {
         size_t n = 0;
-        unsigned char *b = slurp(path_in(files[k]), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in(files[k]), &n);
         if (!b) {
             CHECK(0, "cannot read %s", files[k]);
             continue;
@@ -232,7 +220,7 @@ static void test_bad_headers(void)
     CHECK_ERR(qkv_idx_read(p, &(qkv_idx *){0}), QKV_ERR_FORMAT, "can hold");
     /* gzip followed by bytes that are not gzip */
     size_t n = 0;
-    unsigned char *b = slurp(path_in("idx_01.gz"), &n);
+    unsigned char *b = (unsigned char *)h_slurp(path_in("idx_01.gz"), &n);
     if (b) {
         unsigned char *c = malloc(n + 3);
         memcpy(c, b, n);

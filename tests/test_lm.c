@@ -7,22 +7,18 @@
 #define _POSIX_C_SOURCE 200809L
 #include <unistd.h>
 #include "harness.h"
-#include "oracle.h"
+#include "parity.h"
 
 static double worst_out, worst_grad;
 static int n_ran, n_rotary, n_padded;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
     qkv_lm_opts o;
     const char *cfg = qkv_safetensors_meta(st, "lm.config");
     CHECK(cfg != NULL, "%s: no lm.config", file);
@@ -53,15 +49,7 @@ static void parity_case(const char *path, const char *file)
             n_ran++;
             h_compare(file, "logits", logits->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, logits, dlogits->data));
-            for (int i = 0; i < qkv_params_count(p); i++) {
-                qkv_tensor *t = qkv_params_at(p, i);
-                char g[128];
-                snprintf(g, sizeof g, "grad.%s", t->name);
-                float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-                CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-                h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-                free(got);
-            }
+            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
         } else {
             CHECK(0, "%s: logits missing or of the wrong size", file);
         }
@@ -69,9 +57,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_lm_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 static void test_opts_text(void)

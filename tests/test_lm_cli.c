@@ -13,23 +13,6 @@
 #include "cli_shell.h"
 #include "made_up_data.h"
 
-/* Commands that must fail: "qkv CMD ARGS" exits with status, needle on stderr. */
-typedef struct {
-    const char *args, *needle;
-    int status;
-} refusal;
-
-static void check_refusals(const char *cmd, const refusal *t, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char *o, *e;
-        int rc = qkv(&o, &e, "%s %s", cmd, t[i].args);
-        CHECK(rc == t[i].status && strstr(e, t[i].needle), "%s %s: exit %d (wanted %d): '%s' (wanted '%s')", cmd,
-              t[i].args, rc, t[i].status, e, t[i].needle);
-        free(o), free(e);
-    }
-}
-
 /* Whether buf (n bytes, NULs included) holds needle. */
 static int holds(const char *buf, size_t n, const char *needle)
 {

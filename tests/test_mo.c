@@ -13,18 +13,13 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_run.h"
 #include "harness.h"
 
 static char tmpdir[64];
 
-static char *path_in(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ & 7];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 static int write_file(const char *path, const void *data, size_t n)
 {

@@ -6,7 +6,7 @@
  * F.interpolate(mode="bilinear", align_corners=False, antialias=False). */
 #define _POSIX_C_SOURCE 200809L
 #include <sys/resource.h>
-#include "oracle.h"
+#include "parity.h"
 
 static char dir[] = "/tmp/qkv_png_XXXXXX";
 
@@ -43,18 +43,6 @@ static void test_read(qkv_safetensors *st, qkv_arena *a)
     CHECK(seen == count, "%d of %d PNGs read as encoded", seen, count);
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
 
 /* Recomputes the CRC-32 of a PNG's IHDR chunk (bytes 12..28: "IHDR" and
  * its 13 bytes; the CRC at 29..32), after editing it. */
@@ -86,7 +74,7 @@ static void test_mem(int count)
         char file[64], p[600];
         snprintf(file, sizeof file, "png_%02d.png", k);
         size_t n = 0;
-        unsigned char *b = slurp(path_in(file, p, sizeof p), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in(file, p, sizeof p), &n);
         float *px = NULL, *pm = NULL;
         int64_t c = 0, h = 0, w = 0, cm = 0, hm = 0, wm = 0;
         if (b && qkv_png_read(p, &px, &c, &h, &w) == QKV_OK &&
@@ -104,7 +92,7 @@ static void test_corrupt(void)
     path_in("cut.png", cut, sizeof cut);
     for (int k = 0; k < 5; k++) {
         size_t n = 0;
-        unsigned char *b = slurp(path_in(files[k], src, sizeof src), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in(files[k], src, sizeof src), &n);
         if (!b) {
             CHECK(0, "cannot read %s", files[k]);
             continue;
@@ -156,7 +144,7 @@ static void test_corrupt(void)
     /* a header claiming 20000 x 20000 pixels (IHDR's CRC made right) */
     {
         size_t n = 0;
-        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in("png_20.png", src, sizeof src), &n);
         if (b) {
             const unsigned char dim[8] = {0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20};
             memcpy(b + 16, dim, 8);
@@ -175,7 +163,7 @@ static void test_corrupt(void)
      * whose malloc limit is 2 GB, that allocation would be a finding) */
     {
         size_t n = 0;
-        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in("png_20.png", src, sizeof src), &n);
         if (b) {
             const unsigned char dim[8] = {0, 0, 0x3e, 0x80, 0, 0, 0x3e, 0x80};
             memcpy(b + 16, dim, 8);
@@ -194,7 +182,7 @@ static void test_corrupt(void)
      * reads it, the peak resident memory unchanged */
     {
         size_t n = 0;
-        unsigned char *b = slurp(path_in("png_20.png", src, sizeof src), &n);
+        unsigned char *b = (unsigned char *)h_slurp(path_in("png_20.png", src, sizeof src), &n);
         if (b && n >= 33 + 20) {
             const unsigned char splt[12] = {0x6d, 0x0c, 0xb0, 0x00, 's', 'P', 'L', 'T', 'p', 'a', 'l', 0};
             memcpy(b + 33, splt, sizeof splt);

@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
+#include "parity.h"
 
 /* ---- PyTorch parity ---------------------------------------------------------- */
 
@@ -13,12 +13,10 @@ static int n_cases, n_exact;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!h_case_open(path, &st, &a, NULL, NULL)) return;
+    n_cases++;
     const char *pattern = qkv_safetensors_meta(st, "pattern");
     const char *sizes = qkv_safetensors_meta(st, "sizes");
     qkv_tensor *x = h_load(st, a, "x", 1), *want = h_load(st, a, "y", 0);
@@ -59,8 +57,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     n_exact += exact;
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, NULL);
 }
 
 /* ---- finite differences ------------------------------------------------------ */

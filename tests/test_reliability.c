@@ -19,12 +19,6 @@
 
 static char g_dir[64];
 
-#define TRY(e)                          \
-    do {                                \
-        qkv_status s_ = (e);            \
-        if (s_ != QKV_OK) return s_;    \
-    } while (0)
-
 static char *path_in(char *buf, size_t n, const char *name)
 {
     snprintf(buf, n, "%s/%s", g_dir, name);

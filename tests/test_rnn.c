@@ -6,13 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
-
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
+#include "parity.h"
 
 /* ---- finite differences ---------------------------------------------------- */
 
@@ -103,38 +97,7 @@ static void test_gradcheck(qkv_rnn_mode mode, int bidirectional, int batch_first
  * the output then every gradient (x, h0, c0, parameters) into buf. */
 static int64_t run_collect(rnn_case *k, qkv_params *p, float *buf)
 {
-    qkv_ctx *c;
-    CHECK_OK(qkv_ctx_new(&c));
-    qkv_params_zero_grad(p);
-    qkv_tensor *ins[3] = {k->x, k->h0, k->c0};
-    for (int i = 0; i < 3; i++)
-        if (ins[i]) memset(ins[i]->grad, 0, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
-    qkv_tensor *out = NULL;
-    int64_t n = 0;
-    CHECK_OK(fwd_all(c, k, &out));
-    if (out) {
-        int64_t no = qkv_tensor_numel(out);
-        float *R = malloc((size_t)no * sizeof *R);
-        qkv_rng r;
-        qkv_rng_seed(&r, 9);
-        qkv_rng_fill_uniform(&r, R, no, -1, 1);
-        memcpy(buf, out->data, (size_t)no * sizeof(float));
-        n = no;
-        CHECK_OK(qkv_backward(c, out, R));
-        free(R);
-        for (int i = 0; i < 3; i++)
-            if (ins[i]) {
-                memcpy(buf + n, ins[i]->grad, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
-                n += qkv_tensor_numel(ins[i]);
-            }
-        for (int i = 0; i < qkv_params_count(p); i++) {
-            qkv_tensor *t = qkv_params_at(p, i);
-            memcpy(buf + n, t->grad, (size_t)qkv_tensor_numel(t) * sizeof(float));
-            n += qkv_tensor_numel(t);
-        }
-    }
-    qkv_ctx_free(c);
-    return n;
+    return h_collect(fwd_all, k, (qkv_tensor *[]){k->x, k->h0, k->c0}, 3, p, 9, buf);
 }
 
 static void test_fast_vs_ref(void)
@@ -178,29 +141,14 @@ static void test_fast_vs_ref(void)
 static double worst_out, worst_grad;
 static int n_cases, n_ran;
 
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *name,
-                         const qkv_tensor *t)
-{
-    char g[96];
-    snprintf(g, sizeof g, "grad.%s", name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
-
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    n_cases++;
     const char *mode_s = qkv_safetensors_meta(st, "mode");
     qkv_rnn_mode mode = mode_s && !strcmp(mode_s, "lstm") ? QKV_RNN_LSTM : QKV_RNN_GRU;
     qkv_rnn_opts o = qkv_rnn_opts_default(h_meta_int(st, "input_size"), h_meta_int(st, "hidden_size"));
@@ -247,22 +195,17 @@ static void parity_case(const char *path, const char *file)
                     memcpy(gc, dcn->data, (size_t)qkv_tensor_numel(cn) * sizeof(float));
                 }
                 CHECK_OK(qkv_backward(c, y, dout->data));
-                compare_grad(st, a, file, "x", x);
-                if (h0) compare_grad(st, a, file, "h0", h0);
-                if (c0) compare_grad(st, a, file, "c0", c0);
-                for (int i = 0; i < qkv_params_count(p); i++) {
-                    qkv_tensor *t = qkv_params_at(p, i);
-                    compare_grad(st, a, file, t->name, t);
-                }
+                h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+                if (h0) h_compare_grad(st, a, file, "grad.", "h0", h0, &worst_grad);
+                if (c0) h_compare_grad(st, a, file, "grad.", "c0", c0, &worst_grad);
+                h_compare_grads(st, a, file, "grad.", p, &worst_grad);
             }
         }
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
     qkv_nn_gru_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 /* ---- bad input --------------------------------------------------------------- */

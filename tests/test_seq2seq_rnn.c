@@ -12,13 +12,7 @@
 #include <unistd.h>
 #include "gradcheck.h"
 #include "kernels/rows.h"
-#include "oracle.h"
-
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
+#include "parity.h"
 
 static const qkv_rnn_attention KINDS[] = {
     QKV_RNN_ATTN_DOT,      QKV_RNN_ATTN_SCALED_DOT, QKV_RNN_ATTN_COSINE,   QKV_RNN_ATTN_GENERAL,
@@ -188,16 +182,12 @@ static int n_cases, n_runs;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
-    n_cases++;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    n_cases++;
     qkv_seq2seq_rnn_opts o = qkv_seq2seq_rnn_opts_default(h_meta_int(st, "src_vocab"), h_meta_int(st, "tgt_vocab"),
                                                           h_meta_int(st, "embed_dim"), h_meta_int(st, "hidden_size"));
     const char *an = qkv_safetensors_meta(st, "attention"), *rn = qkv_safetensors_meta(st, "rnn");
@@ -252,9 +242,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_seq2seq_rnn_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 /* ---- decoding ----------------------------------------------------------------- */

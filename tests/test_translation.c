@@ -12,18 +12,13 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "harness.h"
+#include "cli_run.h"
+#include "parity.h"
 
 static char tmpdir[64], qkv_bin[1024];
 
-static char *path_in(const char *name)
-{
-    static char buf[16][1024];
-    static int k;
-    char *p = buf[k++ & 15];
-    snprintf(p, 1024, "%s/%s", tmpdir, name);
-    return p;
-}
+/* tmpdir/name (tests/cli_run.h's cli_path: 16 buffers used in turn). */
+static const char *path_in(const char *name) { return cli_path(tmpdir, name); }
 
 static int sh(const char *cmd)
 {
@@ -31,23 +26,6 @@ static int sh(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *c = realloc(b, cap * 2);
-        if (!c) free(b);
-        b = c, cap *= 2;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
-}
 
 static void test_clean(void)
 {
@@ -113,7 +91,7 @@ static void test_clean(void)
 /* The lines of DIR/NAME.tsv, split at the tab: English of each in en[]. */
 static int read_split(const char *name, char **text, char **en, char **fr, int max)
 {
-    *text = read_all(path_in(name));
+    *text = h_slurp(path_in(name), NULL);
     int n = 0;
     for (char *p = *text; p && *p && n < max;) {
         char *e = strchr(p, '\n'), *t = strchr(p, '\t');
@@ -182,7 +160,7 @@ static void test_set(void)
     for (int f = 0; f < 3; f++) {
         char a[64], b[64];
         snprintf(a, sizeof a, "split0/%s", names[f]), snprintf(b, sizeof b, "split1/%s", names[f]);
-        char *ta = read_all(path_in(a)), *tb = read_all(path_in(b));
+        char *ta = h_slurp(path_in(a), NULL), *tb = h_slurp(path_in(b), NULL);
         CHECK(ta && tb && !strcmp(ta, tb), "%s differs between the two orders", names[f]);
         free(ta), free(tb);
         char *text, **en = malloc(N * sizeof *en), **fr = malloc(N * sizeof *fr);
@@ -257,7 +235,7 @@ static void test_words(void)
     CHECK_OK(qkv_tokenizer_encode(u, "b a c d e", 9, &v, &n));
     CHECK(u && n == 5 && v[0] == 4 && v[3] == 7 && v[4] == 3 && qkv_tokenizer_vocab_size(u) == 8, "loaded ids differ");
     free(v);
-    char *file = read_all(path_in("w.txt"));
+    char *file = h_slurp(path_in("w.txt"), NULL);
     CHECK(file && !strcmp(file, "qkv-words 1\nlower 0\npunct 0\n4\nb\na\nc\nd\n"), "the file: '%s'", file ? file : "?");
     free(file);
     snprintf(spec, sizeof spec, "bpe:%s", path_in("w.txt"));
@@ -321,7 +299,7 @@ static void test_cli(void)
              path_in("a.po"), path_in("b.mo"), path_in("b.po"), path_in("out"), qkv_bin, path_in("out"), path_in("list"),
              path_in("counts.md"), path_in("err"));
     CHECK(sh(cmd) == 0, "qkv data translation failed: %s", cmd);
-    char *counts = read_all(path_in("counts.md")), *err = read_all(path_in("err"));
+    char *counts = h_slurp(path_in("counts.md"), NULL), *err = h_slurp(path_in("err"), NULL);
     CHECK(counts && strstr(counts, "| pa | 1 | 0 | 3 | 2 |") && strstr(counts, "| pb | 2 | 1 | 2 | 2 |"),
           "per-package counts: %s", counts ? counts : "?");
     CHECK(counts && strstr(counts, "| untranslated (equal ignoring case) | 1 | 4 |") &&
@@ -335,7 +313,7 @@ static void test_cli(void)
     size_t total = 0;
     static const char *const names[3] = {"out/train.tsv", "out/valid.tsv", "out/test.tsv"};
     for (int k = 0; k < 3; k++) {
-        char *t = read_all(path_in(names[k]));
+        char *t = h_slurp(path_in(names[k]), NULL);
         CHECK(t != NULL, "%s missing", names[k]);
         size_t l = t ? strlen(t) : 0;
         char *b = realloc(all, total + l + 1);

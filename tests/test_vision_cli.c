@@ -52,22 +52,6 @@ static void check_png(const char *name)
     free(px);
 }
 
-typedef struct {
-    const char *args, *needle;
-    int status;
-} refusal;
-
-static void check_refusals(const refusal *t, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char *o, *e;
-        int rc = qkv(&o, &e, "%s", t[i].args);
-        CHECK(rc == t[i].status && strstr(e, t[i].needle), "qkv %s: exit %d (wanted %d): '%s' (wanted '%s')",
-              t[i].args, rc, t[i].status, e, t[i].needle);
-        free(o), free(e);
-    }
-}
-
 /* the accuracy in "... accuracy 87.50% ..." after key */
 static double accuracy_after(const char *text, const char *key)
 {
@@ -178,7 +162,7 @@ static void test_eval_classify(void)
         {"train mlp --precision half", "--precision: 'half' is not one of fp32, bf16", 2},
         {VIT " --epochs 2 --out full", "exists: continue it with --resume", 1},
     };
-    check_refusals(bad, sizeof bad / sizeof *bad);
+    check_refusals("", bad, sizeof bad / sizeof *bad);
 }
 
 /* ---- rollout against the paper's 0.5 W + 0.5 I, multiplied here ------------- */

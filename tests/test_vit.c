@@ -8,26 +8,9 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <unistd.h>
 #include "gradcheck.h"
-#include "oracle.h"
-
-#define TRY(expr)                              \
-    do {                                       \
-        qkv_status s_ = (expr);                \
-        if (s_ != QKV_OK) return s_;           \
-    } while (0)
+#include "parity.h"
 
 static double worst_out, worst_grad;
-
-static void compare_grad(qkv_safetensors *st, qkv_arena *a, const char *file, const char *name,
-                         const qkv_tensor *t)
-{
-    char g[128];
-    snprintf(g, sizeof g, "grad.%s", name);
-    float *got = malloc((size_t)qkv_tensor_numel(t) * sizeof *got);
-    CHECK_OK(qkv_tensor_read_grad(t, got, qkv_tensor_numel(t)));
-    h_compare(file, g, got, h_load(st, a, g, 0), 1e-4, &worst_grad);
-    free(got);
-}
 
 static int same_shape(const qkv_tensor *a, const qkv_tensor *b)
 {
@@ -57,11 +40,9 @@ static int patch_ran;
 
 static void patch_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
+    qkv_safetensors *st;
     qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 0));
+    if (!h_case_open(path, &st, &a, NULL, NULL)) return;
     qkv_tensor *x = h_load(st, a, "x", 1), *w = h_load(st, a, "weight", 1), *b = h_load(st, a, "bias", 1);
     qkv_tensor *want = h_load(st, a, "y", 0), *dout = h_load(st, a, "dout", 0);
     for (int ref = 0; ref < 2 && x && w && want && dout; ref++) {
@@ -80,9 +61,9 @@ static void patch_case(const char *path, const char *file)
             patch_ran++;
             h_compare(file, "y", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
-            compare_grad(st, a, file, "x", x);
-            compare_grad(st, a, file, "weight", w);
-            if (b) compare_grad(st, a, file, "bias", b);
+            h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
+            h_compare_grad(st, a, file, "grad.", "weight", w, &worst_grad);
+            if (b) h_compare_grad(st, a, file, "grad.", "bias", b, &worst_grad);
             if (x->shape[2] == 224)
                 printf("patch embedding 224x224, 16x16 patches, C=3 -> (%lld,%lld,%lld)%s\n",
                        (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
@@ -91,8 +72,7 @@ static void patch_case(const char *path, const char *file)
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, NULL);
 }
 
 /* ---- the ViT against its PyTorch module -------------------------------------- */
@@ -121,15 +101,11 @@ static qkv_vit_opts opts_from_meta(qkv_safetensors *st)
 
 static void vit_case(const char *path, const char *file)
 {
-    qkv_safetensors *st = NULL;
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    if (!st) return;
+    qkv_safetensors *st;
     qkv_arena *a;
     qkv_params *p;
     qkv_rng r;
-    qkv_rng_seed(&r, 1);
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_params_new(&p));
+    if (!h_case_open(path, &st, &a, &p, &r)) return;
     qkv_vit_opts o = opts_from_meta(st);
     qkv_vit m;
     CHECK_OK(qkv_vit_init(&m, &o, p, "", &r));
@@ -157,19 +133,14 @@ static void vit_case(const char *path, const char *file)
             vit_ran++;
             h_compare(file, "logits", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
-            compare_grad(st, a, file, "images", images);
-            for (int i = 0; i < qkv_params_count(p); i++) {
-                qkv_tensor *t = qkv_params_at(p, i);
-                compare_grad(st, a, file, t->name, t);
-            }
+            h_compare_grad(st, a, file, "grad.", "images", images, &worst_grad);
+            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
         }
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
     qkv_vit_free(&m);
-    qkv_params_free(p);
-    qkv_arena_free(a);
-    qkv_safetensors_close(st);
+    h_case_close(st, a, p);
 }
 
 /* ---- torchvision's names ----------------------------------------------------- */
