@@ -98,10 +98,13 @@ OBJ  := $(SRC:%.c=$(B)/%.o)
 PLOT_SRC := $(sort $(wildcard src/plot/*.c))
 PLOT_OBJ := $(PLOT_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
-TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+TEST_SH := $(sort $(wildcard tests/test_*.sh))
+TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%) $(TEST_SH:tests/%.sh=$(B)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
+VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv-plot.pc $(B)/qkv \
 	$(TESTS) $(BENCHES)
@@ -162,8 +165,21 @@ $(B)/libqkv.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libqkv.so: $(OBJ)
-	$(CC) $(CFLAGS) -shared -o $@ $^ $(QKV_LIBS) $(LDFLAGS)
+# The shared libraries export only the functions include/ declares (marked
+# QKV_API); everything else is built hidden (docs/core.md, "The shared
+# library: what it exports"). Each has the SONAME of its major version and
+# the usual links: libqkv.so -> libqkv.so.0 -> libqkv.so.0.2.0.
+$(OBJ) $(PLOT_OBJ): ALL_CFLAGS += -fvisibility=hidden
+
+$(B)/libqkv.so.$(VERSION): $(OBJ) src/libqkv.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libqkv.so.$(SO_MAJOR) -Wl,--version-script=src/libqkv.map \
+		-o $@ $(OBJ) $(QKV_LIBS) $(LDFLAGS)
+
+$(B)/%.so.$(SO_MAJOR): $(B)/%.so.$(VERSION)
+	ln -sf $(notdir $<) $@
+
+$(B)/%.so: $(B)/%.so.$(SO_MAJOR)
+	ln -sf $(notdir $<) $@
 
 $(B)/src/plot/%.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 
@@ -171,8 +187,8 @@ $(B)/libqkv-plot.a: $(PLOT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libqkv-plot.so: $(PLOT_OBJ) $(B)/libqkv.so
-	$(CC) $(CFLAGS) -shared -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
+$(B)/libqkv-plot.so.$(VERSION): $(PLOT_OBJ) $(B)/libqkv.so
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libqkv-plot.so.$(SO_MAJOR) -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
 
 # Programs link the figures before the core: libqkv-plot uses libqkv.
 PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(EXTRA_LIBS) $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS) $(WRAP_LDFLAGS)
@@ -183,6 +199,12 @@ $(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 $(B)/tests/%: tests/%.c $(wildcard tests/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	@mkdir -p $(B)/tests
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(PROG_LIBS)
+
+# A shell test, tests/test_NAME.sh, runs as BUILD/tests/test_NAME on BUILD.
+$(B)/tests/test_%: tests/test_%.sh
+	@mkdir -p $(B)/tests
+	printf '#!/bin/sh\nexec sh "%s" "%s" "$$@"\n' '$(abspath $<)' '$(abspath $(B))' > $@
+	chmod +x $@
 
 # test_nomem makes the library's allocations fail one by one (tests/test_nomem.c).
 # (Not through LDFLAGS: `make sanitize` sets LDFLAGS on the command line,
@@ -202,8 +224,6 @@ demo: $(B)/qkv
 sanitize:
 	$(MAKE) B=build-san CFLAGS="-g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" OPT="-O1" test
-
-VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 
 # qkv.pc and qkv-plot.pc for `make install`; $(B)/qkv.pc and
 # $(B)/qkv-plot.pc point at this tree, so a program builds against the
@@ -232,8 +252,12 @@ $(B)/qkv-plot.pc: qkv-plot.pc.in include/qkv.h
 
 install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(B)/libqkv.a $(B)/libqkv.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(B)/libqkv.a $(B)/libqkv-plot.a $(DESTDIR)$(PREFIX)/lib/
+	for l in libqkv libqkv-plot; do \
+		install -m 644 $(B)/$$l.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/ && \
+		ln -sf $$l.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$$l.so.$(SO_MAJOR) && \
+		ln -sf $$l.so.$(SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/$$l.so || exit 1; \
+	done
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/qkv/*.h $(DESTDIR)$(PREFIX)/include/qkv/
 	install -m 644 qkv.pc qkv-plot.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
