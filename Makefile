@@ -107,6 +107,7 @@ VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv-plot.pc $(B)/qkv \
+	$(B)/cmake/qkvConfig.cmake $(B)/cmake/qkvConfigVersion.cmake \
 	$(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
@@ -230,6 +231,9 @@ sanitize:
 # build without installing:
 #   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
 #   cc fig.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv-plot)
+# Neither sets an rpath: a program built against the build tree runs with
+# LD_LIBRARY_PATH=build; installed, the loader finds libqkv.so.0 where the
+# system's libraries are (ldconfig) or through LD_LIBRARY_PATH.
 PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS) $(MPI_LIBS) $(DNNL_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
 
 qkv.pc: qkv.pc.in include/qkv.h
@@ -250,8 +254,28 @@ $(B)/qkv-plot.pc: qkv-plot.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(B))|' \
 		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
 
-install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
+# The CMake package (cmake/qkvConfig.cmake.in: find_package(qkv) gives
+# qkv::qkv and qkv::plot): $(B)/cmake/ for the build tree
+# (cmake -Dqkv_DIR=$(B)/cmake), $(B)/cmake-install/ for `make install`,
+# where it finds the prefix from its own place (PREFIX/lib/cmake/qkv/).
+CMAKE_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SO_MAJOR@|$(SO_MAJOR)|g'
+
+$(B)/cmake/qkvConfig.cmake: cmake/qkvConfig.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) -e 's|@LIBDIR@|$(abspath $(B))|' -e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
+
+$(B)/cmake-install/qkvConfig.cmake: cmake/qkvConfig.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) -e 's|@LIBDIR@|$${_qkv_prefix}/lib|' -e 's|@INCLUDEDIR@|$${_qkv_prefix}/include|' $< > $@
+
+$(B)/cmake/qkvConfigVersion.cmake $(B)/cmake-install/qkvConfigVersion.cmake: cmake/qkvConfigVersion.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) $< > $@
+
+install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc \
+		$(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/qkv $(DESTDIR)$(PREFIX)/include/qkv \
+		$(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(B)/libqkv.a $(B)/libqkv-plot.a $(DESTDIR)$(PREFIX)/lib/
 	for l in libqkv libqkv-plot; do \
 		install -m 644 $(B)/$$l.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/ && \
@@ -261,6 +285,8 @@ install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/qkv/*.h $(DESTDIR)$(PREFIX)/include/qkv/
 	install -m 644 qkv.pc qkv-plot.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake \
+		$(DESTDIR)$(PREFIX)/lib/cmake/qkv/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
 
 # libFuzzer targets, one per reader of outside data: every tests/fuzz/fuzz_*.c
