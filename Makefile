@@ -107,7 +107,7 @@ VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
 SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv-plot.pc $(B)/qkv \
-	$(B)/cmake/qkvConfig.cmake $(B)/cmake/qkvConfigVersion.cmake \
+	$(B)/cmake/qkvConfig.cmake $(B)/cmake/qkvConfigVersion.cmake $(B)/man/qkv.1 $(B)/completion/qkv \
 	$(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
@@ -272,7 +272,15 @@ $(B)/cmake/qkvConfigVersion.cmake $(B)/cmake-install/qkvConfigVersion.cmake: cma
 	@mkdir -p $(dir $@)
 	$(CMAKE_SED) $< > $@
 
-install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc \
+# Man pages (qkv.1, qkv-COMMAND.1) and bash completion, written from the
+# command's own --help (tools/gen_man.sh, tools/gen_completion.sh).
+$(B)/man/qkv.1: $(B)/qkv tools/gen_man.sh
+	tools/gen_man.sh $(B)/qkv $(B)/man
+
+$(B)/completion/qkv: $(B)/qkv tools/gen_completion.sh
+	tools/gen_completion.sh $(B)/qkv $@
+
+install: $(B)/man/qkv.1 $(B)/completion/qkv $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc \
 		$(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/qkv $(DESTDIR)$(PREFIX)/include/qkv \
 		$(DESTDIR)$(PREFIX)/bin
@@ -288,6 +296,9 @@ install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B
 	install -m 644 $(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake \
 		$(DESTDIR)$(PREFIX)/lib/cmake/qkv/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(B)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(B)/completion/qkv $(DESTDIR)$(PREFIX)/share/bash-completion/completions/
 
 # libFuzzer targets, one per reader of outside data: every tests/fuzz/fuzz_*.c
 # (tests/fuzz/README.md). Needs clang; not part of `all` or `test`.
