@@ -109,20 +109,20 @@ QKV_API const char *qkv_shape_str(const qkv_tensor *t, char *buf, size_t n);
 
 /* A new zero-filled tensor from the arena. shape has ndim entries. */
 QKV_API qkv_status qkv_tensor_new(qkv_arena *a, qkv_dtype dtype, int ndim, const int64_t *shape,
-                          qkv_tensor **out);
+                                  qkv_tensor **out);
 /* A tensor over caller-owned memory (no copy); for inputs and masks. */
 QKV_API qkv_status qkv_tensor_wrap(qkv_arena *a, float *data, int ndim, const int64_t *shape,
-                           qkv_tensor **out);
+                                   qkv_tensor **out);
 QKV_API qkv_status qkv_tensor_wrap_bool(qkv_arena *a, uint8_t *mask, int ndim, const int64_t *shape,
-                                qkv_tensor **out);
+                                        qkv_tensor **out);
 QKV_API qkv_status qkv_tensor_wrap_i64(qkv_arena *a, int64_t *idx, int ndim, const int64_t *shape,
-                               qkv_tensor **out);
+                                       qkv_tensor **out);
 /* A view with another shape over the same elements (a reshape). */
 QKV_API qkv_status qkv_tensor_view(qkv_arena *a, qkv_tensor *t, int ndim, const int64_t *shape,
-                           qkv_tensor **out);
+                                   qkv_tensor **out);
 /* A view of rows [start, start+len) along dim 0 (contiguous, so a view). */
 QKV_API qkv_status qkv_tensor_narrow(qkv_arena *a, qkv_tensor *t, int64_t start, int64_t len,
-                             qkv_tensor **out);
+                                     qkv_tensor **out);
 /* The tensor's gradient buffer, allocated zeroed from the arena if absent
  * (views resolve to their base's gradient). */
 QKV_API float *qkv_tensor_grad(qkv_arena *a, qkv_tensor *t);
@@ -164,15 +164,15 @@ QKV_API qkv_status qkv_params_new(qkv_params **out);
 QKV_API void qkv_params_free(qkv_params *p);
 /* A new zeroed parameter named prefix+name with a zeroed gradient. */
 QKV_API qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim,
-                          const int64_t *shape, qkv_tensor **out);
+                                  const int64_t *shape, qkv_tensor **out);
 /* A buffer (PyTorch's register_buffer: BatchNorm's running_mean,
  * running_var, num_batches_tracked): a zeroed, named F32 entry of the same
  * store with requires_grad 0. It saves and loads with the state_dict and
  * checkpoint functions like a parameter (loading also accepts an integer
  * dtype, as num_batches_tracked is int64 in PyTorch's files); ops record no
  * gradient for it and the optimizers leave it alone; modules update it. */
-QKV_API qkv_status qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
-                                 const int64_t *shape, qkv_tensor **out);
+QKV_API qkv_status qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name,
+                                         int ndim, const int64_t *shape, qkv_tensor **out);
 QKV_API int qkv_params_count(const qkv_params *p);
 QKV_API qkv_tensor *qkv_params_at(qkv_params *p, int i);
 QKV_API qkv_tensor *qkv_params_find(qkv_params *p, const char *name);
@@ -249,11 +249,13 @@ QKV_API int qkv_reference(void);
 
 /* y = x W^T + b, as torch.nn.functional.linear.
  * x (...,in), w (out,in), b (out) or NULL -> y (...,out) */
-QKV_API qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y);
+QKV_API qkv_status qkv_linear(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                              qkv_tensor **y);
 /* y = x.permute(perm) made contiguous; perm has x->ndim entries. */
 QKV_API qkv_status qkv_permute(qkv_ctx *c, qkv_tensor *x, const int *perm, qkv_tensor **y);
 /* A reshape recorded as a view (no copy; gradients flow through the base). */
-QKV_API qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape, qkv_tensor **y);
+QKV_API qkv_status qkv_reshape(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape,
+                               qkv_tensor **y);
 /* Appends one row per (n,h) along dim 2: x (N,H,S,D), row (H*D) or NULL for
  * zeros -> y (N,H,S+1,D). MultiheadAttention's bias_k/bias_v and add_zero_attn. */
 QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor **y);

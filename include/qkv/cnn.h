@@ -20,8 +20,9 @@ extern "C" {
  * - 1) / stride_h + 1 (likewise Wout). stride >= 1 (default 1), padding >= 0
  * (default 0), dilation >= 1 (default 1); the padded input must hold the
  * dilated kernel. im2col + one gemm; plain loops under qkv_reference(). */
-QKV_API qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, const int64_t *stride,
-                      const int64_t *padding, const int64_t *dilation, qkv_tensor **y);
+QKV_API qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                              const int64_t *stride, const int64_t *padding,
+                              const int64_t *dilation, qkv_tensor **y);
 
 /* F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
  * x (N,C,H,W) or (C,H,W) -> y (N,C,Hout,Wout), Hout = (H + 2 padding_h -
@@ -32,8 +33,8 @@ QKV_API qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tens
  * in row-major order (a NaN wins, the last NaN), and the backward routes
  * dy to that element only, as PyTorch's CPU kernel does. */
 QKV_API qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kernel_size,
-                          const int64_t *stride, const int64_t *padding, const int64_t *dilation,
-                          int ceil_mode, qkv_tensor **y);
+                                  const int64_t *stride, const int64_t *padding,
+                                  const int64_t *dilation, int ceil_mode, qkv_tensor **y);
 
 /* F.batch_norm(x, running_mean, running_var, weight, bias, training,
  * momentum, eps) over dim 1: x (N,C), (N,C,L) or (N,C,H,W); every other
@@ -45,8 +46,8 @@ QKV_API qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kern
  * Not training: running_mean and running_var (both needed) are used.
  * eps > 0, momentum finite. */
 QKV_API qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
-                          qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
-                          int training, float momentum, float eps, qkv_tensor **y);
+                                  qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
+                                  int training, float momentum, float eps, qkv_tensor **y);
 
 /* ---- modules (torch.nn), run with qkv_module_forward ------------------------ */
 
@@ -59,7 +60,7 @@ typedef struct {
     int bias;
 } qkv_conv2d_opts;
 QKV_API qkv_conv2d_opts qkv_conv2d_opts_default(int64_t in_channels, int64_t out_channels,
-                                        int64_t kernel_size);
+                                                int64_t kernel_size);
 
 /* nn.Conv2d: "weight" (Cout,Cin,kH,kW) kaiming_uniform_(a=sqrt(5)), i.e.
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and "bias" (Cout) the same bound,
@@ -70,7 +71,7 @@ typedef struct {
     qkv_tensor *weight, *bias; /* (Cout,Cin,kH,kW); (Cout) or NULL */
 } qkv_nn_conv2d;
 QKV_API qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_params *p,
-                              const char *prefix, qkv_rng *rng);
+                                      const char *prefix, qkv_rng *rng);
 
 /* nn.MaxPool2d(kernel_size, stride, padding, dilation, ceil_mode); stride
  * {0, 0} means "= kernel_size", PyTorch's default. No parameters. */
@@ -80,7 +81,7 @@ typedef struct {
     int ceil_mode;
 } qkv_nn_maxpool2d;
 QKV_API qkv_status qkv_nn_maxpool2d_init(qkv_nn_maxpool2d *m, int64_t kernel_size, int64_t stride,
-                                 int64_t padding);
+                                         int64_t padding);
 
 /* nn.BatchNorm2d's options: qkv_batchnorm_opts_default(C) gives eps 1e-5,
  * momentum 0.1, affine 1, track_running_stats 1. momentum NAN is PyTorch's
@@ -107,7 +108,7 @@ typedef struct {
     qkv_tensor *num_batches_tracked;          /* () or NULL */
 } qkv_nn_batchnorm2d;
 QKV_API qkv_status qkv_nn_batchnorm2d_init(qkv_nn_batchnorm2d *m, const qkv_batchnorm_opts *o,
-                                   qkv_params *p, const char *prefix);
+                                           qkv_params *p, const char *prefix);
 
 /* nn.Flatten(start_dim=1): (N,...) -> (N,prod(...)), a view; x needs >= 2 dims. */
 typedef struct { qkv_module base; } qkv_nn_flatten;
@@ -143,8 +144,8 @@ typedef struct {
     qkv_nn_flatten flatten;
     qkv_nn_linear fc1, fc2;
 } qkv_cnn;
-QKV_API qkv_status qkv_cnn_init(qkv_cnn *net, const qkv_cnn_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
+QKV_API qkv_status qkv_cnn_init(qkv_cnn *net, const qkv_cnn_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
 QKV_API void qkv_cnn_free(qkv_cnn *net);
 
 /* The MLP baseline: Flatten, then Linear(C*H*W, hidden[0]), ReLU, ...,
@@ -167,8 +168,8 @@ typedef struct {
     qkv_nn_linear fc[QKV_MLP_MAX_HIDDEN + 1];
     qkv_nn_activation relu[QKV_MLP_MAX_HIDDEN];
 } qkv_mlp;
-QKV_API qkv_status qkv_mlp_init(qkv_mlp *net, const qkv_mlp_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
+QKV_API qkv_status qkv_mlp_init(qkv_mlp *net, const qkv_mlp_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
 QKV_API void qkv_mlp_free(qkv_mlp *net);
 
 #ifdef __cplusplus

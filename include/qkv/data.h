@@ -20,8 +20,8 @@ typedef enum {
  * the lecture's generator, only draws whose two pair averages differ by
  * more than 4 are kept, so that getting the pairs wrong costs.
  * input and target are (n,1,T) (Conv1d's (N,C,L)); target is noise-free. */
-QKV_API qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T, float noise,
-                            float *input, float *target);
+QKV_API qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
+                                    float noise, float *input, float *target);
 
 /* ---- tokenizers (src/data/tokenizer*.c, docs/tokenizers.md) ----------- */
 
@@ -68,7 +68,7 @@ QKV_API qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_t
  * then the smallest right id); training stops early when no pair occurs
  * twice, so the vocabulary may come out smaller. Deterministic. */
 QKV_API qkv_status qkv_tokenizer_bpe_train(const char *text, size_t len, int64_t vocab_size,
-                                   qkv_tokenizer **out);
+                                           qkv_tokenizer **out);
 /* A words tokenizer from text[0, len) (valid UTF-8; lines or not). */
 typedef struct {
     int lower;        /* lower-case before splitting */
@@ -76,15 +76,15 @@ typedef struct {
     int64_t min_freq; /* keep words seen at least this often (>= 1) */
     int64_t max_size; /* at most this many ids, specials included (0: no limit; else > 4) */
 } qkv_words_options;
-QKV_API qkv_status qkv_tokenizer_words_train(const char *text, size_t len, const qkv_words_options *opt,
-                                     qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_words_train(const char *text, size_t len,
+                                             const qkv_words_options *opt, qkv_tokenizer **out);
 /* A words tokenizer's pieces of text[0, len), as encode splits them
  * (lower-cased when t lower-cases), joined by single spaces, known or not:
  * what BLEU compares and what attention maps label. unknown (may be NULL)
  * gets how many pieces encode would map to <unk>. *out is malloc'd and
  * NUL-terminated (free() it), *out_len its length (may be NULL). */
 QKV_API qkv_status qkv_tokenizer_words_split(const qkv_tokenizer *t, const char *text, size_t len,
-                                     char **out, size_t *out_len, int64_t *unknown);
+                                             char **out, size_t *out_len, int64_t *unknown);
 /* GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe. */
 QKV_API qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
 /* A chars, bpe or words tokenizer to/from its text file (formats in
@@ -106,12 +106,12 @@ QKV_API int64_t qkv_tokenizer_vocab_size(const qkv_tokenizer *t); /* 0 if t is N
 QKV_API qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64_t *id);
 /* *ids gets a malloc'd array of *n ids (free() it; NULL when *n is 0). */
 QKV_API qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len,
-                                int64_t **ids, int64_t *n);
+                                        int64_t **ids, int64_t *n);
 /* *text gets a malloc'd, NUL-terminated text of *len bytes (free() it).
  * An id outside [0, vocab size) is an error; chars' unknown id decodes to
  * U+FFFD. Byte-level ids cut inside a character give its bytes as they are. */
 QKV_API qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
-                                char **text, size_t *len);
+                                        char **text, size_t *len);
 
 /* ---- GNU gettext catalogues (src/data/mo.c, docs/translation_data.md) --- */
 
@@ -166,13 +166,15 @@ QKV_API void qkv_translation_set_free(qkv_translation_set *s);
 /* Cleans and filters one pair (in that order: empty, control, untranslated,
  * too long), keeping it if it passes. */
 QKV_API qkv_status qkv_translation_add_pair(qkv_translation_set *s, const char *en, const char *fr,
-                                    qkv_translation_counts *c);
+                                            qkv_translation_counts *c);
 /* Every pair of a .mo file (qkv_mo_read), as add_pair. */
-QKV_API qkv_status qkv_translation_add_mo(qkv_translation_set *s, const char *path, qkv_translation_counts *c);
+QKV_API qkv_status qkv_translation_add_mo(qkv_translation_set *s, const char *path,
+                                          qkv_translation_counts *c);
 /* Sorts the pairs by (hash of English, English, French), drops repeats and
  * writes DIR/train.tsv, valid.tsv, test.tsv ("English\tFrench\n" lines) by
  * qkv_translation_split of the English side. */
-QKV_API qkv_status qkv_translation_write(qkv_translation_set *s, const char *dir, qkv_translation_counts *c);
+QKV_API qkv_status qkv_translation_write(qkv_translation_set *s, const char *dir,
+                                         qkv_translation_counts *c);
 /* 0 (train, 90%), 1 (valid, 5%) or 2 (test, 5%): a 64-bit hash of the
  * English text (FNV-1a, then splitmix64's finaliser) mod 100. */
 QKV_API int qkv_translation_split(const char *english);
@@ -195,8 +197,8 @@ typedef struct {
     double brevity_penalty;
     int64_t hyp_len, ref_len;
 } qkv_bleu_score;
-QKV_API qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
-                           qkv_bleu_score *out);
+QKV_API qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n,
+                                   int64_t nrefs, qkv_bleu_score *out);
 
 /* Paired bootstrap resampling (Koehn 2004, "Statistical significance tests
  * for machine translation evaluation"): is system A's BLEU above system B's
@@ -212,9 +214,10 @@ typedef struct {
     int64_t a_wins, b_wins;   /* samples where A scored above B, and B above A (ties: neither) */
     int64_t samples;
 } qkv_bleu_bootstrap;
-QKV_API qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b, const char *const *refs,
-                                     int64_t n, int64_t nrefs, int64_t samples, uint64_t seed,
-                                     qkv_bleu_bootstrap *out);
+QKV_API qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b,
+                                             const char *const *refs, int64_t n, int64_t nrefs,
+                                             int64_t samples, uint64_t seed,
+                                             qkv_bleu_bootstrap *out);
 
 #ifdef __cplusplus
 }

@@ -58,13 +58,14 @@ QKV_API void qkv_dist_shard(const qkv_dist *d, int64_t n, int64_t *begin, int64_
  * Otherwise *total_units = sum units and *mean_loss = sum(loss * units) /
  * sum units, summed in rank order (the same bits on every rank). */
 QKV_API qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, double loss,
-                                int64_t step, double *total_units, double *mean_loss);
+                                        int64_t step, double *total_units, double *mean_loss);
 /* Every rank's status, before a collective step that a failed rank would
  * miss (after reading data and setting up, say): QKV_OK on every rank
  * when all are OK; otherwise every rank returns an error "WHAT: rank R of
  * N failed: MSG" naming the first failed rank, MSG its mine_msg (NULL:
  * its qkv_last_error()). Every rank must call it. One rank: returns mine. */
-QKV_API qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg, const char *what);
+QKV_API qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg,
+                                  const char *what);
 /* Every buffer of params (an entry with requires_grad 0: BatchNorm's
  * running statistics and num_batches_tracked) set to rank 0's, as
  * PyTorch's DistributedDataParallel(broadcast_buffers=True) does, so that
@@ -89,7 +90,7 @@ QKV_API void qkv_dist_set_broken(qkv_dist *d);
  * at once (MPI_Iallreduce) and waited in order. *total_units (may be NULL)
  * gets sum units. */
 QKV_API qkv_status qkv_dist_grads_allreduce(qkv_dist *d, qkv_params *params, double units,
-                                    int64_t bucket_floats, double *total_units);
+                                            int64_t bucket_floats, double *total_units);
 /* A 64-bit hash of every parameter's bits, compared across ranks: QKV_OK
  * when all agree, QKV_ERR_STATE naming the first differing rank otherwise
  * (fn names the caller in the message). */
@@ -108,8 +109,8 @@ QKV_API qkv_status qkv_dist_optim_step(qkv_dist *d, qkv_optim *o);
  * gathered to it first); every rank gets rank 0's status. d and meta may
  * be NULL. */
 QKV_API qkv_status qkv_dist_checkpoint_save(qkv_dist *d, const char *path, qkv_params *params,
-                                    const qkv_optim *optim, const qkv_train_pos *pos,
-                                    const qkv_rng *rng, const qkv_checkpoint_meta *meta);
+                                            const qkv_optim *optim, const qkv_train_pos *pos,
+                                            const qkv_rng *rng, const qkv_checkpoint_meta *meta);
 
 #ifdef __cplusplus
 }

@@ -57,7 +57,7 @@ typedef struct {
 /* Images from an idx file of unsigned bytes (n,H,W) -> (n,1,H,W), labels
  * from an idx file of unsigned bytes (n); the counts must agree. */
 QKV_API qkv_status qkv_image_set_load(const char *images_path, const char *labels_path,
-                              qkv_image_set **out);
+                                      qkv_image_set **out);
 /* Fashion-MNIST's training (train=1, 60000 images) or test (train=0,
  * 10000) split from dir (data/fashion-mnist from tools/get_data.sh
  * fashion-mnist), DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. */
@@ -84,8 +84,8 @@ typedef struct {
  * (either may be NULL), then applies aug (NULL: none), drawing from r
  * (needed when aug crops or flips; the same seed gives the same batch). */
 QKV_API qkv_status qkv_image_set_batch(const qkv_image_set *s, const int64_t *index, int64_t n,
-                               const qkv_image_aug *aug, qkv_rng *r, float *images,
-                               int64_t *labels);
+                                       const qkv_image_aug *aug, qkv_rng *r, float *images,
+                                       int64_t *labels);
 /* A seeded Fisher-Yates shuffle of index[0..n) (fill it with 0..n-1 for
  * an epoch's order). */
 QKV_API qkv_status qkv_shuffle_i64(qkv_rng *r, int64_t *index, int64_t n);
@@ -96,15 +96,15 @@ QKV_API qkv_status qkv_shuffle_i64(qkv_rng *r, int64_t *index, int64_t n);
  * side and an H x W window taken at offsets (top, left), each drawn
  * uniformly in [0, 2p] (top first), so out[y][x] = in[y+top-p][x+left-p]
  * or 0 outside. */
-QKV_API qkv_status qkv_image_random_crop(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                 int p);
+QKV_API qkv_status qkv_image_random_crop(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h,
+                                         int64_t w, int p);
 /* RandomHorizontalFlip(p): each image is mirrored (out[y][x] =
  * in[y][W-1-x]) when a uniform draw in [0,1) is < p. */
-QKV_API qkv_status qkv_image_random_hflip(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                  float p);
+QKV_API qkv_status qkv_image_random_hflip(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h,
+                                          int64_t w, float p);
 /* Normalize(mean, std): x = (x - mean[ch]) / std[ch]; std must be > 0. */
 QKV_API qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                               const float *mean, const float *std);
+                                       const float *mean, const float *std);
 
 /* ---- PNG images (libpng) ----------------------------------------------- */
 
@@ -114,12 +114,13 @@ QKV_API qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h
  * channel for grey and RGB images too); bit depths 1-16 are scaled by
  * their maximum (v / (2^depth - 1)). No gamma correction (as PIL). A
  * missing, truncated or corrupt file is an error naming path. */
-QKV_API qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h, int64_t *w);
+QKV_API qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h,
+                                int64_t *w);
 /* The same from a whole PNG file's n bytes in memory; name is used in
  * messages. A header whose pixels cannot come from n bytes of deflate data
  * (at most 1032:1) is refused before anything is allocated for them. */
-QKV_API qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float **pixels, int64_t *c,
-                            int64_t *h, int64_t *w);
+QKV_API qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float **pixels,
+                                    int64_t *c, int64_t *h, int64_t *w);
 
 /* What qkv_image_fit did (bits of *changes). */
 enum { QKV_IMAGE_CONVERTED = 1, QKV_IMAGE_RESIZED = 2 };
@@ -133,10 +134,10 @@ enum { QKV_IMAGE_CONVERTED = 1, QKV_IMAGE_RESIZED = 2 };
  * *changes (may be NULL) gets QKV_IMAGE_CONVERTED and/or QKV_IMAGE_RESIZED
  * when they happened, so that the caller can say so. */
 QKV_API qkv_status qkv_image_fit(const float *src, int64_t sc, int64_t sh, int64_t sw, float *dst,
-                         int64_t dc, int64_t dh, int64_t dw, unsigned *changes);
+                                 int64_t dc, int64_t dh, int64_t dw, unsigned *changes);
 /* The bilinear resize alone, per channel: src (c,sh,sw) -> dst (c,dh,dw). */
 QKV_API qkv_status qkv_image_resize_bilinear(const float *src, int64_t c, int64_t sh, int64_t sw,
-                                     float *dst, int64_t dh, int64_t dw);
+                                             float *dst, int64_t dh, int64_t dw);
 
 #ifdef __cplusplus
 }

@@ -36,13 +36,15 @@ typedef enum {
 } qkv_activation;
 
 /* y = act(x), elementwise, any shape. */
-QKV_API qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y);
+QKV_API qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x,
+                                        qkv_tensor **y);
 /* y = relu(x W^T + b), F.relu(F.linear(x, w, b)) (shapes as qkv_linear):
  * the same values and gradients as qkv_linear then qkv_activation_apply
  * with QKV_ACTIVATION_RELU. Recording in the BF16 mode on oneDNN it is one
  * node, whose backward masks dy, converts it to bf16 and sums the bias
  * gradient in one pass (a transformer's feed-forward); elsewhere the two. */
-QKV_API qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y);
+QKV_API qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                                   qkv_tensor **y);
 /* "relu", "gelu", "gelu_tanh", "tanh" (NULL for a value out of range), and back. */
 QKV_API const char *qkv_activation_name(qkv_activation act);
 QKV_API qkv_status qkv_activation_parse(const char *name, qkv_activation *act);
@@ -70,15 +72,15 @@ QKV_API qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qk
  * y = (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
  * x (...,C), weight (C) or NULL, bias (C) or NULL -> y like x. eps > 0. */
 QKV_API qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
-                          float eps, qkv_tensor **y);
+                                  float eps, qkv_tensor **y);
 
 /* F.embedding(ids, weight, padding_idx): y[...] = weight[ids[...]].
  * weight (num,dim), ids an I64 tensor of 0..3 dims -> y (ids.shape...,dim).
  * padding_idx in [0,num) gets no gradient; -1 means none (PyTorch's
  * negative padding_idx, counted from the end, is num + padding_idx here).
  * An id outside [0,num) is QKV_ERR_ARG naming it and its position. */
-QKV_API qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_t padding_idx,
-                         qkv_tensor **y);
+QKV_API qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids,
+                                 int64_t padding_idx, qkv_tensor **y);
 
 /* F.dropout(x, p, training=qkv_ctx_training(c)). Outside training mode, or
  * with p == 0, *y is x itself (as PyTorch returns its input) and nothing is
@@ -93,8 +95,8 @@ QKV_API qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **
  * y (N,Cout,Lout) (or (Cout,Lout)), Lout = (L + 2 padding - dilation (K-1) - 1)
  * / stride + 1, which must be >= 1. stride >= 1, padding >= 0 (zeros),
  * dilation >= 1. im2col + gemm; a plain loop under qkv_reference(). */
-QKV_API qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, int64_t stride,
-                      int64_t padding, int64_t dilation, qkv_tensor **y);
+QKV_API qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                              int64_t stride, int64_t padding, int64_t dilation, qkv_tensor **y);
 
 /* ---- modules (torch.nn) ------------------------------------------------
  * Each _init creates the module's parameters in p under prefix with
@@ -112,7 +114,7 @@ typedef struct {
     qkv_tensor *weight, *bias; /* (out,in); (out) or NULL */
 } qkv_nn_linear;
 QKV_API qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
-                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
+                                      int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
 
 /* bf16 weights for inference (src/nn/linear_bf16.c, docs/bf16_decode.md):
  * a bf16 copy (round to nearest even, as .to(torch.bfloat16)) of every 2-D
@@ -146,7 +148,7 @@ typedef struct {
     int bias;
 } qkv_conv1d_opts;
 QKV_API qkv_conv1d_opts qkv_conv1d_opts_default(int64_t in_channels, int64_t out_channels,
-                                        int64_t kernel_size);
+                                                int64_t kernel_size);
 
 /* nn.Conv1d: "weight" (Cout,Cin,K), "bias" (Cout), both
  * U(-1/sqrt(Cin*K), 1/sqrt(Cin*K)). x (N,Cin,L) or (Cin,L) -> y (N,Cout,Lout). */
@@ -156,7 +158,7 @@ typedef struct {
     qkv_tensor *weight, *bias; /* (Cout,Cin,K); (Cout) or NULL */
 } qkv_nn_conv1d;
 QKV_API qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
-                              const char *prefix, qkv_rng *rng);
+                                      const char *prefix, qkv_rng *rng);
 
 /* nn.LayerNorm(C, eps, elementwise_affine): "weight" (C) ones, "bias" (C)
  * zeros when elementwise_affine. PyTorch's default eps is 1e-5. x (...,C). */
@@ -168,7 +170,7 @@ typedef struct {
     qkv_tensor *weight, *bias; /* (C) each, or NULL */
 } qkv_nn_layernorm;
 QKV_API qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
-                                 int elementwise_affine, qkv_params *p, const char *prefix);
+                                         int elementwise_affine, qkv_params *p, const char *prefix);
 
 /* nn.Embedding(num_embeddings, embedding_dim, padding_idx): "weight"
  * (num,dim) N(0,1), the padding_idx row zeroed (-1: none). The forward's x is
@@ -179,8 +181,8 @@ typedef struct {
     qkv_tensor *weight; /* (num,dim) */
 } qkv_nn_embedding;
 QKV_API qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
-                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
-                                 const char *prefix, qkv_rng *rng);
+                                         int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                         const char *prefix, qkv_rng *rng);
 
 /* Activation modules: nn.ReLU(), nn.Tanh(), nn.GELU(approximate) are one
  * struct with the activation's kind (base.type is PyTorch's class name);
@@ -248,9 +250,9 @@ typedef qkv_nn_rnn qkv_nn_gru;
 typedef qkv_nn_rnn qkv_nn_lstm;
 
 QKV_API qkv_status qkv_nn_gru_init(qkv_nn_gru *m, const qkv_rnn_opts *o, qkv_params *p,
-                           const char *prefix, qkv_rng *rng);
+                                   const char *prefix, qkv_rng *rng);
 QKV_API qkv_status qkv_nn_lstm_init(qkv_nn_lstm *m, const qkv_rnn_opts *o, qkv_params *p,
-                            const char *prefix, qkv_rng *rng);
+                                    const char *prefix, qkv_rng *rng);
 QKV_API void qkv_nn_gru_free(qkv_nn_gru *m);
 QKV_API void qkv_nn_lstm_free(qkv_nn_lstm *m);
 
@@ -266,10 +268,11 @@ QKV_API void qkv_nn_lstm_free(qkv_nn_lstm *m);
  *   h_n, c_n (D*num_layers,N,H) ((D*num_layers,H) unbatched); h_n, c_n may
  *          be NULL when not wanted. */
 QKV_API qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tensor *h0,
-                              const int64_t *lengths, qkv_tensor **output, qkv_tensor **h_n);
+                                      const int64_t *lengths, qkv_tensor **output,
+                                      qkv_tensor **h_n);
 QKV_API qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
-                               qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
-                               qkv_tensor **h_n, qkv_tensor **c_n);
+                                       qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
+                                       qkv_tensor **h_n, qkv_tensor **c_n);
 /* The masks form of lengths: padding_mask BOOL (N,L), true = padding (as
  * key_padding_mask), each row right-padded (real steps, then padding only,
  * at least one real step); lengths (N, caller's memory) gets each row's

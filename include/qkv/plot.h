@@ -72,8 +72,8 @@ QKV_API qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o);
  * rollout beside them), columns across (0: up to 4), each about 200 points
  * on its image's longer side with its own title and colour bar; title
  * above them all, or NULL. */
-QKV_API qkv_status qkv_plot_overlay_grid(const char *path, const qkv_overlay *panels, int n, int columns,
-                                 const char *title);
+QKV_API qkv_status qkv_plot_overlay_grid(const char *path, const qkv_overlay *panels, int n,
+                                         int columns, const char *title);
 
 /* ---- line plots --------------------------------------------------------- */
 
@@ -100,8 +100,8 @@ QKV_API qkv_status qkv_plot_lines(const char *path, const qkv_line_plot *p);
  * in rows, each drawn as qkv_plot_lines draws it in a cell as large as the
  * largest panel's width x height (0 x 0: 480 x 300); title above them all,
  * or NULL. */
-QKV_API qkv_status qkv_plot_lines_grid(const char *path, const qkv_line_plot *panels, int n, int columns,
-                               const char *title);
+QKV_API qkv_status qkv_plot_lines_grid(const char *path, const qkv_line_plot *panels, int n,
+                                       int columns, const char *title);
 
 /* ---- the interactive attention explorer (HTML) -------------------------- */
 

@@ -19,7 +19,8 @@ extern "C" {
  * about p * 1e-7). d even and positive, T >= 0, offset >= 0. */
 QKV_API qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe);
 /* The same table as a constant tensor (T,d) from the ctx's arena. */
-QKV_API qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe);
+QKV_API qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d,
+                                  qkv_tensor **pe);
 
 /* y = x + pe[offset + t] at every batch entry: a position table added to
  * embeddings in either layout.
@@ -29,12 +30,12 @@ QKV_API qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t
  * pe requires one: a learned table). For batch_first, qkv_add(x, pe (T,d))
  * is the same thing. */
 QKV_API qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t offset,
-                              int batch_first, qkv_tensor **y);
+                                      int batch_first, qkv_tensor **y);
 
 /* y = weight[offset : offset+T], recorded (the rows get the gradient):
  * nn.Embedding applied to arange(offset, offset+T). weight (P,d) -> y (T,d). */
 QKV_API qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
-                         qkv_tensor **y);
+                                 qkv_tensor **y);
 
 /* y = alpha * x (any shape): dx += alpha dy. alpha finite. */
 QKV_API qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y);
@@ -64,7 +65,7 @@ typedef enum {
  *     (Conv1d's layout, as the lecture's toy model).
  * dx += dy without the new channel. */
 QKV_API qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
-                            qkv_tensor **y);
+                                    qkv_tensor **y);
 
 /* ---- rotary position embedding (RoPE, RoFormer) ----------------------- */
 
@@ -119,11 +120,11 @@ typedef enum {
  * of S positions, as with a cache; i' = i when L == S). Usable as qkv_sdpa's
  * F32 attn_mask (N*H,L,S) or, with N = 1, MultiheadAttention's. N, H, L,
  * S >= 1. */
-QKV_API qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
-                               float *bias);
+QKV_API qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S,
+                                       qkv_alibi_kind kind, float *bias);
 /* The same as a constant tensor (N*H,L,S) from the ctx's arena. */
 QKV_API qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
-                          qkv_alibi_kind kind, qkv_tensor **bias);
+                                  qkv_alibi_kind kind, qkv_tensor **bias);
 
 /* ---- modules ----------------------------------------------------------- */
 
@@ -139,7 +140,7 @@ typedef struct {
     int batch_first;
 } qkv_nn_sinusoidal;
 QKV_API qkv_status qkv_nn_sinusoidal_init(qkv_nn_sinusoidal *m, int64_t d_model, float dropout,
-                                  int64_t max_len, int batch_first);
+                                          int64_t max_len, int batch_first);
 
 /* A learned absolute position embedding (BERT, GPT-2's wpe):
  * "weight" (max_len,d_model) N(0,1) as nn.Embedding;
@@ -152,8 +153,8 @@ typedef struct {
     qkv_tensor *weight; /* (max_len,d_model) */
 } qkv_nn_learned_pos;
 QKV_API qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
-                                   int batch_first, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng);
+                                           int batch_first, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng);
 
 /* The tutorial's TokenEmbedding: y = embedding(ids) * sqrt(d_model) when
  * scaled (else * 1). "weight" (num,d_model) N(0,1) as nn.Embedding (the
@@ -165,8 +166,8 @@ typedef struct {
     float scale; /* sqrt(d_model) or 1 */
 } qkv_nn_token_embedding;
 QKV_API qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
-                                       int64_t d_model, int64_t padding_idx, int scaled,
-                                       qkv_params *p, const char *prefix, qkv_rng *rng);
+                                               int64_t d_model, int64_t padding_idx, int scaled,
+                                               qkv_params *p, const char *prefix, qkv_rng *rng);
 
 #ifdef __cplusplus
 }

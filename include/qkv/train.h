@@ -20,7 +20,7 @@ typedef enum {
  * input and target F32 of the same shape -> loss () (or like input for
  * NONE). target gets a gradient too when it requires one. */
 QKV_API qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
-                        qkv_reduction reduction, qkv_tensor **loss);
+                                qkv_reduction reduction, qkv_tensor **loss);
 
 #define QKV_IGNORE_INDEX_DEFAULT (-100)
 
@@ -33,8 +33,8 @@ QKV_API qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *targe
  * label_smoothing in [0,1]. Where every target is ignored, MEAN gives 0 with
  * a zero gradient (PyTorch gives NaN). */
 QKV_API qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *target,
-                             int64_t ignore_index, double label_smoothing,
-                             qkv_reduction reduction, qkv_tensor **loss);
+                                     int64_t ignore_index, double label_smoothing,
+                                     qkv_reduction reduction, qkv_tensor **loss);
 
 /* F.cross_entropy(F.linear(x, weight, bias), target, ...) as one op, the
  * output layer of a language or translation model and its loss: x
@@ -45,10 +45,10 @@ QKV_API qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_t
  * their softmax: it turns each row of logits into its gradient as soon as
  * the row's loss is known (the BF16 mode writes that gradient in bf16 for
  * the backward's products). */
-QKV_API qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
-                                    const qkv_tensor *target, int64_t ignore_index,
-                                    double label_smoothing, qkv_reduction reduction,
-                                    qkv_tensor **loss);
+QKV_API qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight,
+                                            qkv_tensor *bias, const qkv_tensor *target,
+                                            int64_t ignore_index, double label_smoothing,
+                                            qkv_reduction reduction, qkv_tensor **loss);
 
 /* ---- optimizers --------------------------------------------------------- */
 
@@ -139,7 +139,7 @@ typedef struct {
  * optimizer step outside [0, 2^53]. The checksum covers tensors and
  * metadata (version 2; version 1 files are refused on load). */
 QKV_API qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
-                               const qkv_train_pos *pos, const qkv_rng *rng);
+                                       const qkv_train_pos *pos, const qkv_rng *rng);
 /* Extra string metadata kept in a checkpoint (a model's configuration,
  * its tokenizer), inside the checksum: n pairs (0 to 64), keys unique and
  * none the checkpoint writes itself (format, format_version, params,
@@ -151,9 +151,9 @@ typedef struct {
 } qkv_checkpoint_meta;
 
 /* qkv_checkpoint_save with meta (NULL: none) in the file's metadata. */
-QKV_API qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
-                                    const qkv_train_pos *pos, const qkv_rng *rng,
-                                    const qkv_checkpoint_meta *meta);
+QKV_API qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params,
+                                            const qkv_optim *optim, const qkv_train_pos *pos,
+                                            const qkv_rng *rng, const qkv_checkpoint_meta *meta);
 /* A metadata value of the checkpoint at path, once its format and checksum
  * are verified: *val gets a malloc'd copy (free() it); QKV_ERR_NOTFOUND
  * when the key is absent. */
@@ -164,7 +164,7 @@ QKV_API qkv_status qkv_checkpoint_read_meta(const char *path, const char *key, c
  * load_state_dict does). optim, pos and rng may be NULL (not restored); a
  * non-NULL one must be in the file. On any error nothing is modified. */
 QKV_API qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
-                               qkv_train_pos *pos, qkv_rng *rng);
+                                       qkv_train_pos *pos, qkv_rng *rng);
 
 /* ---- the training loop -------------------------------------------------- */
 
@@ -181,7 +181,8 @@ typedef struct {
 } qkv_progress;
 
 QKV_API void qkv_progress_start(qkv_progress *p, FILE *out, int64_t total_steps, const char *unit);
-QKV_API void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr, int64_t units);
+QKV_API void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr,
+                               int64_t units);
 QKV_API void qkv_progress_finish(qkv_progress *p);
 
 /* The batch function: build step's batch, run the forward and return the

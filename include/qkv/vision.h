@@ -32,7 +32,7 @@ extern "C" {
  * wrong number of dims, a result of more than 4 dims, anonymous axes other
  * than 1. */
 QKV_API qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern, const char *sizes,
-                         qkv_tensor **y);
+                                 qkv_tensor **y);
 
 /* ---- patch embedding ----------------------------------------------------
  * conv_proj(x).flatten(2).transpose(1, 2) for conv_proj =
@@ -45,7 +45,7 @@ QKV_API qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern,
  * pw rounded down: rows and columns past the last whole patch are ignored,
  * as Conv2d ignores them. H >= ph, W >= pw. */
 QKV_API qkv_status qkv_patch_embed(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
-                           qkv_tensor **y);
+                                   qkv_tensor **y);
 
 /* The module: "weight" (D,C,P,P), "bias" (D), both
  * U(-1/sqrt(C*P*P), 1/sqrt(C*P*P)) as nn.Conv2d's default. x (N,C,H,W) ->
@@ -55,9 +55,9 @@ typedef struct {
     int64_t in_channels, embed_dim, patch;
     qkv_tensor *weight, *bias; /* (D,C,P,P); (D) */
 } qkv_nn_patch_embed;
-QKV_API qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
-                                   int64_t patch, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng);
+QKV_API qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels,
+                                           int64_t embed_dim, int64_t patch, qkv_params *p,
+                                           const char *prefix, qkv_rng *rng);
 
 /* ---- 2-D sinusoidal positions (MAE's get_2d_sincos_pos_embed) -----------
  * pe (cls + gh*gw, d), d a multiple of 4: with cls, row 0 is zeros (the
@@ -67,7 +67,8 @@ QKV_API qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_cha
  * the column first though it calls that half emb_h); each half of width
  * h = d/2 is [sin(p w_k) for k < h/2] then [cos(p w_k)], w_k =
  * 10000^(-k/(h/2)). Computed in double. */
-QKV_API qkv_status qkv_pos_2d_sincos_fill(int64_t grid_h, int64_t grid_w, int64_t d, int cls, float *pe);
+QKV_API qkv_status qkv_pos_2d_sincos_fill(int64_t grid_h, int64_t grid_w, int64_t d, int cls,
+                                          float *pe);
 
 /* ---- vision transformer ------------------------------------------------ */
 
@@ -98,7 +99,7 @@ typedef struct {
 } qkv_vit_opts;
 
 QKV_API qkv_vit_opts qkv_vit_opts_default(int64_t image_h, int64_t image_w, int64_t in_channels,
-                                  int64_t patch, int64_t num_classes);
+                                          int64_t patch, int64_t num_classes);
 
 /* The model. Parameters (under prefix):
  *   conv_proj.weight (D,C,P,P), conv_proj.bias (D)   the patch embedding
@@ -126,8 +127,8 @@ typedef struct {
     qkv_nn_linear head;
 } qkv_vit;
 
-QKV_API qkv_status qkv_vit_init(qkv_vit *m, const qkv_vit_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
+QKV_API qkv_status qkv_vit_init(qkv_vit *m, const qkv_vit_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
 QKV_API void qkv_vit_free(qkv_vit *m);
 
 /* The encoder's output after the final LayerNorm: images (N,C,H,W) with
@@ -135,10 +136,10 @@ QKV_API void qkv_vit_free(qkv_vit *m);
  * qkv_ctx_set_capture on, each layer's self-attention weights (N,nhead,S,S)
  * are captured in layer order: row 0 is the class token's attention. */
 QKV_API qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
-                            qkv_tensor **tokens);
+                                    qkv_tensor **tokens);
 /* logits (N,num_classes) = head(pool(features(images))). */
 QKV_API qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
-                           qkv_tensor **logits);
+                                   qkv_tensor **logits);
 
 /* Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in
  * Transformers"): attn (layers, heads, S, S) the layers' self-attention
@@ -147,7 +148,8 @@ QKV_API qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *ima
  * I), each row divided by its sum (for rows of weights summing to 1, the
  * paper's 0.5 W + 0.5 I). Row 0 of out is how much each token's input
  * flows into the class token's output. Computed in double. */
-QKV_API qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t heads, int64_t S, float *out);
+QKV_API qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t heads,
+                                         int64_t S, float *out);
 
 /* torchvision's VisionTransformer (vit_b_16, ...): its state_dict names
  * the same tensors differently. qkv_vit_torchvision_name maps one key:
@@ -168,7 +170,8 @@ QKV_API qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int6
  * every parameter under prefix must be found; all is checked before
  * anything is copied. */
 QKV_API qkv_status qkv_vit_torchvision_name(const char *key, char *out, size_t n);
-QKV_API qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, const char *prefix);
+QKV_API qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st,
+                                            const char *prefix);
 
 #ifdef __cplusplus
 }
