@@ -98,12 +98,16 @@ OBJ  := $(SRC:%.c=$(B)/%.o)
 PLOT_SRC := $(sort $(wildcard src/plot/*.c))
 PLOT_OBJ := $(PLOT_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
-TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+TEST_SH := $(sort $(wildcard tests/test_*.sh))
+TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%) $(TEST_SH:tests/%.sh=$(B)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 HDRS := include/qkv.h $(wildcard include/qkv/*.h src/*/*.h)
+VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 all: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv.pc $(B)/qkv-plot.pc $(B)/qkv \
+	$(B)/cmake/qkvConfig.cmake $(B)/cmake/qkvConfigVersion.cmake $(B)/man/qkv.1 $(B)/completion/qkv \
 	$(TESTS) $(BENCHES)
 
 $(B)/%.o: %.c $(HDRS)
@@ -162,8 +166,21 @@ $(B)/libqkv.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libqkv.so: $(OBJ)
-	$(CC) $(CFLAGS) -shared -o $@ $^ $(QKV_LIBS) $(LDFLAGS)
+# The shared libraries export only the functions include/ declares (marked
+# QKV_API); everything else is built hidden (docs/core.md, "The shared
+# library: what it exports"). Each has the SONAME of its major version and
+# the usual links: libqkv.so -> libqkv.so.0 -> libqkv.so.0.2.0.
+$(OBJ) $(PLOT_OBJ): ALL_CFLAGS += -fvisibility=hidden
+
+$(B)/libqkv.so.$(VERSION): $(OBJ) src/libqkv.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libqkv.so.$(SO_MAJOR) -Wl,--version-script=src/libqkv.map \
+		-o $@ $(OBJ) $(QKV_LIBS) $(LDFLAGS)
+
+$(B)/%.so.$(SO_MAJOR): $(B)/%.so.$(VERSION)
+	ln -sf $(notdir $<) $@
+
+$(B)/%.so: $(B)/%.so.$(SO_MAJOR)
+	ln -sf $(notdir $<) $@
 
 $(B)/src/plot/%.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 
@@ -171,8 +188,8 @@ $(B)/libqkv-plot.a: $(PLOT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libqkv-plot.so: $(PLOT_OBJ) $(B)/libqkv.so
-	$(CC) $(CFLAGS) -shared -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
+$(B)/libqkv-plot.so.$(VERSION): $(PLOT_OBJ) $(B)/libqkv.so
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libqkv-plot.so.$(SO_MAJOR) -o $@ $(PLOT_OBJ) -L$(B) -lqkv $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS)
 
 # Programs link the figures before the core: libqkv-plot uses libqkv.
 PROG_LIBS = $(B)/libqkv-plot.a $(B)/libqkv.a $(EXTRA_LIBS) $(PLOT_LIBS) $(QKV_LIBS) $(LDFLAGS) $(WRAP_LDFLAGS)
@@ -183,6 +200,12 @@ $(B)/qkv: $(wildcard src/cli/*.c src/cli/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 $(B)/tests/%: tests/%.c $(wildcard tests/*.h) $(B)/libqkv-plot.a $(B)/libqkv.a
 	@mkdir -p $(B)/tests
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(PROG_LIBS)
+
+# A shell test, tests/test_NAME.sh, runs as BUILD/tests/test_NAME on BUILD.
+$(B)/tests/test_%: tests/test_%.sh
+	@mkdir -p $(B)/tests
+	printf '#!/bin/sh\nexec sh "%s" "%s" "$$@"\n' '$(abspath $<)' '$(abspath $(B))' > $@
+	chmod +x $@
 
 # test_nomem makes the library's allocations fail one by one (tests/test_nomem.c).
 # (Not through LDFLAGS: `make sanitize` sets LDFLAGS on the command line,
@@ -203,13 +226,14 @@ sanitize:
 	$(MAKE) B=build-san CFLAGS="-g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" OPT="-O1" test
 
-VERSION := $(shell sed -n 's/^\#define QKV_VERSION "\(.*\)"/\1/p' include/qkv.h)
-
 # qkv.pc and qkv-plot.pc for `make install`; $(B)/qkv.pc and
 # $(B)/qkv-plot.pc point at this tree, so a program builds against the
 # build without installing:
 #   cc prog.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv)
 #   cc fig.c $$(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv-plot)
+# Neither sets an rpath: a program built against the build tree runs with
+# LD_LIBRARY_PATH=build; installed, the loader finds libqkv.so.0 where the
+# system's libraries are (ldconfig) or through LD_LIBRARY_PATH.
 PC_SED = sed -e 's|@BLAS_LIBS@|$(BLAS_LIBS) $(MPI_LIBS) $(DNNL_LIBS)|' -e 's|@PLOT_LIBS@|$(PLOT_LIBS)|' -e 's|@VERSION@|$(VERSION)|'
 
 qkv.pc: qkv.pc.in include/qkv.h
@@ -230,14 +254,51 @@ $(B)/qkv-plot.pc: qkv-plot.pc.in include/qkv.h
 	$(PC_SED) -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(abspath $(B))|' \
 		-e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
 
-install: $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qkv $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(B)/libqkv.a $(B)/libqkv.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(DESTDIR)$(PREFIX)/lib/
+# The CMake package (cmake/qkvConfig.cmake.in: find_package(qkv) gives
+# qkv::qkv and qkv::plot): $(B)/cmake/ for the build tree
+# (cmake -Dqkv_DIR=$(B)/cmake), $(B)/cmake-install/ for `make install`,
+# where it finds the prefix from its own place (PREFIX/lib/cmake/qkv/).
+CMAKE_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SO_MAJOR@|$(SO_MAJOR)|g'
+
+$(B)/cmake/qkvConfig.cmake: cmake/qkvConfig.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) -e 's|@LIBDIR@|$(abspath $(B))|' -e 's|@INCLUDEDIR@|$(CURDIR)/include|' $< > $@
+
+$(B)/cmake-install/qkvConfig.cmake: cmake/qkvConfig.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) -e 's|@LIBDIR@|$${_qkv_prefix}/lib|' -e 's|@INCLUDEDIR@|$${_qkv_prefix}/include|' $< > $@
+
+$(B)/cmake/qkvConfigVersion.cmake $(B)/cmake-install/qkvConfigVersion.cmake: cmake/qkvConfigVersion.cmake.in include/qkv.h
+	@mkdir -p $(dir $@)
+	$(CMAKE_SED) $< > $@
+
+# Man pages (qkv.1, qkv-COMMAND.1) and bash completion, written from the
+# command's own --help (tools/gen_man.sh, tools/gen_completion.sh).
+$(B)/man/qkv.1: $(B)/qkv tools/gen_man.sh
+	tools/gen_man.sh $(B)/qkv $(B)/man
+
+$(B)/completion/qkv: $(B)/qkv tools/gen_completion.sh
+	tools/gen_completion.sh $(B)/qkv $@
+
+install: $(B)/man/qkv.1 $(B)/completion/qkv $(B)/libqkv.a $(B)/libqkv.so $(B)/libqkv-plot.a $(B)/libqkv-plot.so $(B)/qkv qkv.pc qkv-plot.pc \
+		$(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/qkv $(DESTDIR)$(PREFIX)/include/qkv \
+		$(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(B)/libqkv.a $(B)/libqkv-plot.a $(DESTDIR)$(PREFIX)/lib/
+	for l in libqkv libqkv-plot; do \
+		install -m 644 $(B)/$$l.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/ && \
+		ln -sf $$l.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$$l.so.$(SO_MAJOR) && \
+		ln -sf $$l.so.$(SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/$$l.so || exit 1; \
+	done
 	install -m 644 include/qkv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/qkv/*.h $(DESTDIR)$(PREFIX)/include/qkv/
 	install -m 644 qkv.pc qkv-plot.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(B)/cmake-install/qkvConfig.cmake $(B)/cmake-install/qkvConfigVersion.cmake \
+		$(DESTDIR)$(PREFIX)/lib/cmake/qkv/
 	install -m 755 $(B)/qkv $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(B)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(B)/completion/qkv $(DESTDIR)$(PREFIX)/share/bash-completion/completions/
 
 # libFuzzer targets, one per reader of outside data: every tests/fuzz/fuzz_*.c
 # (tests/fuzz/README.md). Needs clang; not part of `all` or `test`.

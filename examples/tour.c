@@ -2,6 +2,7 @@
  * batch_first=True), causal self-attention on a random batch, the backward,
  * and one AdamW step. Build it against the build tree (no install):
  *   cc examples/tour.c $(PKG_CONFIG_PATH=build pkg-config --cflags --libs qkv) -o tour
+ *   LD_LIBRARY_PATH=build ./tour
  * or against an installed qkv: cc examples/tour.c $(pkg-config --cflags --libs qkv) */
 #include <stdio.h>
 #include <stdlib.h>

@@ -40,15 +40,15 @@ typedef struct {
     const float *alibi_slopes;
 } qkv_sdpa_opts;
 
-qkv_sdpa_opts qkv_sdpa_opts_default(void);
+QKV_API qkv_sdpa_opts qkv_sdpa_opts_default(void);
 
 /* out = softmax(q k^T * scale + mask) v, rows with every key masked give 0.
  * q (N,H,L,D), k (N,H,S,D), v (N,H,S,Dv) -> out (N,H,L,Dv),
  * weights (N,H,L,S) when opts->need_weights and weights is not NULL (a NULL
  * weights means "don't compute them"; else *weights = NULL; weights may
  * be NULL). 3-D inputs (B,L,D) are taken as H = 1. */
-qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
-                    const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights);
+QKV_API qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
+                            const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights);
 
 /* ---- multi-head attention (torch.nn.MultiheadAttention) --------------- */
 
@@ -68,7 +68,7 @@ typedef struct {
     float rotary_base;  /* the rotation's base; 0 (default) means 10000 */
 } qkv_mha_opts;
 
-qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads);
+QKV_API qkv_mha_opts qkv_mha_opts_default(int64_t embed_dim, int64_t num_heads);
 
 typedef struct {
     qkv_mha_opts o;
@@ -87,8 +87,8 @@ typedef struct {
 
 /* Creates the parameters in p under prefix (e.g. "layers.0.self_attn.", or
  * "" ) and initialises them as PyTorch does, drawing from rng. */
-qkv_status qkv_mha_init(qkv_mha *m, const qkv_mha_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
+QKV_API qkv_status qkv_mha_init(qkv_mha *m, const qkv_mha_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
 
 typedef struct {
     const qkv_tensor *key_padding_mask; /* BOOL or F32, (N,S) or (S) unbatched */
@@ -108,7 +108,7 @@ typedef struct {
     const qkv_tensor *positions;
 } qkv_mha_args;
 
-qkv_mha_args qkv_mha_args_default(void);
+QKV_API qkv_mha_args qkv_mha_args_default(void);
 
 /* query (L,N,E) ((N,L,E) with batch_first, (L,E) unbatched), key (S,N,kdim),
  * value (S,N,vdim) -> out like query; weights (N,L,S') averaged or
@@ -116,9 +116,9 @@ qkv_mha_args qkv_mha_args_default(void);
  * unbatched without N; *weights is NULL when need_weights is 0.
  * weights may be NULL: the weights are then not computed, whatever
  * need_weights says (its default is PyTorch's True). */
-qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
-                           qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
-                           qkv_tensor **weights);
+QKV_API qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_tensor *key,
+                                   qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
+                                   qkv_tensor **weights);
 
 
 /* ---- score functions (the lecture's seq2seq attention) ----------------- */
@@ -141,20 +141,20 @@ typedef struct {
 /* dot, scaled dot and cosine need query_dim == key_dim and have no
  * parameters; rank is ignored except by reduced-rank and additive.
  * Weights are initialised like nn.Linear's (U(-1/sqrt(fan_in), ..)). */
-qkv_status qkv_score_init(qkv_score *sc, qkv_score_kind kind, int64_t query_dim,
-                          int64_t key_dim, int64_t rank, qkv_params *p, const char *prefix,
-                          qkv_rng *rng);
+QKV_API qkv_status qkv_score_init(qkv_score *sc, qkv_score_kind kind, int64_t query_dim,
+                                  int64_t key_dim, int64_t rank, qkv_params *p, const char *prefix,
+                                  qkv_rng *rng);
 /* query (N,T,Dq) (or (N,Dq)), keys (N,S,Dk) -> scores (N,T,S) (or (N,S)). */
-qkv_status qkv_score_forward(qkv_ctx *c, const qkv_score *sc, qkv_tensor *query,
-                             qkv_tensor *keys, qkv_tensor **scores);
+QKV_API qkv_status qkv_score_forward(qkv_ctx *c, const qkv_score *sc, qkv_tensor *query,
+                                     qkv_tensor *keys, qkv_tensor **scores);
 /* Softmax over the last dim. key_padding_mask: NULL or BOOL (N,S) with
  * true = masked, for x (N,S) or (N,T,S). A row with every entry masked
  * gives zeros. */
-qkv_status qkv_softmax(qkv_ctx *c, qkv_tensor *x, const qkv_tensor *key_padding_mask,
-                       qkv_tensor **y);
+QKV_API qkv_status qkv_softmax(qkv_ctx *c, qkv_tensor *x, const qkv_tensor *key_padding_mask,
+                               qkv_tensor **y);
 /* Batched matrix product: a (B,M,K), b (B,K,P) -> y (B,M,P); 2-D a (B,K)
  * with 3-D b gives (B,P) (weights times values). */
-qkv_status qkv_bmm(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
+QKV_API qkv_status qkv_bmm(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,9 @@ extern "C" {
  * - 1) / stride_h + 1 (likewise Wout). stride >= 1 (default 1), padding >= 0
  * (default 0), dilation >= 1 (default 1); the padded input must hold the
  * dilated kernel. im2col + one gemm; plain loops under qkv_reference(). */
-qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, const int64_t *stride,
-                      const int64_t *padding, const int64_t *dilation, qkv_tensor **y);
+QKV_API qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                              const int64_t *stride, const int64_t *padding,
+                              const int64_t *dilation, qkv_tensor **y);
 
 /* F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
  * x (N,C,H,W) or (C,H,W) -> y (N,C,Hout,Wout), Hout = (H + 2 padding_h -
@@ -31,9 +32,9 @@ qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, c
  * <= kernel / 2; dilation >= 1. Each output is its window's first maximum
  * in row-major order (a NaN wins, the last NaN), and the backward routes
  * dy to that element only, as PyTorch's CPU kernel does. */
-qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kernel_size,
-                          const int64_t *stride, const int64_t *padding, const int64_t *dilation,
-                          int ceil_mode, qkv_tensor **y);
+QKV_API qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kernel_size,
+                                  const int64_t *stride, const int64_t *padding,
+                                  const int64_t *dilation, int ceil_mode, qkv_tensor **y);
 
 /* F.batch_norm(x, running_mean, running_var, weight, bias, training,
  * momentum, eps) over dim 1: x (N,C), (N,C,L) or (N,C,H,W); every other
@@ -44,9 +45,9 @@ qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kernel_size,
  * the unbiased variance for running_var (no gradient flows into them).
  * Not training: running_mean and running_var (both needed) are used.
  * eps > 0, momentum finite. */
-qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
-                          qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
-                          int training, float momentum, float eps, qkv_tensor **y);
+QKV_API qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
+                                  qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
+                                  int training, float momentum, float eps, qkv_tensor **y);
 
 /* ---- modules (torch.nn), run with qkv_module_forward ------------------------ */
 
@@ -58,8 +59,8 @@ typedef struct {
     int64_t kernel_size[2], stride[2], padding[2], dilation[2];
     int bias;
 } qkv_conv2d_opts;
-qkv_conv2d_opts qkv_conv2d_opts_default(int64_t in_channels, int64_t out_channels,
-                                        int64_t kernel_size);
+QKV_API qkv_conv2d_opts qkv_conv2d_opts_default(int64_t in_channels, int64_t out_channels,
+                                                int64_t kernel_size);
 
 /* nn.Conv2d: "weight" (Cout,Cin,kH,kW) kaiming_uniform_(a=sqrt(5)), i.e.
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and "bias" (Cout) the same bound,
@@ -69,8 +70,8 @@ typedef struct {
     qkv_conv2d_opts o;
     qkv_tensor *weight, *bias; /* (Cout,Cin,kH,kW); (Cout) or NULL */
 } qkv_nn_conv2d;
-qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_params *p,
-                              const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_params *p,
+                                      const char *prefix, qkv_rng *rng);
 
 /* nn.MaxPool2d(kernel_size, stride, padding, dilation, ceil_mode); stride
  * {0, 0} means "= kernel_size", PyTorch's default. No parameters. */
@@ -79,8 +80,8 @@ typedef struct {
     int64_t kernel_size[2], stride[2], padding[2], dilation[2];
     int ceil_mode;
 } qkv_nn_maxpool2d;
-qkv_status qkv_nn_maxpool2d_init(qkv_nn_maxpool2d *m, int64_t kernel_size, int64_t stride,
-                                 int64_t padding);
+QKV_API qkv_status qkv_nn_maxpool2d_init(qkv_nn_maxpool2d *m, int64_t kernel_size, int64_t stride,
+                                         int64_t padding);
 
 /* nn.BatchNorm2d's options: qkv_batchnorm_opts_default(C) gives eps 1e-5,
  * momentum 0.1, affine 1, track_running_stats 1. momentum NAN is PyTorch's
@@ -90,7 +91,7 @@ typedef struct {
     float eps, momentum;
     int affine, track_running_stats;
 } qkv_batchnorm_opts;
-qkv_batchnorm_opts qkv_batchnorm_opts_default(int64_t num_features);
+QKV_API qkv_batchnorm_opts qkv_batchnorm_opts_default(int64_t num_features);
 
 /* nn.BatchNorm2d: parameters "weight" (C) ones and "bias" (C) zeros when
  * affine; buffers (qkv_params_add_buffer) "running_mean" (C) zeros,
@@ -106,12 +107,12 @@ typedef struct {
     qkv_tensor *running_mean, *running_var;   /* (C) each, or NULL */
     qkv_tensor *num_batches_tracked;          /* () or NULL */
 } qkv_nn_batchnorm2d;
-qkv_status qkv_nn_batchnorm2d_init(qkv_nn_batchnorm2d *m, const qkv_batchnorm_opts *o,
-                                   qkv_params *p, const char *prefix);
+QKV_API qkv_status qkv_nn_batchnorm2d_init(qkv_nn_batchnorm2d *m, const qkv_batchnorm_opts *o,
+                                           qkv_params *p, const char *prefix);
 
 /* nn.Flatten(start_dim=1): (N,...) -> (N,prod(...)), a view; x needs >= 2 dims. */
 typedef struct { qkv_module base; } qkv_nn_flatten;
-qkv_status qkv_nn_flatten_init(qkv_nn_flatten *m);
+QKV_API qkv_status qkv_nn_flatten_init(qkv_nn_flatten *m);
 
 /* ---- image classifiers (src/models/cnn.c) -----------------------------------
  * Both take x (N,C,H,W) images and give logits (N,num_classes); both are
@@ -131,7 +132,7 @@ typedef struct {
     int blocks;
     int64_t channels[QKV_CNN_MAX_BLOCKS];
 } qkv_cnn_opts;
-qkv_cnn_opts qkv_cnn_opts_default(void);
+QKV_API qkv_cnn_opts qkv_cnn_opts_default(void);
 
 typedef struct {
     qkv_sequential seq; /* run it: qkv_module_forward(c, &net.seq.base, x, &logits) */
@@ -143,9 +144,9 @@ typedef struct {
     qkv_nn_flatten flatten;
     qkv_nn_linear fc1, fc2;
 } qkv_cnn;
-qkv_status qkv_cnn_init(qkv_cnn *net, const qkv_cnn_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
-void qkv_cnn_free(qkv_cnn *net);
+QKV_API qkv_status qkv_cnn_init(qkv_cnn *net, const qkv_cnn_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
+QKV_API void qkv_cnn_free(qkv_cnn *net);
 
 /* The MLP baseline: Flatten, then Linear(C*H*W, hidden[0]), ReLU, ...,
  * Linear(hidden[last], num_classes), as nn.Sequential (indices 0 Flatten,
@@ -158,7 +159,7 @@ typedef struct {
     int layers; /* hidden layers, 0..QKV_MLP_MAX_HIDDEN */
     int64_t hidden[QKV_MLP_MAX_HIDDEN];
 } qkv_mlp_opts;
-qkv_mlp_opts qkv_mlp_opts_default(void);
+QKV_API qkv_mlp_opts qkv_mlp_opts_default(void);
 
 typedef struct {
     qkv_sequential seq;
@@ -167,9 +168,9 @@ typedef struct {
     qkv_nn_linear fc[QKV_MLP_MAX_HIDDEN + 1];
     qkv_nn_activation relu[QKV_MLP_MAX_HIDDEN];
 } qkv_mlp;
-qkv_status qkv_mlp_init(qkv_mlp *net, const qkv_mlp_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
-void qkv_mlp_free(qkv_mlp *net);
+QKV_API qkv_status qkv_mlp_init(qkv_mlp *net, const qkv_mlp_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
+QKV_API void qkv_mlp_free(qkv_mlp *net);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,8 @@ typedef enum {
  * the lecture's generator, only draws whose two pair averages differ by
  * more than 4 are kept, so that getting the pairs wrong costs.
  * input and target are (n,1,T) (Conv1d's (N,C,L)); target is noise-free. */
-qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T, float noise,
-                            float *input, float *target);
+QKV_API qkv_status qkv_toy_generate(qkv_rng *r, qkv_toy_task task, int64_t n, int64_t T,
+                                    float noise, float *input, float *target);
 
 /* ---- tokenizers (src/data/tokenizer*.c, docs/tokenizers.md) ----------- */
 
@@ -59,16 +59,16 @@ typedef enum {
 
 typedef struct qkv_tokenizer qkv_tokenizer;
 
-qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out);
 /* The code points of text[0, len) (valid UTF-8, at least one). */
-qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_tokenizer **out);
 /* Byte-level BPE with vocab_size ids in all (257 to 2^24): 256 bytes, up to
  * vocab_size - 257 merges, <|endoftext|>. Each merge joins the adjacent pair
  * counted most often over text's GPT-2 pieces (ties: the smallest left id,
  * then the smallest right id); training stops early when no pair occurs
  * twice, so the vocabulary may come out smaller. Deterministic. */
-qkv_status qkv_tokenizer_bpe_train(const char *text, size_t len, int64_t vocab_size,
-                                   qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_bpe_train(const char *text, size_t len, int64_t vocab_size,
+                                           qkv_tokenizer **out);
 /* A words tokenizer from text[0, len) (valid UTF-8; lines or not). */
 typedef struct {
     int lower;        /* lower-case before splitting */
@@ -76,42 +76,42 @@ typedef struct {
     int64_t min_freq; /* keep words seen at least this often (>= 1) */
     int64_t max_size; /* at most this many ids, specials included (0: no limit; else > 4) */
 } qkv_words_options;
-qkv_status qkv_tokenizer_words_train(const char *text, size_t len, const qkv_words_options *opt,
-                                     qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_words_train(const char *text, size_t len,
+                                             const qkv_words_options *opt, qkv_tokenizer **out);
 /* A words tokenizer's pieces of text[0, len), as encode splits them
  * (lower-cased when t lower-cases), joined by single spaces, known or not:
  * what BLEU compares and what attention maps label. unknown (may be NULL)
  * gets how many pieces encode would map to <unk>. *out is malloc'd and
  * NUL-terminated (free() it), *out_len its length (may be NULL). */
-qkv_status qkv_tokenizer_words_split(const qkv_tokenizer *t, const char *text, size_t len,
-                                     char **out, size_t *out_len, int64_t *unknown);
+QKV_API qkv_status qkv_tokenizer_words_split(const qkv_tokenizer *t, const char *text, size_t len,
+                                             char **out, size_t *out_len, int64_t *unknown);
 /* GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe. */
-qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out);
 /* A chars, bpe or words tokenizer to/from its text file (formats in
  * docs/tokenizers.md); saving bytes or gpt2 is an error. */
-qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path);
-qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_save(const qkv_tokenizer *t, const char *path);
+QKV_API qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
 /* The same file's text in memory: *text malloc'd (free() it), len bytes;
  * and a tokenizer from such a text (messages name it "(text)"). */
-qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len);
-qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len);
+QKV_API qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out);
 /* "bytes", "chars:FILE", "bpe:FILE", "words:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
-qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
-void qkv_tokenizer_free(qkv_tokenizer *t);
+QKV_API qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
+QKV_API void qkv_tokenizer_free(qkv_tokenizer *t);
 
-qkv_tokenizer_kind qkv_tokenizer_kind_of(const qkv_tokenizer *t);
-int64_t qkv_tokenizer_vocab_size(const qkv_tokenizer *t); /* 0 if t is NULL */
+QKV_API qkv_tokenizer_kind qkv_tokenizer_kind_of(const qkv_tokenizer *t);
+QKV_API int64_t qkv_tokenizer_vocab_size(const qkv_tokenizer *t); /* 0 if t is NULL */
 /* A special token's id ("<|endoftext|>"; words: "<pad>", "<bos>", "<eos>",
  * "<unk>"); an error if t has none. */
-qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64_t *id);
+QKV_API qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64_t *id);
 /* *ids gets a malloc'd array of *n ids (free() it; NULL when *n is 0). */
-qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len,
-                                int64_t **ids, int64_t *n);
+QKV_API qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len,
+                                        int64_t **ids, int64_t *n);
 /* *text gets a malloc'd, NUL-terminated text of *len bytes (free() it).
  * An id outside [0, vocab size) is an error; chars' unknown id decodes to
  * U+FFFD. Byte-level ids cut inside a character give its bytes as they are. */
-qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
-                                char **text, size_t *len);
+QKV_API qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
+                                        char **text, size_t *len);
 
 /* ---- GNU gettext catalogues (src/data/mo.c, docs/translation_data.md) --- */
 
@@ -125,15 +125,15 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
  * after conversion), is QKV_ERR_FORMAT naming the file and the string.
  * Every offset and length is checked against the file's size. */
 typedef struct qkv_mo qkv_mo;
-qkv_status qkv_mo_read(const char *path, qkv_mo **out);
+QKV_API qkv_status qkv_mo_read(const char *path, qkv_mo **out);
 /* The same from size bytes in memory; name is used in messages. */
-qkv_status qkv_mo_parse(const void *data, size_t size, const char *name, qkv_mo **out);
-int64_t qkv_mo_count(const qkv_mo *mo); /* 0 if mo is NULL */
+QKV_API qkv_status qkv_mo_parse(const void *data, size_t size, const char *name, qkv_mo **out);
+QKV_API int64_t qkv_mo_count(const qkv_mo *mo); /* 0 if mo is NULL */
 /* Pair i's texts (valid until qkv_mo_free); i in [0, count). */
-qkv_status qkv_mo_get(const qkv_mo *mo, int64_t i, const char **msgid, const char **msgstr);
+QKV_API qkv_status qkv_mo_get(const qkv_mo *mo, int64_t i, const char **msgid, const char **msgstr);
 /* The header's charset ("UTF-8" when the header names none). */
-const char *qkv_mo_charset(const qkv_mo *mo);
-void qkv_mo_free(qkv_mo *mo);
+QKV_API const char *qkv_mo_charset(const qkv_mo *mo);
+QKV_API void qkv_mo_free(qkv_mo *mo);
 
 /* ---- English/French pairs from catalogues (src/data/translation*.c) ---- */
 
@@ -146,7 +146,7 @@ void qkv_mo_free(qkv_mo *mo);
  * &quot; &apos; &nbsp; &#N; &#xN;) decoded; quotes and brackets left empty
  * removed; white space (\s, NBSP included) collapsed to single spaces, none
  * at the ends. *out is malloc'd. */
-qkv_status qkv_translation_clean(const char *text, char **out);
+QKV_API qkv_status qkv_translation_clean(const char *text, char **out);
 
 /* What became of the pairs: each add adds its counts; write sets the rest. */
 typedef struct {
@@ -161,21 +161,23 @@ typedef struct {
 } qkv_translation_counts;
 
 typedef struct qkv_translation_set qkv_translation_set;
-qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out);
-void qkv_translation_set_free(qkv_translation_set *s);
+QKV_API qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out);
+QKV_API void qkv_translation_set_free(qkv_translation_set *s);
 /* Cleans and filters one pair (in that order: empty, control, untranslated,
  * too long), keeping it if it passes. */
-qkv_status qkv_translation_add_pair(qkv_translation_set *s, const char *en, const char *fr,
-                                    qkv_translation_counts *c);
+QKV_API qkv_status qkv_translation_add_pair(qkv_translation_set *s, const char *en, const char *fr,
+                                            qkv_translation_counts *c);
 /* Every pair of a .mo file (qkv_mo_read), as add_pair. */
-qkv_status qkv_translation_add_mo(qkv_translation_set *s, const char *path, qkv_translation_counts *c);
+QKV_API qkv_status qkv_translation_add_mo(qkv_translation_set *s, const char *path,
+                                          qkv_translation_counts *c);
 /* Sorts the pairs by (hash of English, English, French), drops repeats and
  * writes DIR/train.tsv, valid.tsv, test.tsv ("English\tFrench\n" lines) by
  * qkv_translation_split of the English side. */
-qkv_status qkv_translation_write(qkv_translation_set *s, const char *dir, qkv_translation_counts *c);
+QKV_API qkv_status qkv_translation_write(qkv_translation_set *s, const char *dir,
+                                         qkv_translation_counts *c);
 /* 0 (train, 90%), 1 (valid, 5%) or 2 (test, 5%): a 64-bit hash of the
  * English text (FNV-1a, then splitmix64's finaliser) mod 100. */
-int qkv_translation_split(const char *english);
+QKV_API int qkv_translation_split(const char *english);
 
 /* ---- BLEU (src/data/bleu.c, docs/translation_data.md) ------------------ */
 
@@ -195,8 +197,8 @@ typedef struct {
     double brevity_penalty;
     int64_t hyp_len, ref_len;
 } qkv_bleu_score;
-qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n, int64_t nrefs,
-                           qkv_bleu_score *out);
+QKV_API qkv_status qkv_bleu_corpus(const char *const *hyps, const char *const *refs, int64_t n,
+                                   int64_t nrefs, qkv_bleu_score *out);
 
 /* Paired bootstrap resampling (Koehn 2004, "Statistical significance tests
  * for machine translation evaluation"): is system A's BLEU above system B's
@@ -212,9 +214,10 @@ typedef struct {
     int64_t a_wins, b_wins;   /* samples where A scored above B, and B above A (ties: neither) */
     int64_t samples;
 } qkv_bleu_bootstrap;
-qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b, const char *const *refs,
-                                     int64_t n, int64_t nrefs, int64_t samples, uint64_t seed,
-                                     qkv_bleu_bootstrap *out);
+QKV_API qkv_status qkv_bleu_paired_bootstrap(const char *const *hyps_a, const char *const *hyps_b,
+                                             const char *const *refs, int64_t n, int64_t nrefs,
+                                             int64_t samples, uint64_t seed,
+                                             qkv_bleu_bootstrap *out);
 
 #ifdef __cplusplus
 }

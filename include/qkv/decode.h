@@ -47,7 +47,7 @@ typedef struct {
     int64_t n_suppress;            /* >= 0, not every id; default 0 */
 } qkv_generate_opts;
 
-qkv_generate_opts qkv_generate_opts_default(void);
+QKV_API qkv_generate_opts qkv_generate_opts_default(void);
 
 /* Generates up to o->max_new_tokens tokens for each of the N rows.
  * Output (caller's memory): tokens (N, max_new_tokens), row n's first
@@ -62,15 +62,16 @@ qkv_generate_opts qkv_generate_opts_default(void);
  *
  * Language model: prompt (N,P) ids, left-padded: prompt_padding_mask NULL
  * or BOOL (N,P) with every row's last position not padding. */
-qkv_status qkv_lm_generate(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, qkv_tensor *prompt,
-                           const qkv_tensor *prompt_padding_mask, const qkv_generate_opts *o,
-                           int64_t *tokens, int64_t *lengths, float *scores);
+QKV_API qkv_status qkv_lm_generate(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc,
+                                   qkv_tensor *prompt, const qkv_tensor *prompt_padding_mask,
+                                   const qkv_generate_opts *o, int64_t *tokens, int64_t *lengths,
+                                   float *scores);
 /* Encoder-decoder: src (N,S) ids with src_padding_mask NULL or BOOL (N,S)
  * (any padding); decoding starts from bos_id, which is not in tokens. */
-qkv_status qkv_seq2seq_generate(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
-                                qkv_tensor *src, const qkv_tensor *src_padding_mask,
-                                int64_t bos_id, const qkv_generate_opts *o, int64_t *tokens,
-                                int64_t *lengths, float *scores);
+QKV_API qkv_status qkv_seq2seq_generate(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
+                                        qkv_tensor *src, const qkv_tensor *src_padding_mask,
+                                        int64_t bos_id, const qkv_generate_opts *o, int64_t *tokens,
+                                        int64_t *lengths, float *scores);
 
 /* The recurrent encoder-decoder (qkv_seq2seq_rnn): src (N,S) ids with
  * src_lengths NULL or (N) in [1,S] (as its forward); decoding starts from
@@ -80,21 +81,21 @@ qkv_status qkv_seq2seq_generate(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *
  * max_new_tokens <= max_length. The attention weights of a decoded output
  * are those of qkv_seq2seq_rnn_forward run with it as tgt_in (bos then the
  * tokens), in eval mode. */
-qkv_status qkv_seq2seq_rnn_generate(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
-                                    const int64_t *src_lengths, int64_t bos_id,
-                                    const qkv_generate_opts *o, int64_t *tokens,
-                                    int64_t *lengths, float *scores);
+QKV_API qkv_status qkv_seq2seq_rnn_generate(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                            const int64_t *src_lengths, int64_t bos_id,
+                                            const qkv_generate_opts *o, int64_t *tokens,
+                                            int64_t *lengths, float *scores);
 
 /* The sampling distribution of one logits vector (V) under o's
  * temperature, top_k and top_p: probs (V), zero outside the kept set. Ties
  * at the top-k or top-p cut keep the lower ids. Scratch from the ctx's
  * arena, released before returning. */
-qkv_status qkv_sample_probs(qkv_ctx *c, const float *logits, int64_t V,
-                            const qkv_generate_opts *o, float *probs);
+QKV_API qkv_status qkv_sample_probs(qkv_ctx *c, const float *logits, int64_t V,
+                                    const qkv_generate_opts *o, float *probs);
 /* One draw from that distribution: u = qkv_rng_uniform(rng), the first id
  * whose cumulative probability exceeds u * total. */
-qkv_status qkv_sample_token(qkv_ctx *c, const float *logits, int64_t V,
-                            const qkv_generate_opts *o, qkv_rng *rng, int64_t *token);
+QKV_API qkv_status qkv_sample_token(qkv_ctx *c, const float *logits, int64_t V,
+                                    const qkv_generate_opts *o, qkv_rng *rng, int64_t *token);
 
 #ifdef __cplusplus
 }

@@ -63,25 +63,25 @@ typedef struct {
 } qkv_kv_cache;
 
 /* Allocates an empty cache (len 0). All sizes >= 1. Free with _free. */
-qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch, int64_t nhead,
-                             int64_t head_dim, int64_t max_len);
+QKV_API qkv_status qkv_kv_cache_init(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                     int64_t nhead, int64_t head_dim, int64_t max_len);
 /* The same with keys and values stored in fp16 (k16, v16). */
-qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
-                                  int64_t nhead, int64_t head_dim, int64_t max_len);
+QKV_API qkv_status qkv_kv_cache_init_half(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                          int64_t nhead, int64_t head_dim, int64_t max_len);
 /* The same with keys and values stored in bf16 (k16, v16). */
-qkv_status qkv_kv_cache_init_bf16(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
-                                  int64_t nhead, int64_t head_dim, int64_t max_len);
-void qkv_kv_cache_free(qkv_kv_cache *kc);
+QKV_API qkv_status qkv_kv_cache_init_bf16(qkv_kv_cache *kc, int64_t num_layers, int64_t batch,
+                                          int64_t nhead, int64_t head_dim, int64_t max_len);
+QKV_API void qkv_kv_cache_free(qkv_kv_cache *kc);
 /* Empties the cache (len 0, no padding, no memory); keeps the allocation. */
-void qkv_kv_cache_reset(qkv_kv_cache *kc);
+QKV_API void qkv_kv_cache_reset(qkv_kv_cache *kc);
 /* Drops positions [len, kc->len): the next token goes to position len.
  * 0 <= len <= kc->len. */
-qkv_status qkv_kv_cache_truncate(qkv_kv_cache *kc, int64_t len);
+QKV_API qkv_status qkv_kv_cache_truncate(qkv_kv_cache *kc, int64_t len);
 /* Row n of the cache becomes what row rows[n] was (for every layer, the
  * positions [0,len), the padding and the memory's keys and values):
  * beam search's reordering. rows (batch), each in [0,batch), repeats
  * allowed. Scratch from the ctx's arena, released before returning. */
-qkv_status qkv_kv_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows);
+QKV_API qkv_status qkv_kv_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *rows);
 
 /* ---- cached forwards of the stacks --------------------------------------
  * x holds only the new positions [kc->len, kc->len + T) of each row, in the
@@ -97,25 +97,24 @@ qkv_status qkv_kv_cache_reorder(qkv_ctx *c, qkv_kv_cache *kc, const int64_t *row
 /* The decoder-only stack (qkv_transformer_decoder_only_forward's
  * TransformerEncoder with causal self-attention). The cache needs
  * num_layers, nhead and head_dim = d_model / nhead of m. */
-qkv_status qkv_transformer_decoder_only_forward_cached(qkv_ctx *c,
-                                                       const qkv_transformer_decoder_only *m,
-                                                       qkv_kv_cache *kc, qkv_tensor *x,
-                                                       const qkv_tensor *key_padding_mask,
-                                                       qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_decoder_only_forward_cached(
+    qkv_ctx *c, const qkv_transformer_decoder_only *m, qkv_kv_cache *kc, qkv_tensor *x,
+    const qkv_tensor *key_padding_mask, qkv_tensor **out);
 
 /* nn.TransformerDecoder: begins a sequence. Empties the cache, then
  * computes each layer's cross-attention keys and values of memory once and
  * keeps them, with memory_key_padding_mask (NULL or BOOL (N,S)).
  * memory (S,N,E), (N,S,E) with batch_first, (S,E) unbatched. */
-qkv_status qkv_transformer_decoder_set_memory(qkv_ctx *c, const qkv_transformer_decoder *m,
-                                              qkv_kv_cache *kc, qkv_tensor *memory,
-                                              const qkv_tensor *memory_key_padding_mask);
+QKV_API qkv_status qkv_transformer_decoder_set_memory(qkv_ctx *c, const qkv_transformer_decoder *m,
+                                                      qkv_kv_cache *kc, qkv_tensor *memory,
+                                                      const qkv_tensor *memory_key_padding_mask);
 /* nn.TransformerDecoder with causal self-attention (tgt_causal top-left)
  * on the new positions tgt, cross-attending to the memory set above. */
-qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c, const qkv_transformer_decoder *m,
-                                                  qkv_kv_cache *kc, qkv_tensor *tgt,
-                                                  const qkv_tensor *tgt_key_padding_mask,
-                                                  qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c,
+                                                          const qkv_transformer_decoder *m,
+                                                          qkv_kv_cache *kc, qkv_tensor *tgt,
+                                                          const qkv_tensor *tgt_key_padding_mask,
+                                                          qkv_tensor **out);
 
 /* ---- models -------------------------------------------------------------
  * Token ids are I64 tensors (N,T), batch first; logits are (N,T,V).
@@ -157,8 +156,8 @@ typedef struct {
 
 /* PyTorch's layer defaults (qkv_transformer_layer_opts_default) plus the
  * defaults above. */
-qkv_lm_opts qkv_lm_opts_default(int64_t vocab_size, int64_t d_model, int64_t nhead,
-                                int64_t num_layers, int64_t max_len);
+QKV_API qkv_lm_opts qkv_lm_opts_default(int64_t vocab_size, int64_t d_model, int64_t nhead,
+                                        int64_t num_layers, int64_t max_len);
 
 /* The options as one line of "key=value" words (src/models/lm_config.c),
  * what qkv's LM checkpoints keep as metadata "lm.config":
@@ -169,8 +168,8 @@ qkv_lm_opts qkv_lm_opts_default(int64_t vocab_size, int64_t d_model, int64_t nhe
  * base as such, others as the floats above).
  * _format needs about 340 bytes; _parse wants exactly these keys in this
  * order, with values in range (QKV_ERR_FORMAT naming the first bad one). */
-qkv_status qkv_lm_opts_format(const qkv_lm_opts *o, char *buf, size_t n);
-qkv_status qkv_lm_opts_parse(const char *text, qkv_lm_opts *o);
+QKV_API qkv_status qkv_lm_opts_format(const qkv_lm_opts *o, char *buf, size_t n);
+QKV_API qkv_status qkv_lm_opts_parse(const char *text, qkv_lm_opts *o);
 
 typedef struct {
     qkv_lm_opts o;
@@ -180,20 +179,22 @@ typedef struct {
     qkv_nn_linear lm_head;                /* unless tie_weights */
 } qkv_lm;
 
-qkv_status qkv_lm_init(qkv_lm *m, const qkv_lm_opts *o, qkv_params *p, const char *prefix,
-                       qkv_rng *rng);
-void qkv_lm_free(qkv_lm *m);
+QKV_API qkv_status qkv_lm_init(qkv_lm *m, const qkv_lm_opts *o, qkv_params *p, const char *prefix,
+                               qkv_rng *rng);
+QKV_API void qkv_lm_free(qkv_lm *m);
 /* Full sequence (training): ids (N,T) -> logits (N,T,V); position t sees
  * positions <= t; key_padding_mask NULL or BOOL (N,T). Positions < max_len. */
-qkv_status qkv_lm_forward(qkv_ctx *c, const qkv_lm *m, qkv_tensor *ids,
-                          const qkv_tensor *key_padding_mask, qkv_tensor **logits);
+QKV_API qkv_status qkv_lm_forward(qkv_ctx *c, const qkv_lm *m, qkv_tensor *ids,
+                                  const qkv_tensor *key_padding_mask, qkv_tensor **logits);
 /* A cache for m: batch rows of max_len positions. */
-qkv_status qkv_lm_cache_init(qkv_kv_cache *kc, const qkv_lm *m, int64_t batch, int64_t max_len);
+QKV_API qkv_status qkv_lm_cache_init(qkv_kv_cache *kc, const qkv_lm *m, int64_t batch,
+                                     int64_t max_len);
 /* Incremental: ids (N,T) are the new tokens at positions [kc->len,
  * kc->len + T) -> their logits (N,T,V), as qkv_lm_forward gives them for
  * the whole sequence so far. */
-qkv_status qkv_lm_forward_cached(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, qkv_tensor *ids,
-                                 const qkv_tensor *key_padding_mask, qkv_tensor **logits);
+QKV_API qkv_status qkv_lm_forward_cached(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc,
+                                         qkv_tensor *ids, const qkv_tensor *key_padding_mask,
+                                         qkv_tensor **logits);
 
 /* An encoder-decoder (the PyTorch translation tutorial's Seq2SeqTransformer):
  *   memory = transformer.encoder(src_emb(src) * s + pos)
@@ -212,9 +213,10 @@ typedef struct {
     int scale_embedding;      /* default 1 (the tutorial's TokenEmbedding) */
 } qkv_seq2seq_opts;
 
-qkv_seq2seq_opts qkv_seq2seq_opts_default(int64_t src_vocab, int64_t tgt_vocab, int64_t d_model,
-                                          int64_t nhead, int64_t num_encoder_layers,
-                                          int64_t num_decoder_layers, int64_t max_len);
+QKV_API qkv_seq2seq_opts qkv_seq2seq_opts_default(int64_t src_vocab, int64_t tgt_vocab,
+                                                  int64_t d_model, int64_t nhead,
+                                                  int64_t num_encoder_layers,
+                                                  int64_t num_decoder_layers, int64_t max_len);
 
 typedef struct {
     qkv_seq2seq_opts o;
@@ -224,27 +226,27 @@ typedef struct {
     qkv_nn_learned_pos src_pos, tgt_pos; /* when posenc is learned */
 } qkv_seq2seq;
 
-qkv_status qkv_seq2seq_init(qkv_seq2seq *m, const qkv_seq2seq_opts *o, qkv_params *p,
-                            const char *prefix, qkv_rng *rng);
-void qkv_seq2seq_free(qkv_seq2seq *m);
+QKV_API qkv_status qkv_seq2seq_init(qkv_seq2seq *m, const qkv_seq2seq_opts *o, qkv_params *p,
+                                    const char *prefix, qkv_rng *rng);
+QKV_API void qkv_seq2seq_free(qkv_seq2seq *m);
 /* Full (training): src (N,S), tgt (N,T) -> logits (N,T,V_tgt). Padding
  * masks NULL or BOOL (N,S), (N,T). */
-qkv_status qkv_seq2seq_forward(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
-                               qkv_tensor *tgt, const qkv_tensor *src_padding_mask,
-                               const qkv_tensor *tgt_padding_mask, qkv_tensor **logits);
+QKV_API qkv_status qkv_seq2seq_forward(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
+                                       qkv_tensor *tgt, const qkv_tensor *src_padding_mask,
+                                       const qkv_tensor *tgt_padding_mask, qkv_tensor **logits);
 /* The encoder alone: src (N,S) -> memory (N,S,E). */
-qkv_status qkv_seq2seq_encode(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
-                              const qkv_tensor *src_padding_mask, qkv_tensor **memory);
-qkv_status qkv_seq2seq_cache_init(qkv_kv_cache *kc, const qkv_seq2seq *m, int64_t batch,
-                                  int64_t max_len);
+QKV_API qkv_status qkv_seq2seq_encode(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
+                                      const qkv_tensor *src_padding_mask, qkv_tensor **memory);
+QKV_API qkv_status qkv_seq2seq_cache_init(qkv_kv_cache *kc, const qkv_seq2seq *m, int64_t batch,
+                                          int64_t max_len);
 /* Begins decoding: encodes src (N,S) (N = kc->batch) and keeps the
  * cross-attention keys and values of the memory in kc (emptied first). */
-qkv_status qkv_seq2seq_start(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
-                             qkv_tensor *src, const qkv_tensor *src_padding_mask);
+QKV_API qkv_status qkv_seq2seq_start(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
+                                     qkv_tensor *src, const qkv_tensor *src_padding_mask);
 /* Incremental: tgt (N,T) new target tokens -> logits (N,T,V_tgt). */
-qkv_status qkv_seq2seq_forward_cached(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
-                                      qkv_tensor *tgt, const qkv_tensor *tgt_padding_mask,
-                                      qkv_tensor **logits);
+QKV_API qkv_status qkv_seq2seq_forward_cached(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,
+                                              qkv_tensor *tgt, const qkv_tensor *tgt_padding_mask,
+                                              qkv_tensor **logits);
 
 /* ---- the recurrent encoder-decoder with attention (seq2seq_rnn.c) -------
  * The lecture's seq2seq RNN (seed 000's score functions, seed 004's
@@ -281,8 +283,8 @@ typedef enum {
 /* "dot", "scaled_dot", "cosine", "general", "reduced_rank", "additive",
  * "location", "none" (NULL out of range); parse also takes the CLI's
  * "scaled", "low-rank", "low_rank", "reduced-rank", "bahdanau". */
-const char *qkv_rnn_attention_name(qkv_rnn_attention a);
-qkv_status qkv_rnn_attention_parse(const char *name, qkv_rnn_attention *a);
+QKV_API const char *qkv_rnn_attention_name(qkv_rnn_attention a);
+QKV_API qkv_status qkv_rnn_attention_parse(const char *name, qkv_rnn_attention *a);
 
 typedef struct {
     int64_t src_vocab, tgt_vocab;
@@ -300,8 +302,8 @@ typedef struct {
 
 /* GRU, additive attention, one layer, unidirectional, max_length 0
  * (set it for location attention), no dropout, no padding_idx. */
-qkv_seq2seq_rnn_opts qkv_seq2seq_rnn_opts_default(int64_t src_vocab, int64_t tgt_vocab,
-                                                  int64_t embed_dim, int64_t hidden_size);
+QKV_API qkv_seq2seq_rnn_opts qkv_seq2seq_rnn_opts_default(int64_t src_vocab, int64_t tgt_vocab,
+                                                          int64_t embed_dim, int64_t hidden_size);
 
 /* Parameters under prefix (PyTorch-style names; K = D*H):
  *   encoder.embedding.weight (V_src,E), encoder.rnn.{weight,bias}_{ih,hh}_l<k>[_reverse]
@@ -326,9 +328,9 @@ typedef struct {
     qkv_nn_linear out;
 } qkv_seq2seq_rnn;
 
-qkv_status qkv_seq2seq_rnn_init(qkv_seq2seq_rnn *m, const qkv_seq2seq_rnn_opts *o,
-                                qkv_params *p, const char *prefix, qkv_rng *rng);
-void qkv_seq2seq_rnn_free(qkv_seq2seq_rnn *m);
+QKV_API qkv_status qkv_seq2seq_rnn_init(qkv_seq2seq_rnn *m, const qkv_seq2seq_rnn_opts *o,
+                                        qkv_params *p, const char *prefix, qkv_rng *rng);
+QKV_API void qkv_seq2seq_rnn_free(qkv_seq2seq_rnn *m);
 
 /* Teacher forcing: step 0 is fed tgt_in[:,0] (the begin token); each later
  * step t is fed tgt_in[:,t] with probability teacher_forcing (one draw per
@@ -342,7 +344,7 @@ typedef struct {
     uint64_t seed;         /* default 0 */
     int stepwise;          /* default 0 */
 } qkv_seq2seq_rnn_args;
-qkv_seq2seq_rnn_args qkv_seq2seq_rnn_args_default(void);
+QKV_API qkv_seq2seq_rnn_args qkv_seq2seq_rnn_args_default(void);
 
 /* Training forward: src (N,S) ids, src_lengths (N) in [1,S] or NULL (all
  * S; padding is whatever follows a row's length), tgt_in (N,T) the
@@ -350,24 +352,26 @@ qkv_seq2seq_rnn_args qkv_seq2seq_rnn_args_default(void);
  * weights (may be NULL) gets the attention weights (N,T,S) (row (n,t) sums
  * to 1 over the first src_lengths[n] positions, 0 after), NULL for NONE.
  * args NULL: the defaults. Location attention needs S and T <= max_length. */
-qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
-                                   const int64_t *src_lengths, qkv_tensor *tgt_in,
-                                   const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
-                                   qkv_tensor **weights);
+QKV_API qkv_status qkv_seq2seq_rnn_forward(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
+                                           const int64_t *src_lengths, qkv_tensor *tgt_in,
+                                           const qkv_seq2seq_rnn_args *args, qkv_tensor **logits,
+                                           qkv_tensor **weights);
 /* The mean cross-entropy of logits (N,T,V) against tgt_out (N,T) I64 (the
  * next tokens, y_1 .. y_T), positions equal to ignore_index left out:
  * F.cross_entropy(logits.reshape(-1,V), tgt_out.reshape(-1), ignore_index). */
-qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_out,
-                                int64_t ignore_index, qkv_tensor **loss);
+QKV_API qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_out,
+                                        int64_t ignore_index, qkv_tensor **loss);
 /* qkv_seq2seq_rnn_forward then qkv_seq2seq_rnn_loss, for training: the same
  * loss (and weights), without the logits. When every step is fed its target
  * by a Luong decoder (teacher_forcing 1, not stepwise, not location), the
  * output layer and the loss run as one op (qkv_linear_cross_entropy), which
  * never writes the (N,T,V) logits; otherwise it is the two calls. */
-qkv_status qkv_seq2seq_rnn_forward_loss(qkv_ctx *c, const qkv_seq2seq_rnn *m, qkv_tensor *src,
-                                        const int64_t *src_lengths, qkv_tensor *tgt_in, qkv_tensor *tgt_out,
-                                        int64_t ignore_index, const qkv_seq2seq_rnn_args *args,
-                                        qkv_tensor **loss, qkv_tensor **weights);
+QKV_API qkv_status qkv_seq2seq_rnn_forward_loss(qkv_ctx *c, const qkv_seq2seq_rnn *m,
+                                                qkv_tensor *src, const int64_t *src_lengths,
+                                                qkv_tensor *tgt_in, qkv_tensor *tgt_out,
+                                                int64_t ignore_index,
+                                                const qkv_seq2seq_rnn_args *args, qkv_tensor **loss,
+                                                qkv_tensor **weights);
 
 #ifdef __cplusplus
 }

@@ -29,19 +29,19 @@ typedef struct qkv_idx qkv_idx;
  * them). Any NDIM from 1 to 255; the element count must not overflow and
  * must match the bytes present exactly. A short, long or corrupt file is
  * QKV_ERR_FORMAT with a message naming path. */
-qkv_status qkv_idx_read(const char *path, qkv_idx **out);
+QKV_API qkv_status qkv_idx_read(const char *path, qkv_idx **out);
 /* The same from bytes in memory; name is used in messages. */
-qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx **out);
-void qkv_idx_free(qkv_idx *x);
+QKV_API qkv_status qkv_idx_parse(const void *bytes, size_t n, const char *name, qkv_idx **out);
+QKV_API void qkv_idx_free(qkv_idx *x);
 
-qkv_idx_type qkv_idx_type_of(const qkv_idx *x);
-int qkv_idx_ndim(const qkv_idx *x);
-int64_t qkv_idx_dim(const qkv_idx *x, int d); /* -1 out of range */
-int64_t qkv_idx_numel(const qkv_idx *x);
+QKV_API qkv_idx_type qkv_idx_type_of(const qkv_idx *x);
+QKV_API int qkv_idx_ndim(const qkv_idx *x);
+QKV_API int64_t qkv_idx_dim(const qkv_idx *x, int d); /* -1 out of range */
+QKV_API int64_t qkv_idx_numel(const qkv_idx *x);
 /* The n = numel elements converted to float (doubles rounded) / int64
  * (integer types only: a float file is QKV_ERR_DTYPE). */
-qkv_status qkv_idx_read_f32(const qkv_idx *x, float *dst, int64_t n);
-qkv_status qkv_idx_read_i64(const qkv_idx *x, int64_t *dst, int64_t n);
+QKV_API qkv_status qkv_idx_read_f32(const qkv_idx *x, float *dst, int64_t n);
+QKV_API qkv_status qkv_idx_read_i64(const qkv_idx *x, int64_t *dst, int64_t n);
 
 /* ---- image sets ------------------------------------------------------- */
 
@@ -56,20 +56,20 @@ typedef struct {
 
 /* Images from an idx file of unsigned bytes (n,H,W) -> (n,1,H,W), labels
  * from an idx file of unsigned bytes (n); the counts must agree. */
-qkv_status qkv_image_set_load(const char *images_path, const char *labels_path,
-                              qkv_image_set **out);
+QKV_API qkv_status qkv_image_set_load(const char *images_path, const char *labels_path,
+                                      qkv_image_set **out);
 /* Fashion-MNIST's training (train=1, 60000 images) or test (train=0,
  * 10000) split from dir (data/fashion-mnist from tools/get_data.sh
  * fashion-mnist), DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. */
-qkv_status qkv_fashion_mnist_load(const char *dir, int train, qkv_image_set **out);
-void qkv_image_set_free(qkv_image_set *s);
+QKV_API qkv_status qkv_fashion_mnist_load(const char *dir, int train, qkv_image_set **out);
+QKV_API void qkv_image_set_free(qkv_image_set *s);
 /* Fashion-MNIST's class names ("T-shirt/top", ..., "Ankle boot"); NULL for
  * a label outside [0, 10). */
-const char *qkv_fashion_mnist_class(int64_t label);
+QKV_API const char *qkv_fashion_mnist_class(int64_t label);
 
 /* Each channel's mean and standard deviation over the set (population:
  * divided by n*H*W, computed in double), for transforms.Normalize. */
-qkv_status qkv_image_set_stats(const qkv_image_set *s, float *mean, float *std);
+QKV_API qkv_status qkv_image_set_stats(const qkv_image_set *s, float *mean, float *std);
 
 /* What a batch gets, in torchvision's order: RandomCrop((H,W),
  * padding=crop_padding) with zero fill, then RandomHorizontalFlip(flip_p),
@@ -83,12 +83,12 @@ typedef struct {
 /* Gathers images index[0..n) of s into images (n,C,H,W) and labels (n)
  * (either may be NULL), then applies aug (NULL: none), drawing from r
  * (needed when aug crops or flips; the same seed gives the same batch). */
-qkv_status qkv_image_set_batch(const qkv_image_set *s, const int64_t *index, int64_t n,
-                               const qkv_image_aug *aug, qkv_rng *r, float *images,
-                               int64_t *labels);
+QKV_API qkv_status qkv_image_set_batch(const qkv_image_set *s, const int64_t *index, int64_t n,
+                                       const qkv_image_aug *aug, qkv_rng *r, float *images,
+                                       int64_t *labels);
 /* A seeded Fisher-Yates shuffle of index[0..n) (fill it with 0..n-1 for
  * an epoch's order). */
-qkv_status qkv_shuffle_i64(qkv_rng *r, int64_t *index, int64_t n);
+QKV_API qkv_status qkv_shuffle_i64(qkv_rng *r, int64_t *index, int64_t n);
 
 /* ---- augmentation, on a batch x (n,C,H,W) in place ---------------------- */
 
@@ -96,15 +96,15 @@ qkv_status qkv_shuffle_i64(qkv_rng *r, int64_t *index, int64_t n);
  * side and an H x W window taken at offsets (top, left), each drawn
  * uniformly in [0, 2p] (top first), so out[y][x] = in[y+top-p][x+left-p]
  * or 0 outside. */
-qkv_status qkv_image_random_crop(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                 int p);
+QKV_API qkv_status qkv_image_random_crop(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h,
+                                         int64_t w, int p);
 /* RandomHorizontalFlip(p): each image is mirrored (out[y][x] =
  * in[y][W-1-x]) when a uniform draw in [0,1) is < p. */
-qkv_status qkv_image_random_hflip(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                  float p);
+QKV_API qkv_status qkv_image_random_hflip(qkv_rng *r, float *x, int64_t n, int64_t c, int64_t h,
+                                          int64_t w, float p);
 /* Normalize(mean, std): x = (x - mean[ch]) / std[ch]; std must be > 0. */
-qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                               const float *mean, const float *std);
+QKV_API qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                       const float *mean, const float *std);
 
 /* ---- PNG images (libpng) ----------------------------------------------- */
 
@@ -114,12 +114,13 @@ qkv_status qkv_image_normalize(float *x, int64_t n, int64_t c, int64_t h, int64_
  * channel for grey and RGB images too); bit depths 1-16 are scaled by
  * their maximum (v / (2^depth - 1)). No gamma correction (as PIL). A
  * missing, truncated or corrupt file is an error naming path. */
-qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h, int64_t *w);
+QKV_API qkv_status qkv_png_read(const char *path, float **pixels, int64_t *c, int64_t *h,
+                                int64_t *w);
 /* The same from a whole PNG file's n bytes in memory; name is used in
  * messages. A header whose pixels cannot come from n bytes of deflate data
  * (at most 1032:1) is refused before anything is allocated for them. */
-qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float **pixels, int64_t *c,
-                            int64_t *h, int64_t *w);
+QKV_API qkv_status qkv_png_read_mem(const void *bytes, size_t n, const char *name, float **pixels,
+                                    int64_t *c, int64_t *h, int64_t *w);
 
 /* What qkv_image_fit did (bits of *changes). */
 enum { QKV_IMAGE_CONVERTED = 1, QKV_IMAGE_RESIZED = 2 };
@@ -132,11 +133,11 @@ enum { QKV_IMAGE_CONVERTED = 1, QKV_IMAGE_RESIZED = 2 };
  *    antialias=False).
  * *changes (may be NULL) gets QKV_IMAGE_CONVERTED and/or QKV_IMAGE_RESIZED
  * when they happened, so that the caller can say so. */
-qkv_status qkv_image_fit(const float *src, int64_t sc, int64_t sh, int64_t sw, float *dst,
-                         int64_t dc, int64_t dh, int64_t dw, unsigned *changes);
+QKV_API qkv_status qkv_image_fit(const float *src, int64_t sc, int64_t sh, int64_t sw, float *dst,
+                                 int64_t dc, int64_t dh, int64_t dw, unsigned *changes);
 /* The bilinear resize alone, per channel: src (c,sh,sw) -> dst (c,dh,dw). */
-qkv_status qkv_image_resize_bilinear(const float *src, int64_t c, int64_t sh, int64_t sw,
-                                     float *dst, int64_t dh, int64_t dw);
+QKV_API qkv_status qkv_image_resize_bilinear(const float *src, int64_t c, int64_t sh, int64_t sw,
+                                             float *dst, int64_t dh, int64_t dw);
 
 #ifdef __cplusplus
 }

@@ -16,50 +16,50 @@ typedef enum {
 
 typedef struct qkv_safetensors qkv_safetensors;
 /* Reads and strictly validates a whole file (header and offsets). */
-qkv_status qkv_safetensors_open(const char *path, qkv_safetensors **out);
-void qkv_safetensors_close(qkv_safetensors *st);
-int qkv_safetensors_count(const qkv_safetensors *st);
-const char *qkv_safetensors_name(const qkv_safetensors *st, int i);
+QKV_API qkv_status qkv_safetensors_open(const char *path, qkv_safetensors **out);
+QKV_API void qkv_safetensors_close(qkv_safetensors *st);
+QKV_API int qkv_safetensors_count(const qkv_safetensors *st);
+QKV_API const char *qkv_safetensors_name(const qkv_safetensors *st, int i);
 /* Looks a tensor up; any out pointer may be NULL. shape gets ndim entries
  * (at most 8). */
-qkv_status qkv_safetensors_info(const qkv_safetensors *st, const char *name,
-                                qkv_st_dtype *dtype, int *ndim, int64_t *shape,
-                                const void **data, size_t *nbytes);
+QKV_API qkv_status qkv_safetensors_info(const qkv_safetensors *st, const char *name,
+                                        qkv_st_dtype *dtype, int *ndim, int64_t *shape,
+                                        const void **data, size_t *nbytes);
 /* Typed reads: n must equal the tensor's element count, and its stored
  * dtype must mean what dst holds, else QKV_ERR_DTYPE naming the tensor and
  * its dtype (a BOOL mask read as floats would become 0/1 values *added* to
  * scores). read_f32 takes F32, F16, BF16, F64 (converted to float32);
  * read_i64 takes I64, I32, I16, I8, U8 (widened); read_bool takes BOOL
  * (into bytes 0/1). */
-qkv_status qkv_safetensors_read_f32(const qkv_safetensors *st, const char *name, float *dst,
-                                    int64_t n);
-qkv_status qkv_safetensors_read_i64(const qkv_safetensors *st, const char *name, int64_t *dst,
-                                    int64_t n);
-qkv_status qkv_safetensors_read_bool(const qkv_safetensors *st, const char *name, uint8_t *dst,
-                                     int64_t n);
+QKV_API qkv_status qkv_safetensors_read_f32(const qkv_safetensors *st, const char *name, float *dst,
+                                            int64_t n);
+QKV_API qkv_status qkv_safetensors_read_i64(const qkv_safetensors *st, const char *name,
+                                            int64_t *dst, int64_t n);
+QKV_API qkv_status qkv_safetensors_read_bool(const qkv_safetensors *st, const char *name,
+                                             uint8_t *dst, int64_t n);
 /* Into an existing tensor whose shape must equal the stored shape exactly
  * (QKV_ERR_SHAPE showing both: "'w' is (3,4) in the file, (4,3) in the
  * tensor"); dst->dtype picks the read: F32 -> read_f32 into data, I64 ->
  * read_i64 into idx, BOOL -> read_bool into mask. */
-qkv_status qkv_safetensors_read_tensor(const qkv_safetensors *st, const char *name,
-                                       qkv_tensor *dst);
+QKV_API qkv_status qkv_safetensors_read_tensor(const qkv_safetensors *st, const char *name,
+                                               qkv_tensor *dst);
 /* A new tensor from arena a with the stored shape (at most QKV_MAX_DIMS
  * dims) and the stored kind: F32/F16/BF16/F64 -> QKV_F32, integers ->
  * QKV_I64, BOOL -> QKV_BOOL. On failure *out is NULL and a is as before. */
-qkv_status qkv_safetensors_load_tensor(const qkv_safetensors *st, const char *name, qkv_arena *a,
-                                       qkv_tensor **out);
+QKV_API qkv_status qkv_safetensors_load_tensor(const qkv_safetensors *st, const char *name,
+                                               qkv_arena *a, qkv_tensor **out);
 /* The __metadata__ value for key, or NULL. */
-const char *qkv_safetensors_meta(const qkv_safetensors *st, const char *key);
+QKV_API const char *qkv_safetensors_meta(const qkv_safetensors *st, const char *key);
 /* The __metadata__ entries, sorted by key: count, and key i (NULL if out of range). */
-int qkv_safetensors_meta_count(const qkv_safetensors *st);
-const char *qkv_safetensors_meta_key(const qkv_safetensors *st, int i);
+QKV_API int qkv_safetensors_meta_count(const qkv_safetensors *st);
+QKV_API const char *qkv_safetensors_meta_key(const qkv_safetensors *st, int i);
 
 /* Writes F32 tensors (BOOL tensors are written as BOOL) and string
  * metadata (meta_keys/meta_vals, n_meta pairs) atomically: a temporary file,
  * flushed, then renamed over path. */
-qkv_status qkv_safetensors_save(const char *path, int n, const char *const *names,
-                                const qkv_tensor *const *tensors, int n_meta,
-                                const char *const *meta_keys, const char *const *meta_vals);
+QKV_API qkv_status qkv_safetensors_save(const char *path, int n, const char *const *names,
+                                        const qkv_tensor *const *tensors, int n_meta,
+                                        const char *const *meta_keys, const char *const *meta_vals);
 
 /* ---- PyTorch state_dicts into and out of a qkv_params store ------------
  * As module.load_state_dict(sd, strict): file key = prefix + parameter
@@ -85,21 +85,22 @@ typedef struct {
     char **unexpected; /* (n_unexpected) in sorted order */
 } qkv_state_dict_report;
 
-void qkv_state_dict_report_free(qkv_state_dict_report *r);
+QKV_API void qkv_state_dict_report_free(qkv_state_dict_report *r);
 
 /* From an open file. report may be NULL; when given it is overwritten
  * (free a previous one first) and filled even when the load fails once
  * the names could be matched, so a strict failure can list them all. */
-qkv_status qkv_params_load_state_dict(qkv_params *p, const qkv_safetensors *st, const char *prefix,
-                                      int strict, qkv_state_dict_report *report);
+QKV_API qkv_status qkv_params_load_state_dict(qkv_params *p, const qkv_safetensors *st,
+                                              const char *prefix, int strict,
+                                              qkv_state_dict_report *report);
 /* The same from a path (opened, validated, closed). */
-qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const char *prefix,
-                                       int strict, qkv_state_dict_report *report);
+QKV_API qkv_status qkv_params_load_safetensors(qkv_params *p, const char *path, const char *prefix,
+                                               int strict, qkv_state_dict_report *report);
 /* Every parameter of p as F32 under key prefix + name (prefix NULL: ""),
  * with metadata {"format": "pt"}, atomically (qkv_safetensors_save):
  * safetensors.torch.load_file gives a state_dict that loads into the same
  * PyTorch module. */
-qkv_status qkv_params_save_safetensors(qkv_params *p, const char *path, const char *prefix);
+QKV_API qkv_status qkv_params_save_safetensors(qkv_params *p, const char *path, const char *prefix);
 
 #ifdef __cplusplus
 }

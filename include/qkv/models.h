@@ -18,9 +18,9 @@ typedef struct {
     int scaled;
 } qkv_toy_attention;
 
-qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
-                                  int64_t key_dim, int scaled, qkv_params *p, const char *prefix,
-                                  qkv_rng *rng);
+QKV_API qkv_status qkv_toy_attention_init(qkv_toy_attention *m, int64_t in_dim, int64_t out_dim,
+                                          int64_t key_dim, int scaled, qkv_params *p,
+                                          const char *prefix, qkv_rng *rng);
 
 /* The lecture's two networks, as nn.Sequential with its parameter names:
  * QKV_TOY_CONV: Conv1d(in,C,K) ReLU Conv1d(C,C,K) ReLU x3 ... Conv1d(C,1,K)
@@ -36,10 +36,10 @@ typedef struct {
     qkv_toy_attention attn;
 } qkv_toy_net;
 
-qkv_status qkv_toy_net_init(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
-                            int64_t channels, int64_t kernel, int scaled, qkv_params *p,
-                            qkv_rng *rng);
-void qkv_toy_net_free(qkv_toy_net *net);
+QKV_API qkv_status qkv_toy_net_init(qkv_toy_net *net, qkv_toy_model model, int64_t in_channels,
+                                    int64_t channels, int64_t kernel, int scaled, qkv_params *p,
+                                    qkv_rng *rng);
+QKV_API void qkv_toy_net_free(qkv_toy_net *net);
 
 #ifdef __cplusplus
 }

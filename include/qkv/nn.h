@@ -17,7 +17,7 @@ struct qkv_module {
 
 /* Runs a module: m->forward(c, m, x, y), after checking that m was set up
  * by its _init (a zeroed struct has no forward). */
-qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y);
+QKV_API qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y);
 
 /* ---- functional ops (torch.nn.functional), recorded on the tape --------
  * Inputs are F32 unless said otherwise; outputs come from the ctx's arena.
@@ -36,49 +36,51 @@ typedef enum {
 } qkv_activation;
 
 /* y = act(x), elementwise, any shape. */
-qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y);
+QKV_API qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x,
+                                        qkv_tensor **y);
 /* y = relu(x W^T + b), F.relu(F.linear(x, w, b)) (shapes as qkv_linear):
  * the same values and gradients as qkv_linear then qkv_activation_apply
  * with QKV_ACTIVATION_RELU. Recording in the BF16 mode on oneDNN it is one
  * node, whose backward masks dy, converts it to bf16 and sums the bias
  * gradient in one pass (a transformer's feed-forward); elsewhere the two. */
-qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, qkv_tensor **y);
+QKV_API qkv_status qkv_linear_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                                   qkv_tensor **y);
 /* "relu", "gelu", "gelu_tanh", "tanh" (NULL for a value out of range), and back. */
-const char *qkv_activation_name(qkv_activation act);
-qkv_status qkv_activation_parse(const char *name, qkv_activation *act);
+QKV_API const char *qkv_activation_name(qkv_activation act);
+QKV_API qkv_status qkv_activation_parse(const char *name, qkv_activation *act);
 
 /* The functional forms, as torch.nn.functional names them: F.relu,
  * torch.tanh, and F.gelu(x, approximate) with PyTorch's string: "none"
  * (or NULL) for the exact erf form, "tanh" for the approximation. relu is
  * torch's bit for bit: x < 0 ? 0 : x (a NaN stays NaN and passes its
  * gradient, -0 stays -0). */
-qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
-qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
-qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y);
+QKV_API qkv_status qkv_relu(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+QKV_API qkv_status qkv_tanh(qkv_ctx *c, qkv_tensor *x, qkv_tensor **y);
+QKV_API qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y);
 
 /* y = a + b. Same shapes, or one broadcast over the other's leading dims:
  * b's shape equal to a's trailing dims (a (N,T,C) + b (T,C) or (C)), or the
  * other way round. y has the larger shape; the smaller one's gradient is
  * summed over the broadcast dims. */
-qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
+QKV_API qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y);
 
 /* torch.cat((a, b), dim): a and b of equal rank and equal sizes except in
  * dim; dim may be negative (counted from the end). */
-qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor **y);
+QKV_API qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor **y);
 
 /* F.layer_norm(x, (C,), weight, bias, eps) over the last dim:
  * y = (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
  * x (...,C), weight (C) or NULL, bias (C) or NULL -> y like x. eps > 0. */
-qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
-                          float eps, qkv_tensor **y);
+QKV_API qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
+                                  float eps, qkv_tensor **y);
 
 /* F.embedding(ids, weight, padding_idx): y[...] = weight[ids[...]].
  * weight (num,dim), ids an I64 tensor of 0..3 dims -> y (ids.shape...,dim).
  * padding_idx in [0,num) gets no gradient; -1 means none (PyTorch's
  * negative padding_idx, counted from the end, is num + padding_idx here).
  * An id outside [0,num) is QKV_ERR_ARG naming it and its position. */
-qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_t padding_idx,
-                         qkv_tensor **y);
+QKV_API qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids,
+                                 int64_t padding_idx, qkv_tensor **y);
 
 /* F.dropout(x, p, training=qkv_ctx_training(c)). Outside training mode, or
  * with p == 0, *y is x itself (as PyTorch returns its input) and nothing is
@@ -86,15 +88,15 @@ qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_
  * scaled by 1/(1-p); p == 1 gives zeros. The mask comes from a
  * counter-based hash of (qkv_ctx_next_seed(c), element index), so the
  * backward recomputes it; the draws differ from PyTorch's. p in [0,1]. */
-qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y);
+QKV_API qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y);
 
 /* F.conv1d(x, w, b, stride, padding, dilation), groups = 1:
  * x (N,Cin,L) (or (Cin,L) unbatched), w (Cout,Cin,K), b (Cout) or NULL ->
  * y (N,Cout,Lout) (or (Cout,Lout)), Lout = (L + 2 padding - dilation (K-1) - 1)
  * / stride + 1, which must be >= 1. stride >= 1, padding >= 0 (zeros),
  * dilation >= 1. im2col + gemm; a plain loop under qkv_reference(). */
-qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, int64_t stride,
-                      int64_t padding, int64_t dilation, qkv_tensor **y);
+QKV_API qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                              int64_t stride, int64_t padding, int64_t dilation, qkv_tensor **y);
 
 /* ---- modules (torch.nn) ------------------------------------------------
  * Each _init creates the module's parameters in p under prefix with
@@ -111,8 +113,8 @@ typedef struct {
     int64_t in_features, out_features;
     qkv_tensor *weight, *bias; /* (out,in); (out) or NULL */
 } qkv_nn_linear;
-qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
-                              int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_linear_init(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
+                                      int bias, qkv_params *p, const char *prefix, qkv_rng *rng);
 
 /* bf16 weights for inference (src/nn/linear_bf16.c, docs/bf16_decode.md):
  * a bf16 copy (round to nearest even, as .to(torch.bfloat16)) of every 2-D
@@ -134,8 +136,8 @@ typedef struct qkv_bf16_weights {
     uint16_t **bf16;         /* (count) its bf16 copy, in data */
     uint16_t *data;          /* every copy, one block */
 } qkv_bf16_weights;
-qkv_status qkv_bf16_weights_init(qkv_bf16_weights *w, qkv_params *p);
-void qkv_bf16_weights_free(qkv_bf16_weights *w);
+QKV_API qkv_status qkv_bf16_weights_init(qkv_bf16_weights *w, qkv_params *p);
+QKV_API void qkv_bf16_weights_free(qkv_bf16_weights *w);
 
 /* nn.Conv1d's options: qkv_conv1d_opts_default(in, out, kernel_size) gives
  * stride 1, padding 0, dilation 1, bias 1 (groups and padding_mode are
@@ -145,8 +147,8 @@ typedef struct {
     int64_t stride, padding, dilation;
     int bias;
 } qkv_conv1d_opts;
-qkv_conv1d_opts qkv_conv1d_opts_default(int64_t in_channels, int64_t out_channels,
-                                        int64_t kernel_size);
+QKV_API qkv_conv1d_opts qkv_conv1d_opts_default(int64_t in_channels, int64_t out_channels,
+                                                int64_t kernel_size);
 
 /* nn.Conv1d: "weight" (Cout,Cin,K), "bias" (Cout), both
  * U(-1/sqrt(Cin*K), 1/sqrt(Cin*K)). x (N,Cin,L) or (Cin,L) -> y (N,Cout,Lout). */
@@ -155,8 +157,8 @@ typedef struct {
     qkv_conv1d_opts o;
     qkv_tensor *weight, *bias; /* (Cout,Cin,K); (Cout) or NULL */
 } qkv_nn_conv1d;
-qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
-                              const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
+                                      const char *prefix, qkv_rng *rng);
 
 /* nn.LayerNorm(C, eps, elementwise_affine): "weight" (C) ones, "bias" (C)
  * zeros when elementwise_affine. PyTorch's default eps is 1e-5. x (...,C). */
@@ -167,8 +169,8 @@ typedef struct {
     int elementwise_affine;
     qkv_tensor *weight, *bias; /* (C) each, or NULL */
 } qkv_nn_layernorm;
-qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
-                                 int elementwise_affine, qkv_params *p, const char *prefix);
+QKV_API qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
+                                         int elementwise_affine, qkv_params *p, const char *prefix);
 
 /* nn.Embedding(num_embeddings, embedding_dim, padding_idx): "weight"
  * (num,dim) N(0,1), the padding_idx row zeroed (-1: none). The forward's x is
@@ -178,9 +180,9 @@ typedef struct {
     int64_t num_embeddings, embedding_dim, padding_idx;
     qkv_tensor *weight; /* (num,dim) */
 } qkv_nn_embedding;
-qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
-                                 int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
-                                 const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_embedding_init(qkv_nn_embedding *m, int64_t num_embeddings,
+                                         int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
+                                         const char *prefix, qkv_rng *rng);
 
 /* Activation modules: nn.ReLU(), nn.Tanh(), nn.GELU(approximate) are one
  * struct with the activation's kind (base.type is PyTorch's class name);
@@ -191,12 +193,12 @@ typedef qkv_nn_activation qkv_nn_relu;
 typedef qkv_nn_activation qkv_nn_tanh;
 typedef qkv_nn_activation qkv_nn_gelu;
 typedef struct { qkv_module base; float p; } qkv_nn_dropout;
-qkv_status qkv_nn_activation_init(qkv_nn_activation *m, qkv_activation kind);
-qkv_status qkv_nn_relu_init(qkv_nn_relu *m);
-qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m);
+QKV_API qkv_status qkv_nn_activation_init(qkv_nn_activation *m, qkv_activation kind);
+QKV_API qkv_status qkv_nn_relu_init(qkv_nn_relu *m);
+QKV_API qkv_status qkv_nn_tanh_init(qkv_nn_tanh *m);
 /* approximate: "none" (or NULL) or "tanh", as nn.GELU's. */
-qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, const char *approximate);
-qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p);
+QKV_API qkv_status qkv_nn_gelu_init(qkv_nn_gelu *m, const char *approximate);
+QKV_API qkv_status qkv_nn_dropout_init(qkv_nn_dropout *m, float p);
 
 /* nn.Sequential: runs its layers in order, each one's output the next one's
  * input. It holds pointers to modules it does not own (they must outlive
@@ -210,9 +212,9 @@ typedef struct {
     qkv_module **layers; /* (n), not owned */
     int n, cap;
 } qkv_sequential;
-qkv_status qkv_sequential_init(qkv_sequential *s);
-qkv_status qkv_sequential_add(qkv_sequential *s, qkv_module *m);
-void qkv_sequential_free(qkv_sequential *s);
+QKV_API qkv_status qkv_sequential_init(qkv_sequential *s);
+QKV_API qkv_status qkv_sequential_add(qkv_sequential *s, qkv_module *m);
+QKV_API void qkv_sequential_free(qkv_sequential *s);
 
 /* ---- recurrent layers (torch.nn.GRU, torch.nn.LSTM) ---------------------
  * docs/rnn.md has the equations, the shapes and how lengths work. */
@@ -225,7 +227,7 @@ typedef struct {
     int bias, batch_first, bidirectional;
     float dropout; /* on each layer's output but the last, training only; [0,1] */
 } qkv_rnn_opts;
-qkv_rnn_opts qkv_rnn_opts_default(int64_t input_size, int64_t hidden_size);
+QKV_API qkv_rnn_opts qkv_rnn_opts_default(int64_t input_size, int64_t hidden_size);
 
 typedef enum { QKV_RNN_GRU = 0, QKV_RNN_LSTM } qkv_rnn_mode;
 
@@ -247,12 +249,12 @@ typedef struct {
 typedef qkv_nn_rnn qkv_nn_gru;
 typedef qkv_nn_rnn qkv_nn_lstm;
 
-qkv_status qkv_nn_gru_init(qkv_nn_gru *m, const qkv_rnn_opts *o, qkv_params *p,
-                           const char *prefix, qkv_rng *rng);
-qkv_status qkv_nn_lstm_init(qkv_nn_lstm *m, const qkv_rnn_opts *o, qkv_params *p,
-                            const char *prefix, qkv_rng *rng);
-void qkv_nn_gru_free(qkv_nn_gru *m);
-void qkv_nn_lstm_free(qkv_nn_lstm *m);
+QKV_API qkv_status qkv_nn_gru_init(qkv_nn_gru *m, const qkv_rnn_opts *o, qkv_params *p,
+                                   const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_lstm_init(qkv_nn_lstm *m, const qkv_rnn_opts *o, qkv_params *p,
+                                    const char *prefix, qkv_rng *rng);
+QKV_API void qkv_nn_gru_free(qkv_nn_gru *m);
+QKV_API void qkv_nn_lstm_free(qkv_nn_lstm *m);
 
 /* output, h_n = gru(x, h0); output, (h_n, c_n) = lstm(x, (h0, c0)).
  *   x      (L,N,input_size), (N,L,input_size) when batch_first, or (L,input_size) unbatched
@@ -265,17 +267,18 @@ void qkv_nn_lstm_free(qkv_nn_lstm *m);
  *   output (L,N,D*H) ((N,L,D*H) batch_first, (L,D*H) unbatched)
  *   h_n, c_n (D*num_layers,N,H) ((D*num_layers,H) unbatched); h_n, c_n may
  *          be NULL when not wanted. */
-qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tensor *h0,
-                              const int64_t *lengths, qkv_tensor **output, qkv_tensor **h_n);
-qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
-                               qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
-                               qkv_tensor **h_n, qkv_tensor **c_n);
+QKV_API qkv_status qkv_nn_gru_forward(qkv_ctx *c, qkv_nn_gru *m, qkv_tensor *x, qkv_tensor *h0,
+                                      const int64_t *lengths, qkv_tensor **output,
+                                      qkv_tensor **h_n);
+QKV_API qkv_status qkv_nn_lstm_forward(qkv_ctx *c, qkv_nn_lstm *m, qkv_tensor *x, qkv_tensor *h0,
+                                       qkv_tensor *c0, const int64_t *lengths, qkv_tensor **output,
+                                       qkv_tensor **h_n, qkv_tensor **c_n);
 /* The masks form of lengths: padding_mask BOOL (N,L), true = padding (as
  * key_padding_mask), each row right-padded (real steps, then padding only,
  * at least one real step); lengths (N, caller's memory) gets each row's
  * real steps, for the forwards above. Masks that are not right-padded are
  * an error naming the row. */
-qkv_status qkv_rnn_lengths_from_mask(const qkv_tensor *padding_mask, int64_t *lengths);
+QKV_API qkv_status qkv_rnn_lengths_from_mask(const qkv_tensor *padding_mask, int64_t *lengths);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The colour map of every heat map: v in [0,1] -> 0xRRGGBB (viridis: dark
  * purple at 0, yellow at 1; v clamped). NaN maps to QKV_PLOT_NAN_COLOUR. */
-uint32_t qkv_plot_colour(double v);
+QKV_API uint32_t qkv_plot_colour(double v);
 #define QKV_PLOT_NAN_COLOUR 0xffffffu /* "no value": drawn white and hatched grey */
 
 /* ---- attention heat maps ------------------------------------------------ */
@@ -53,8 +53,8 @@ typedef struct {
 } qkv_heatmap;
 
 /* The defaults: everything zero/NULL but annotate -1, lo = hi = NaN. */
-qkv_heatmap qkv_heatmap_default(void);
-qkv_status qkv_plot_heatmap(const char *path, const qkv_heatmap *h);
+QKV_API qkv_heatmap qkv_heatmap_default(void);
+QKV_API qkv_status qkv_plot_heatmap(const char *path, const qkv_heatmap *h);
 
 /* An attention map laid over an image (a vision transformer's class token
  * over its patches): the image (h,w) grey or (h,w,3) RGB in [0,1], and a
@@ -67,13 +67,13 @@ typedef struct {
     const char *title;       /* or NULL */
     float alpha;             /* the map's opacity; 0: 0.6 */
 } qkv_overlay;
-qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o);
+QKV_API qkv_status qkv_plot_overlay(const char *path, const qkv_overlay *o);
 /* n overlays as the panels of one figure (the heads of a layer, a
  * rollout beside them), columns across (0: up to 4), each about 200 points
  * on its image's longer side with its own title and colour bar; title
  * above them all, or NULL. */
-qkv_status qkv_plot_overlay_grid(const char *path, const qkv_overlay *panels, int n, int columns,
-                                 const char *title);
+QKV_API qkv_status qkv_plot_overlay_grid(const char *path, const qkv_overlay *panels, int n,
+                                         int columns, const char *title);
 
 /* ---- line plots --------------------------------------------------------- */
 
@@ -95,13 +95,13 @@ typedef struct {
     int log_y;
     int64_t width, height;                 /* pixels (points for SVG/PDF); 0: 800 x 500 */
 } qkv_line_plot;
-qkv_status qkv_plot_lines(const char *path, const qkv_line_plot *p);
+QKV_API qkv_status qkv_plot_lines(const char *path, const qkv_line_plot *p);
 /* n line plots as the panels of one figure, columns across (0: up to 2),
  * in rows, each drawn as qkv_plot_lines draws it in a cell as large as the
  * largest panel's width x height (0 x 0: 480 x 300); title above them all,
  * or NULL. */
-qkv_status qkv_plot_lines_grid(const char *path, const qkv_line_plot *panels, int n, int columns,
-                               const char *title);
+QKV_API qkv_status qkv_plot_lines_grid(const char *path, const qkv_line_plot *panels, int n,
+                                       int columns, const char *title);
 
 /* ---- the interactive attention explorer (HTML) -------------------------- */
 
@@ -119,7 +119,7 @@ typedef struct {
     const char *const *key_tokens;    /* (keys); self-attention: the same as query_tokens */
     const char *title;                /* or NULL */
 } qkv_explorer;
-qkv_status qkv_explorer_write(const char *path, const qkv_explorer *e);
+QKV_API qkv_status qkv_explorer_write(const char *path, const qkv_explorer *e);
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,10 @@ extern "C" {
  * the PyTorch tutorial's PositionalEncoding table (computed in double, so
  * exact to float32 rounding; the tutorial's float32 arithmetic drifts by
  * about p * 1e-7). d even and positive, T >= 0, offset >= 0. */
-qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe);
+QKV_API qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe);
 /* The same table as a constant tensor (T,d) from the ctx's arena. */
-qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe);
+QKV_API qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d,
+                                  qkv_tensor **pe);
 
 /* y = x + pe[offset + t] at every batch entry: a position table added to
  * embeddings in either layout.
@@ -28,28 +29,28 @@ qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_
  * Gradients: dx += dy; dpe[offset+t] += sum over the batch of dy at t (when
  * pe requires one: a learned table). For batch_first, qkv_add(x, pe (T,d))
  * is the same thing. */
-qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t offset,
-                              int batch_first, qkv_tensor **y);
+QKV_API qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t offset,
+                                      int batch_first, qkv_tensor **y);
 
 /* y = weight[offset : offset+T], recorded (the rows get the gradient):
  * nn.Embedding applied to arange(offset, offset+T). weight (P,d) -> y (T,d). */
-qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
-                         qkv_tensor **y);
+QKV_API qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
+                                 qkv_tensor **y);
 
 /* y = alpha * x (any shape): dx += alpha dy. alpha finite. */
-qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y);
+QKV_API qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y);
 
 /* ---- binary (the lecture's positional channels) ----------------------- */
 
 /* The lecture's binary positional encoding: channel k of position t is bit k
  * of t, for k < ceil(log2(T)). pe is (channels, T), as Conv1d channels.
  * qkv_pos_binary_channels(T) gives channels (0 for T <= 1). */
-int64_t qkv_pos_binary_channels(int64_t T);
-qkv_status qkv_pos_binary(int64_t T, float *pe);
+QKV_API int64_t qkv_pos_binary_channels(int64_t T);
+QKV_API qkv_status qkv_pos_binary(int64_t T, float *pe);
 /* qkv_sinusoidal_fill's table (offset 0) transposed to channels, for
  * Conv1d-layout inputs: pe[2i][t] = sin(t / 10000^(2i/d)),
  * pe[2i+1][t] = cos(t / 10000^(2i/d)); pe is (d, T), d even, T >= 1. */
-qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe);
+QKV_API qkv_status qkv_pos_sinusoidal(int64_t T, int64_t d, float *pe);
 
 /* ---- index concatenation (the lecture's positional channel) ----------- */
 
@@ -63,8 +64,8 @@ typedef enum {
  *   channels_first = 1: x (N,C,T) or (C,T) -> y (N,C+1,T) or (C+1,T)
  *     (Conv1d's layout, as the lecture's toy model).
  * dx += dy without the new channel. */
-qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
-                            qkv_tensor **y);
+QKV_API qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
+                                    qkv_tensor **y);
 
 /* ---- rotary position embedding (RoPE, RoFormer) ----------------------- */
 
@@ -86,7 +87,7 @@ typedef struct {
     const qkv_tensor *positions;
 } qkv_rope_opts;
 
-qkv_rope_opts qkv_rope_opts_default(void);
+QKV_API qkv_rope_opts qkv_rope_opts_default(void);
 
 /* Rotates each pair i < r/2 (r = rot_dim) of row t by the angle
  * p * base^(-2i/r), p = offset + t (or positions[n,t]):
@@ -94,7 +95,7 @@ qkv_rope_opts qkv_rope_opts_default(void);
  * dims from r on pass through. x (N,H,T,hd), (B,T,hd) or (T,hd) with hd
  * (or r) even -> y like x. The backward is the inverse rotation. opts NULL
  * means the defaults. Apply it to q and to k before qkv_sdpa. */
-qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y);
+QKV_API qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y);
 
 /* ---- ALiBi (Press et al., "Train short, test long") ------------------- */
 
@@ -102,7 +103,7 @@ qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_te
  * power of two, 2^(-8/H), 2^(-16/H), ..., 2^(-8); otherwise those of the
  * closest smaller power of two P followed by every other slope of 2P.
  * slopes (H), H >= 1. */
-qkv_status qkv_alibi_slopes(int64_t num_heads, float *slopes);
+QKV_API qkv_status qkv_alibi_slopes(int64_t num_heads, float *slopes);
 
 typedef enum {
     /* -m_h (i' - j): the paper's bias for causal attention. Keys after i'
@@ -119,11 +120,11 @@ typedef enum {
  * of S positions, as with a cache; i' = i when L == S). Usable as qkv_sdpa's
  * F32 attn_mask (N*H,L,S) or, with N = 1, MultiheadAttention's. N, H, L,
  * S >= 1. */
-qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_alibi_kind kind,
-                               float *bias);
+QKV_API qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S,
+                                       qkv_alibi_kind kind, float *bias);
 /* The same as a constant tensor (N*H,L,S) from the ctx's arena. */
-qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
-                          qkv_alibi_kind kind, qkv_tensor **bias);
+QKV_API qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
+                                  qkv_alibi_kind kind, qkv_tensor **bias);
 
 /* ---- modules ----------------------------------------------------------- */
 
@@ -138,8 +139,8 @@ typedef struct {
     float dropout;
     int batch_first;
 } qkv_nn_sinusoidal;
-qkv_status qkv_nn_sinusoidal_init(qkv_nn_sinusoidal *m, int64_t d_model, float dropout,
-                                  int64_t max_len, int batch_first);
+QKV_API qkv_status qkv_nn_sinusoidal_init(qkv_nn_sinusoidal *m, int64_t d_model, float dropout,
+                                          int64_t max_len, int batch_first);
 
 /* A learned absolute position embedding (BERT, GPT-2's wpe):
  * "weight" (max_len,d_model) N(0,1) as nn.Embedding;
@@ -151,9 +152,9 @@ typedef struct {
     int batch_first;
     qkv_tensor *weight; /* (max_len,d_model) */
 } qkv_nn_learned_pos;
-qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
-                                   int batch_first, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng);
+QKV_API qkv_status qkv_nn_learned_pos_init(qkv_nn_learned_pos *m, int64_t max_len, int64_t d_model,
+                                           int batch_first, qkv_params *p, const char *prefix,
+                                           qkv_rng *rng);
 
 /* The tutorial's TokenEmbedding: y = embedding(ids) * sqrt(d_model) when
  * scaled (else * 1). "weight" (num,d_model) N(0,1) as nn.Embedding (the
@@ -164,9 +165,9 @@ typedef struct {
     qkv_nn_embedding emb;
     float scale; /* sqrt(d_model) or 1 */
 } qkv_nn_token_embedding;
-qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
-                                       int64_t d_model, int64_t padding_idx, int scaled,
-                                       qkv_params *p, const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_nn_token_embedding_init(qkv_nn_token_embedding *m, int64_t num_embeddings,
+                                               int64_t d_model, int64_t padding_idx, int scaled,
+                                               qkv_params *p, const char *prefix, qkv_rng *rng);
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,8 @@ typedef enum {
 /* F.mse_loss(input, target, reduction): (input - target)^2 reduced.
  * input and target F32 of the same shape -> loss () (or like input for
  * NONE). target gets a gradient too when it requires one. */
-qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
-                        qkv_reduction reduction, qkv_tensor **loss);
+QKV_API qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
+                                qkv_reduction reduction, qkv_tensor **loss);
 
 #define QKV_IGNORE_INDEX_DEFAULT (-100)
 
@@ -32,9 +32,9 @@ qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
  *   counted by MEAN; any other label outside [0,C) is QKV_ERR_ARG.
  * label_smoothing in [0,1]. Where every target is ignored, MEAN gives 0 with
  * a zero gradient (PyTorch gives NaN). */
-qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *target,
-                             int64_t ignore_index, double label_smoothing,
-                             qkv_reduction reduction, qkv_tensor **loss);
+QKV_API qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *target,
+                                     int64_t ignore_index, double label_smoothing,
+                                     qkv_reduction reduction, qkv_tensor **loss);
 
 /* F.cross_entropy(F.linear(x, weight, bias), target, ...) as one op, the
  * output layer of a language or translation model and its loss: x
@@ -45,10 +45,10 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
  * their softmax: it turns each row of logits into its gradient as soon as
  * the row's loss is known (the BF16 mode writes that gradient in bf16 for
  * the backward's products). */
-qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
-                                    const qkv_tensor *target, int64_t ignore_index,
-                                    double label_smoothing, qkv_reduction reduction,
-                                    qkv_tensor **loss);
+QKV_API qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight,
+                                            qkv_tensor *bias, const qkv_tensor *target,
+                                            int64_t ignore_index, double label_smoothing,
+                                            qkv_reduction reduction, qkv_tensor **loss);
 
 /* ---- optimizers --------------------------------------------------------- */
 
@@ -68,31 +68,31 @@ typedef struct {
 } qkv_optim_opts;
 
 /* torch.optim.SGD(lr=lr) defaults: momentum 0, dampening 0, weight_decay 0. */
-qkv_optim_opts qkv_optim_sgd_default(double lr);
+QKV_API qkv_optim_opts qkv_optim_sgd_default(double lr);
 /* torch.optim.Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0. */
-qkv_optim_opts qkv_optim_adam_default(void);
+QKV_API qkv_optim_opts qkv_optim_adam_default(void);
 /* torch.optim.AdamW defaults: as Adam but weight_decay 1e-2. */
-qkv_optim_opts qkv_optim_adamw_default(void);
+QKV_API qkv_optim_opts qkv_optim_adamw_default(void);
 
 /* An optimizer over every parameter of a store, in store order. Its state
  * (exp_avg, exp_avg_sq, max_exp_avg_sq or momentum_buffer per parameter) is
  * allocated once, here. The store must not gain parameters afterwards. */
 typedef struct qkv_optim qkv_optim;
-qkv_status qkv_optim_new(qkv_optim **out, qkv_params *params, const qkv_optim_opts *opts);
-void qkv_optim_free(qkv_optim *o);
+QKV_API qkv_status qkv_optim_new(qkv_optim **out, qkv_params *params, const qkv_optim_opts *opts);
+QKV_API void qkv_optim_free(qkv_optim *o);
 /* One update of every parameter from its gradient (p->grad), as
  * optimizer.step(). Gradients are left as they are. */
-qkv_status qkv_optim_step(qkv_optim *o);
-qkv_status qkv_optim_set_lr(qkv_optim *o, double lr);
-double qkv_optim_get_lr(const qkv_optim *o); /* NaN for NULL */
+QKV_API qkv_status qkv_optim_step(qkv_optim *o);
+QKV_API qkv_status qkv_optim_set_lr(qkv_optim *o, double lr);
+QKV_API double qkv_optim_get_lr(const qkv_optim *o); /* NaN for NULL */
 /* The options in force (set_lr and checkpoint loads change them). */
-qkv_status qkv_optim_get_opts(const qkv_optim *o, qkv_optim_opts *opts);
-int64_t qkv_optim_steps(const qkv_optim *o); /* steps taken (PyTorch's state 'step') */
+QKV_API qkv_status qkv_optim_get_opts(const qkv_optim *o, qkv_optim_opts *opts);
+QKV_API int64_t qkv_optim_steps(const qkv_optim *o); /* steps taken (PyTorch's state 'step') */
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm) with norm_type 2:
  * total = ||all gradients||_2; every gradient *= min(max_norm / (total +
  * 1e-6), 1). total_norm (may be NULL) gets total, before clipping. */
-qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_norm);
+QKV_API qkv_status qkv_clip_grad_norm(qkv_params *params, float max_norm, float *total_norm);
 
 /* ---- learning-rate schedules ------------------------------------------- */
 
@@ -112,12 +112,12 @@ typedef struct {
 } qkv_schedule;
 
 /* Constant base_lr, no warm-up. */
-qkv_schedule qkv_schedule_default(double base_lr);
+QKV_API qkv_schedule qkv_schedule_default(double base_lr);
 /* QKV_ERR_ARG naming the first bad field. */
-qkv_status qkv_schedule_check(const qkv_schedule *s);
+QKV_API qkv_status qkv_schedule_check(const qkv_schedule *s);
 /* The learning rate for the update after `step` updates (step 0 is the
  * first): a pure function. NaN for a NULL or invalid schedule or step < 0. */
-double qkv_schedule_lr_at(const qkv_schedule *s, int64_t step);
+QKV_API double qkv_schedule_lr_at(const qkv_schedule *s, int64_t step);
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
@@ -138,8 +138,8 @@ typedef struct {
  * optimizer state, pos's step, epoch or batch outside [0, 2^53], an
  * optimizer step outside [0, 2^53]. The checksum covers tensors and
  * metadata (version 2; version 1 files are refused on load). */
-qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
-                               const qkv_train_pos *pos, const qkv_rng *rng);
+QKV_API qkv_status qkv_checkpoint_save(const char *path, qkv_params *params, const qkv_optim *optim,
+                                       const qkv_train_pos *pos, const qkv_rng *rng);
 /* Extra string metadata kept in a checkpoint (a model's configuration,
  * its tokenizer), inside the checksum: n pairs (0 to 64), keys unique and
  * none the checkpoint writes itself (format, format_version, params,
@@ -151,20 +151,20 @@ typedef struct {
 } qkv_checkpoint_meta;
 
 /* qkv_checkpoint_save with meta (NULL: none) in the file's metadata. */
-qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params, const qkv_optim *optim,
-                                    const qkv_train_pos *pos, const qkv_rng *rng,
-                                    const qkv_checkpoint_meta *meta);
+QKV_API qkv_status qkv_checkpoint_save_meta(const char *path, qkv_params *params,
+                                            const qkv_optim *optim, const qkv_train_pos *pos,
+                                            const qkv_rng *rng, const qkv_checkpoint_meta *meta);
 /* A metadata value of the checkpoint at path, once its format and checksum
  * are verified: *val gets a malloc'd copy (free() it); QKV_ERR_NOTFOUND
  * when the key is absent. */
-qkv_status qkv_checkpoint_read_meta(const char *path, const char *key, char **val);
+QKV_API qkv_status qkv_checkpoint_read_meta(const char *path, const char *key, char **val);
 /* Restores what save wrote: every parameter name and shape must match the
  * store exactly (and the optimizer's kind and amsgrad / momentum, whose
  * other hyper-parameters, lr included, are restored as PyTorch's
  * load_state_dict does). optim, pos and rng may be NULL (not restored); a
  * non-NULL one must be in the file. On any error nothing is modified. */
-qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
-                               qkv_train_pos *pos, qkv_rng *rng);
+QKV_API qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *optim,
+                                       qkv_train_pos *pos, qkv_rng *rng);
 
 /* ---- the training loop -------------------------------------------------- */
 
@@ -180,9 +180,10 @@ typedef struct {
     int64_t units, every;
 } qkv_progress;
 
-void qkv_progress_start(qkv_progress *p, FILE *out, int64_t total_steps, const char *unit);
-void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr, int64_t units);
-void qkv_progress_finish(qkv_progress *p);
+QKV_API void qkv_progress_start(qkv_progress *p, FILE *out, int64_t total_steps, const char *unit);
+QKV_API void qkv_progress_step(qkv_progress *p, int64_t step, double loss, double lr,
+                               int64_t units);
+QKV_API void qkv_progress_finish(qkv_progress *p);
 
 /* The batch function: build step's batch, run the forward and return the
  * scalar loss (in c's arena) and how many units (samples, tokens) it held.
@@ -235,7 +236,7 @@ typedef struct {
  * training before that step changes anything, with an error naming the step
  * and the last checkpoint written, which is left as it was. To resume, load
  * a checkpoint into params, optim and pos and call again. */
-qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos);
+QKV_API qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,8 @@ typedef struct {
     float rotary_base;
 } qkv_transformer_layer_opts;
 
-qkv_transformer_layer_opts qkv_transformer_layer_opts_default(int64_t d_model, int64_t nhead);
+QKV_API qkv_transformer_layer_opts qkv_transformer_layer_opts_default(int64_t d_model,
+                                                                      int64_t nhead);
 
 /* The masks of a forward call, named as nn.Transformer.forward's arguments.
  * A NULL pointer (or a NULL qkv_transformer_masks *) means none. Each
@@ -60,12 +61,12 @@ typedef struct {
 } qkv_transformer_masks;
 
 /* No masks (a zeroed struct is the same). */
-qkv_transformer_masks qkv_transformer_masks_default(void);
+QKV_API qkv_transformer_masks qkv_transformer_masks_default(void);
 
 /* Transformer.generate_square_subsequent_mask(sz) into mask, a (sz,sz)
  * tensor the caller made: F32 gets -inf above the diagonal and 0 elsewhere,
  * BOOL gets true above the diagonal (the same mask). */
-qkv_status qkv_transformer_square_subsequent_mask(qkv_tensor *mask);
+QKV_API qkv_status qkv_transformer_square_subsequent_mask(qkv_tensor *mask);
 
 /* ---- TransformerEncoderLayer -------------------------------------------
  * Parameters (under prefix): self_attn.in_proj_weight (3E,E),
@@ -85,16 +86,17 @@ typedef struct {
     qkv_nn_layernorm norm1, norm2;
 } qkv_transformer_encoder_layer;
 
-qkv_status qkv_transformer_encoder_layer_init(qkv_transformer_encoder_layer *m,
-                                              const qkv_transformer_layer_opts *o, qkv_params *p,
-                                              const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_transformer_encoder_layer_init(qkv_transformer_encoder_layer *m,
+                                                      const qkv_transformer_layer_opts *o,
+                                                      qkv_params *p, const char *prefix,
+                                                      qkv_rng *rng);
 /* src (S,N,E) ((N,S,E) batch_first, (S,E) unbatched) -> out like src.
  * Reads masks->src_mask, src_key_padding_mask, src_causal. */
-qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
-                                                 const qkv_transformer_encoder_layer *m,
-                                                 qkv_tensor *src,
-                                                 const qkv_transformer_masks *masks,
-                                                 qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
+                                                         const qkv_transformer_encoder_layer *m,
+                                                         qkv_tensor *src,
+                                                         const qkv_transformer_masks *masks,
+                                                         qkv_tensor **out);
 
 /* ---- TransformerDecoderLayer -------------------------------------------
  * Parameters: self_attn.*, multihead_attn.* (as above), linear1.*,
@@ -112,16 +114,17 @@ typedef struct {
     qkv_nn_layernorm norm1, norm2, norm3;
 } qkv_transformer_decoder_layer;
 
-qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
-                                              const qkv_transformer_layer_opts *o, qkv_params *p,
-                                              const char *prefix, qkv_rng *rng);
+QKV_API qkv_status qkv_transformer_decoder_layer_init(qkv_transformer_decoder_layer *m,
+                                                      const qkv_transformer_layer_opts *o,
+                                                      qkv_params *p, const char *prefix,
+                                                      qkv_rng *rng);
 /* tgt (T,N,E), memory (S,N,E) (batch_first: (N,T,E), (N,S,E); unbatched:
  * (T,E), (S,E)) -> out like tgt. Reads masks->tgt_*, memory_*. */
-qkv_status qkv_transformer_decoder_layer_forward(qkv_ctx *c,
-                                                 const qkv_transformer_decoder_layer *m,
-                                                 qkv_tensor *tgt, qkv_tensor *memory,
-                                                 const qkv_transformer_masks *masks,
-                                                 qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_decoder_layer_forward(qkv_ctx *c,
+                                                         const qkv_transformer_decoder_layer *m,
+                                                         qkv_tensor *tgt, qkv_tensor *memory,
+                                                         const qkv_transformer_masks *masks,
+                                                         qkv_tensor **out);
 
 /* ---- TransformerEncoder, TransformerDecoder ----------------------------
  * num_layers layers named "layers.<i>." and, when norm_eps > 0, a final
@@ -143,15 +146,16 @@ typedef struct {
     qkv_nn_layernorm norm; /* when has_norm */
 } qkv_transformer_encoder;
 
-qkv_status qkv_transformer_encoder_init(qkv_transformer_encoder *m,
-                                        const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        float norm_eps, qkv_params *p, const char *prefix,
-                                        qkv_rng *rng);
-void qkv_transformer_encoder_free(qkv_transformer_encoder *m);
+QKV_API qkv_status qkv_transformer_encoder_init(qkv_transformer_encoder *m,
+                                                const qkv_transformer_layer_opts *o,
+                                                int64_t num_layers, float norm_eps, qkv_params *p,
+                                                const char *prefix, qkv_rng *rng);
+QKV_API void qkv_transformer_encoder_free(qkv_transformer_encoder *m);
 /* TransformerEncoder.forward(src, mask=src_mask, src_key_padding_mask). */
-qkv_status qkv_transformer_encoder_forward(qkv_ctx *c, const qkv_transformer_encoder *m,
-                                           qkv_tensor *src, const qkv_transformer_masks *masks,
-                                           qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_encoder_forward(qkv_ctx *c, const qkv_transformer_encoder *m,
+                                                   qkv_tensor *src,
+                                                   const qkv_transformer_masks *masks,
+                                                   qkv_tensor **out);
 
 typedef struct {
     qkv_module base; /* as the decoder layer's: the type, no one-input forward */
@@ -162,16 +166,17 @@ typedef struct {
     qkv_nn_layernorm norm;
 } qkv_transformer_decoder;
 
-qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
-                                        const qkv_transformer_layer_opts *o, int64_t num_layers,
-                                        float norm_eps, qkv_params *p, const char *prefix,
-                                        qkv_rng *rng);
-void qkv_transformer_decoder_free(qkv_transformer_decoder *m);
+QKV_API qkv_status qkv_transformer_decoder_init(qkv_transformer_decoder *m,
+                                                const qkv_transformer_layer_opts *o,
+                                                int64_t num_layers, float norm_eps, qkv_params *p,
+                                                const char *prefix, qkv_rng *rng);
+QKV_API void qkv_transformer_decoder_free(qkv_transformer_decoder *m);
 /* TransformerDecoder.forward(tgt, memory, tgt_mask, memory_mask,
  * tgt_key_padding_mask, memory_key_padding_mask). */
-qkv_status qkv_transformer_decoder_forward(qkv_ctx *c, const qkv_transformer_decoder *m,
-                                           qkv_tensor *tgt, qkv_tensor *memory,
-                                           const qkv_transformer_masks *masks, qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_decoder_forward(qkv_ctx *c, const qkv_transformer_decoder *m,
+                                                   qkv_tensor *tgt, qkv_tensor *memory,
+                                                   const qkv_transformer_masks *masks,
+                                                   qkv_tensor **out);
 
 /* ---- Transformer --------------------------------------------------------
  * nn.Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers,
@@ -185,7 +190,7 @@ typedef struct {
     int64_t num_encoder_layers, num_decoder_layers;
 } qkv_transformer_opts;
 
-qkv_transformer_opts qkv_transformer_opts_default(void);
+QKV_API qkv_transformer_opts qkv_transformer_opts_default(void);
 
 /* "encoder.layers.<i>.", "encoder.norm.", "decoder.layers.<i>.",
  * "decoder.norm." (nn.Transformer always has both final norms, with
@@ -199,16 +204,16 @@ typedef struct {
     qkv_transformer_decoder decoder;
 } qkv_transformer;
 
-qkv_status qkv_transformer_init(qkv_transformer *m, const qkv_transformer_opts *o, qkv_params *p,
-                                const char *prefix, qkv_rng *rng);
-void qkv_transformer_free(qkv_transformer *m);
+QKV_API qkv_status qkv_transformer_init(qkv_transformer *m, const qkv_transformer_opts *o,
+                                        qkv_params *p, const char *prefix, qkv_rng *rng);
+QKV_API void qkv_transformer_free(qkv_transformer *m);
 /* Transformer.forward: memory = encoder(src, src_mask, src_key_padding_mask);
  * out = decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
  * memory_key_padding_mask). src (S,N,E), tgt (T,N,E) (batch_first (N,S,E),
  * (N,T,E); unbatched (S,E), (T,E)) -> out like tgt. */
-qkv_status qkv_transformer_forward(qkv_ctx *c, const qkv_transformer *m, qkv_tensor *src,
-                                   qkv_tensor *tgt, const qkv_transformer_masks *masks,
-                                   qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_forward(qkv_ctx *c, const qkv_transformer *m, qkv_tensor *src,
+                                           qkv_tensor *tgt, const qkv_transformer_masks *masks,
+                                           qkv_tensor **out);
 
 /* ---- decoder-only (GPT-style) -------------------------------------------
  * A stack of TransformerEncoderLayers with causal self-attention and no
@@ -221,18 +226,21 @@ typedef struct {
     qkv_transformer_encoder stack;
 } qkv_transformer_decoder_only;
 
-qkv_status qkv_transformer_decoder_only_init(qkv_transformer_decoder_only *m,
-                                             const qkv_transformer_layer_opts *o,
-                                             int64_t num_layers, float norm_eps, qkv_params *p,
-                                             const char *prefix, qkv_rng *rng);
-void qkv_transformer_decoder_only_free(qkv_transformer_decoder_only *m);
+QKV_API qkv_status qkv_transformer_decoder_only_init(qkv_transformer_decoder_only *m,
+                                                     const qkv_transformer_layer_opts *o,
+                                                     int64_t num_layers, float norm_eps,
+                                                     qkv_params *p, const char *prefix,
+                                                     qkv_rng *rng);
+QKV_API void qkv_transformer_decoder_only_free(qkv_transformer_decoder_only *m);
 /* x (L,N,E) ((N,L,E) batch_first, (L,E) unbatched) -> out like x, position i
  * attending to positions <= i (qkv's causal flag: no (L,L) mask is built).
  * key_padding_mask: NULL, or BOOL/F32 (N,L) ((L) unbatched). For other
  * masks as well, call qkv_transformer_encoder_forward on m->stack. */
-qkv_status qkv_transformer_decoder_only_forward(qkv_ctx *c, const qkv_transformer_decoder_only *m,
-                                                qkv_tensor *x, const qkv_tensor *key_padding_mask,
-                                                qkv_tensor **out);
+QKV_API qkv_status qkv_transformer_decoder_only_forward(qkv_ctx *c,
+                                                        const qkv_transformer_decoder_only *m,
+                                                        qkv_tensor *x,
+                                                        const qkv_tensor *key_padding_mask,
+                                                        qkv_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -31,8 +31,8 @@ extern "C" {
  * not divide its dim, more than one unknown length in a group, x with the
  * wrong number of dims, a result of more than 4 dims, anonymous axes other
  * than 1. */
-qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern, const char *sizes,
-                         qkv_tensor **y);
+QKV_API qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern, const char *sizes,
+                                 qkv_tensor **y);
 
 /* ---- patch embedding ----------------------------------------------------
  * conv_proj(x).flatten(2).transpose(1, 2) for conv_proj =
@@ -44,8 +44,8 @@ qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern, const c
  * w's kernel size), b (D) or NULL -> y (N, gh*gw, D), gh = H / ph, gw = W /
  * pw rounded down: rows and columns past the last whole patch are ignored,
  * as Conv2d ignores them. H >= ph, W >= pw. */
-qkv_status qkv_patch_embed(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
-                           qkv_tensor **y);
+QKV_API qkv_status qkv_patch_embed(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
+                                   qkv_tensor **y);
 
 /* The module: "weight" (D,C,P,P), "bias" (D), both
  * U(-1/sqrt(C*P*P), 1/sqrt(C*P*P)) as nn.Conv2d's default. x (N,C,H,W) ->
@@ -55,9 +55,9 @@ typedef struct {
     int64_t in_channels, embed_dim, patch;
     qkv_tensor *weight, *bias; /* (D,C,P,P); (D) */
 } qkv_nn_patch_embed;
-qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, int64_t embed_dim,
-                                   int64_t patch, qkv_params *p, const char *prefix,
-                                   qkv_rng *rng);
+QKV_API qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels,
+                                           int64_t embed_dim, int64_t patch, qkv_params *p,
+                                           const char *prefix, qkv_rng *rng);
 
 /* ---- 2-D sinusoidal positions (MAE's get_2d_sincos_pos_embed) -----------
  * pe (cls + gh*gw, d), d a multiple of 4: with cls, row 0 is zeros (the
@@ -67,7 +67,8 @@ qkv_status qkv_nn_patch_embed_init(qkv_nn_patch_embed *m, int64_t in_channels, i
  * the column first though it calls that half emb_h); each half of width
  * h = d/2 is [sin(p w_k) for k < h/2] then [cos(p w_k)], w_k =
  * 10000^(-k/(h/2)). Computed in double. */
-qkv_status qkv_pos_2d_sincos_fill(int64_t grid_h, int64_t grid_w, int64_t d, int cls, float *pe);
+QKV_API qkv_status qkv_pos_2d_sincos_fill(int64_t grid_h, int64_t grid_w, int64_t d, int cls,
+                                          float *pe);
 
 /* ---- vision transformer ------------------------------------------------ */
 
@@ -97,8 +98,8 @@ typedef struct {
     int class_token;
 } qkv_vit_opts;
 
-qkv_vit_opts qkv_vit_opts_default(int64_t image_h, int64_t image_w, int64_t in_channels,
-                                  int64_t patch, int64_t num_classes);
+QKV_API qkv_vit_opts qkv_vit_opts_default(int64_t image_h, int64_t image_w, int64_t in_channels,
+                                          int64_t patch, int64_t num_classes);
 
 /* The model. Parameters (under prefix):
  *   conv_proj.weight (D,C,P,P), conv_proj.bias (D)   the patch embedding
@@ -126,19 +127,19 @@ typedef struct {
     qkv_nn_linear head;
 } qkv_vit;
 
-qkv_status qkv_vit_init(qkv_vit *m, const qkv_vit_opts *o, qkv_params *p, const char *prefix,
-                        qkv_rng *rng);
-void qkv_vit_free(qkv_vit *m);
+QKV_API qkv_status qkv_vit_init(qkv_vit *m, const qkv_vit_opts *o, qkv_params *p,
+                                const char *prefix, qkv_rng *rng);
+QKV_API void qkv_vit_free(qkv_vit *m);
 
 /* The encoder's output after the final LayerNorm: images (N,C,H,W) with
  * H, W the model's -> tokens (N,S,D), the class token (if any) first. With
  * qkv_ctx_set_capture on, each layer's self-attention weights (N,nhead,S,S)
  * are captured in layer order: row 0 is the class token's attention. */
-qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
-                            qkv_tensor **tokens);
+QKV_API qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
+                                    qkv_tensor **tokens);
 /* logits (N,num_classes) = head(pool(features(images))). */
-qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
-                           qkv_tensor **logits);
+QKV_API qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
+                                   qkv_tensor **logits);
 
 /* Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in
  * Transformers"): attn (layers, heads, S, S) the layers' self-attention
@@ -147,7 +148,8 @@ qkv_status qkv_vit_forward(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images,
  * I), each row divided by its sum (for rows of weights summing to 1, the
  * paper's 0.5 W + 0.5 I). Row 0 of out is how much each token's input
  * flows into the class token's output. Computed in double. */
-qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t heads, int64_t S, float *out);
+QKV_API qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t heads,
+                                         int64_t S, float *out);
 
 /* torchvision's VisionTransformer (vit_b_16, ...): its state_dict names
  * the same tensors differently. qkv_vit_torchvision_name maps one key:
@@ -167,8 +169,9 @@ qkv_status qkv_attention_rollout(const float *attn, int64_t layers, int64_t head
  * strictly: every file key must map to a parameter of the same shape and
  * every parameter under prefix must be found; all is checked before
  * anything is copied. */
-qkv_status qkv_vit_torchvision_name(const char *key, char *out, size_t n);
-qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st, const char *prefix);
+QKV_API qkv_status qkv_vit_torchvision_name(const char *key, char *out, size_t n);
+QKV_API qkv_status qkv_vit_load_torchvision(qkv_params *p, const qkv_safetensors *st,
+                                            const char *prefix);
 
 #ifdef __cplusplus
 }

@@ -567,7 +567,7 @@ static qkv_status cached_forward(const char *fn, const char *name, qkv_ctx *c,
 {
     tfm_seq d;
     QKV_TRY(check_new(fn, name, kc, st->o, x, kpm, &d));
-    int was;
+    int was = 0; /* set by tfm_infer_begin; 0 only quiets -Wmaybe-uninitialized */
     QKV_TRY(tfm_infer_begin(fn, c, &was));
     const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
     qkv_status s = cached_step(c, st, kc, x, &d, kpm, out);
@@ -691,7 +691,7 @@ qkv_status qkv_transformer_decoder_set_memory(qkv_ctx *c, const qkv_transformer_
     const qkv_tensor *kpm = memory_key_padding_mask;
     tfm_seq s;
     QKV_TRY(check_memory(fn, m, kc, memory, kpm, &s));
-    int was;
+    int was = 0;
     QKV_TRY(tfm_infer_begin(fn, c, &was));
     qkv_kv_cache_reset(kc);
     qkv_status st = memory_alloc(fn, kc, s.L);

@@ -291,7 +291,7 @@ qkv_status qkv_gelu_parse(const char *fn, const char *approximate, qkv_activatio
 
 qkv_status qkv_gelu(qkv_ctx *c, qkv_tensor *x, const char *approximate, qkv_tensor **y)
 {
-    qkv_activation act;
+    qkv_activation act = QKV_ACTIVATION_RELU; /* set by qkv_gelu_parse */
     if (y) *y = NULL;
     QKV_TRY(qkv_gelu_parse("gelu", approximate, &act));
     return activation(c, "gelu", act, x, y);
