@@ -328,10 +328,36 @@ static void test_bad_modules(qkv_rng *r)
     qkv_params_free(p);
 }
 
+/* QKV_ACTIVATIONS is the one list: each row's value has the row's name
+ * (and back) and the row's module class, and no value past the last row
+ * has a name. */
+static void test_activation_list(void)
+{
+    int n = 0;
+#define ROW(NAME, name, module)                                                            \
+    do {                                                                                   \
+        qkv_activation k = QKV_ACTIVATION_##NAME, back = (qkv_activation)-1;               \
+        qkv_nn_activation m;                                                               \
+        const char *nm = qkv_activation_name(k);                                           \
+        CHECK((int)k == n && nm && !strcmp(nm, name), #NAME " is value %d named %s", n, nm); \
+        CHECK(qkv_activation_parse(name, &back) == QKV_OK && back == k, name " parses back"); \
+        CHECK(qkv_nn_activation_init(&m, k) == QKV_OK && !strcmp(m.base.type, module),     \
+              #NAME "'s module is " module);                                               \
+        n++;                                                                               \
+    } while (0);
+    QKV_ACTIVATIONS(ROW)
+#undef ROW
+    CHECK(n == 4 && qkv_activation_name((qkv_activation)n) == NULL, "%d kinds, none past them", n);
+    qkv_activation back;
+    CHECK_ERR(qkv_activation_parse("swish", &back), QKV_ERR_ARG,
+              "activation_parse: 'swish' is not relu, gelu, gelu_tanh or tanh");
+}
+
 int main(void)
 {
     if (!layers_setup()) return 1;
     test_bad_ops(A);
     test_bad_modules(&R);
+    test_activation_list();
     return layers_finish("test_layers_errors");
 }

@@ -617,9 +617,46 @@ static void test_forward_loss(void)
         }
 }
 
+/* QKV_SCORE_KINDS is the one list: each row's qkv_rnn_attention value is
+ * its qkv_score_kind value, has the row's name (and back), and
+ * qkv_score_init keeps the row's columns (same dims, rank, parameters). */
+static void test_score_list(void)
+{
+    qkv_params *p;
+    qkv_rng r;
+    qkv_rng_seed(&r, 5);
+    CHECK_OK(qkv_params_new(&p));
+    int n = 0;
+#define ROW(NAME, name, same_dims, has_rank, has_params)                                              \
+    do {                                                                                      \
+        qkv_rnn_attention a = QKV_RNN_ATTN_##NAME, back = (qkv_rnn_attention)-1;              \
+        const char *nm = qkv_rnn_attention_name(a);                                           \
+        CHECK((int)a == n && (int)QKV_SCORE_##NAME == n && nm && !strcmp(nm, name),           \
+              #NAME " is value %d named %s", n, nm);                                          \
+        CHECK(qkv_rnn_attention_parse(name, &back) == QKV_OK && back == a, name " parses back"); \
+        qkv_score sc;                                                                         \
+        CHECK((qkv_score_init(&sc, QKV_SCORE_##NAME, 4, 5, 2, p, name ".", &r) == QKV_OK) == !(same_dims), \
+              name ": query_dim 4, key_dim 5 %s", (same_dims) ? "refused" : "accepted");      \
+        CHECK(qkv_score_init(&sc, QKV_SCORE_##NAME, 4, 4, 2, p, name "_r.", &r) == QKV_OK &&  \
+                  sc.rank == ((has_rank) ? 2 : 0),                                                \
+              name ": rank %lld", (long long)sc.rank);                                        \
+        CHECK((qkv_score_init(&sc, QKV_SCORE_##NAME, 4, 4, 2, NULL, "", &r) == QKV_OK) == !(has_params), \
+              name ": no params %s", (has_params) ? "refused" : "accepted");                     \
+        n++;                                                                                  \
+    } while (0);
+    QKV_SCORE_KINDS(ROW)
+#undef ROW
+    CHECK(n == 6 && n == (int)QKV_RNN_ATTN_LOCATION, "%d score kinds, then location", n);
+    qkv_rnn_attention ak;
+    CHECK_ERR(qkv_rnn_attention_parse("luong", &ak), QKV_ERR_ARG, "unknown attention 'luong' "
+              "(dot, scaled_dot, cosine, general, reduced_rank, additive, location, none)");
+    qkv_params_free(p);
+}
+
 int main(void)
 {
     test_errors();
+    test_score_list();
     test_vec_math();
     test_gradcheck();
     test_weights_and_paths();

@@ -70,6 +70,7 @@ def parse():
     for p in HEADERS:
         s = open(p).read()
         s = re.sub(r'/\*.*?\*/', '', s, flags=re.S)
+        s = s.replace('\\\n', ' ')  # a #define's continued lines are its own
         s = re.sub(r'//[^\n]*', '', s)
         s = re.sub(r'^\s*#[^\n]*', '', s, flags=re.M)
         s = s.replace('extern "C" {', '')

@@ -123,14 +123,24 @@ QKV_API qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *que
 
 /* ---- score functions (the lecture's seq2seq attention) ----------------- */
 
-typedef enum {
-    QKV_SCORE_DOT = 0,      /* s . h */
-    QKV_SCORE_SCALED_DOT,   /* s . h / sqrt(dim) */
-    QKV_SCORE_COSINE,       /* s . h / (|s| |h|) */
-    QKV_SCORE_GENERAL,      /* s^T W_a h,             W_a (Dq,Dk) */
-    QKV_SCORE_REDUCED_RANK, /* (U_a s)^T (V_a h),     U_a (r,Dq), V_a (r,Dk) */
-    QKV_SCORE_ADDITIVE      /* v_a^T tanh(W_a h + V_a s), W_a (r,Dk), V_a (r,Dq), v_a (r) */
-} qkv_score_kind;
+/* QKV_SCORE_KINDS is the one list of score functions: X(NAME, name,
+ * same_dims, rank, params) per kind, in enum order, with QKV_SCORE_NAME
+ * (and QKV_RNN_ATTN_NAME, generate.h), its name ("dot", ..., also
+ * qkv_rnn_attention_name's), and whether it needs query_dim == key_dim,
+ * uses the rank r and has parameters. A new kind is a row here (at the
+ * end: the values are stored in checkpoints) and its cases in
+ * src/attention/score.c; docs/score_functions.md has the steps. */
+#define QKV_SCORE_KINDS(X)                                                         \
+    X(DOT, "dot", 1, 0, 0)                   /* s . h */                          \
+    X(SCALED_DOT, "scaled_dot", 1, 0, 0)     /* s . h / sqrt(dim) */              \
+    X(COSINE, "cosine", 1, 0, 0)             /* s . h / (|s| |h|) */              \
+    X(GENERAL, "general", 0, 0, 1)           /* s^T W_a h,             W_a (Dq,Dk) */ \
+    X(REDUCED_RANK, "reduced_rank", 0, 1, 1) /* (U_a s)^T (V_a h),     U_a (r,Dq), V_a (r,Dk) */ \
+    X(ADDITIVE, "additive", 0, 1, 1)         /* v_a^T tanh(W_a h + V_a s), W_a (r,Dk), V_a (r,Dq), v_a (r) */
+
+#define QKV_SCORE_ENUM_(NAME, name, same_dims, rank, params) QKV_SCORE_##NAME,
+typedef enum { QKV_SCORE_KINDS(QKV_SCORE_ENUM_) } qkv_score_kind; /* DOT = 0, ..., ADDITIVE */
+#undef QKV_SCORE_ENUM_
 
 typedef struct {
     qkv_score_kind kind;

@@ -269,16 +269,13 @@ QKV_API qkv_status qkv_seq2seq_forward_cached(qkv_ctx *c, const qkv_seq2seq *m, 
  *   of max_length positions, c_t = a_t H^E,
  *   z_t = relu(attn_combine([x~; c_t])), h_t = RNN(z_t, h_{t-1}),
  *   logits_t = out(h_t). */
+#define QKV_RNN_ATTN_ENUM_(NAME, name, same_dims, rank, params) QKV_RNN_ATTN_##NAME,
 typedef enum {
-    QKV_RNN_ATTN_DOT = 0,      /* the qkv_score_kind values first, in order */
-    QKV_RNN_ATTN_SCALED_DOT,
-    QKV_RNN_ATTN_COSINE,
-    QKV_RNN_ATTN_GENERAL,
-    QKV_RNN_ATTN_REDUCED_RANK,
-    QKV_RNN_ATTN_ADDITIVE,
+    QKV_SCORE_KINDS(QKV_RNN_ATTN_ENUM_) /* the qkv_score_kind values first, the same numbers */
     QKV_RNN_ATTN_LOCATION,     /* seed 004 / the tutorial's AttnDecoderRNN */
     QKV_RNN_ATTN_NONE          /* the baseline: the context is the last encoder state */
 } qkv_rnn_attention;
+#undef QKV_RNN_ATTN_ENUM_
 
 /* "dot", "scaled_dot", "cosine", "general", "reduced_rank", "additive",
  * "location", "none" (NULL out of range); parse also takes the CLI's

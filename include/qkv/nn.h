@@ -24,16 +24,22 @@ QKV_API qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, 
  * docs/layers.md has the shapes, the PyTorch equivalents and the backward. */
 
 /* ---- activations: one enum for the functional ops, the modules
- * (nn.ReLU, nn.GELU, nn.Tanh) and the transformer's feed-forward. A new
- * activation is one enum value, one name and its two formulas in
- * src/nn/activation.c. */
-typedef enum {
-    QKV_ACTIVATION_RELU = 0, /* max(x, 0): F.relu (gradient 0 at x = 0, as PyTorch's) */
-    QKV_ACTIVATION_GELU,     /* x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): F.gelu */
-    QKV_ACTIVATION_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
-                               * F.gelu(approximate='tanh') */
-    QKV_ACTIVATION_TANH      /* tanh(x): torch.tanh */
-} qkv_activation;
+ * (nn.ReLU, nn.GELU, nn.Tanh) and the transformer's feed-forward.
+ * QKV_ACTIVATIONS is the one list: X(NAME, name, module) per kind, in enum
+ * order, with QKV_ACTIVATION_NAME, its name for qkv_activation_name and
+ * parse, and PyTorch's class name for the module's base.type. A new
+ * activation is a row here (at the end: the values are stored in
+ * checkpoints) and its formulas in src/nn/activation.c. */
+#define QKV_ACTIVATIONS(X)                                                          \
+    X(RELU, "relu", "ReLU")           /* max(x, 0): F.relu (gradient 0 at x = 0, as PyTorch's) */ \
+    X(GELU, "gelu", "GELU")           /* x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): F.gelu */ \
+    X(GELU_TANH, "gelu_tanh", "GELU") /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): \
+                                       * F.gelu(approximate='tanh') */          \
+    X(TANH, "tanh", "Tanh")           /* tanh(x): torch.tanh */
+
+#define QKV_ACTIVATION_ENUM_(NAME, name, module) QKV_ACTIVATION_##NAME,
+typedef enum { QKV_ACTIVATIONS(QKV_ACTIVATION_ENUM_) } qkv_activation; /* RELU = 0, GELU, GELU_TANH, TANH */
+#undef QKV_ACTIVATION_ENUM_
 
 /* y = act(x), elementwise, any shape. */
 QKV_API qkv_status qkv_activation_apply(qkv_ctx *c, qkv_activation act, qkv_tensor *x,

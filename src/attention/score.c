@@ -19,15 +19,12 @@
 #include <string.h>
 #include "core/internal.h"
 #include "kernels/rows.h"
+#include "attention/score.h"
 #include "nn/bmm.h"
 
-static const char *const kind_names[] = {"dot", "scaled_dot", "cosine",
-                                         "general", "reduced_rank", "additive"};
-#define N_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
-
-static int kind_valid(int k) { return k >= 0 && k < N_KINDS; }
-static int kind_has_rank(int k) { return k == QKV_SCORE_REDUCED_RANK || k == QKV_SCORE_ADDITIVE; }
-static int kind_same_dims(int k) { return k <= QKV_SCORE_COSINE; }
+#define KIND_ONE(NAME, name, same_dims, rank, params) +1
+enum { N_KINDS = 0 QKV_SCORE_KINDS(KIND_ONE) };
+#undef KIND_ONE
 
 /* ---- row L2 normalisation (for cosine) -------------------------------------
  *
@@ -207,23 +204,23 @@ qkv_status qkv_score_init(qkv_score *sc, qkv_score_kind kind, int64_t query_dim,
     QKV_NEED(sc, "score_init", "sc");
     memset(sc, 0, sizeof *sc); /* query_dim 0 marks it unusable until the end */
     int k = (int)kind;
-    if (!kind_valid(k))
+    if (!qkv_score_kind_name(k))
         return qkv_fail(QKV_ERR_ARG, "score_init: kind %d is not a qkv_score_kind (0..%d)", k,
                         N_KINDS - 1);
-    const char *kn = kind_names[k];
+    const char *kn = qkv_score_kind_name(k);
     if (query_dim <= 0 || key_dim <= 0)
         return qkv_fail(QKV_ERR_ARG, "score_init: query_dim %lld and key_dim %lld must be positive",
                         (long long)query_dim, (long long)key_dim);
-    if (kind_same_dims(k) && query_dim != key_dim)
+    if (qkv_score_kind_same_dims(k) && query_dim != key_dim)
         return qkv_fail(QKV_ERR_SHAPE, "score_init: %s needs query_dim == key_dim, got %lld and %lld",
                         kn, (long long)query_dim, (long long)key_dim);
-    if (kind_has_rank(k) && rank <= 0)
+    if (qkv_score_kind_has_rank(k) && rank <= 0)
         return qkv_fail(QKV_ERR_ARG, "score_init: %s needs rank > 0, got %lld", kn, (long long)rank);
-    if (k >= QKV_SCORE_GENERAL) {
+    if (qkv_score_kind_has_params(k)) {
         QKV_NEED(p, "score_init", "params");
         QKV_NEED(rng, "score_init", "rng");
     }
-    qkv_score s = {kind, query_dim, key_dim, kind_has_rank(k) ? rank : 0, NULL, NULL, NULL, NULL};
+    qkv_score s = {kind, query_dim, key_dim, qkv_score_kind_has_rank(k) ? rank : 0, NULL, NULL, NULL, NULL};
     int64_t r = s.rank;
     /* Bounds 1/sqrt(fan_in), fan_in the input dim of each matrix (dim 1). */
     switch (kind) {
@@ -272,18 +269,18 @@ static qkv_status check_param(const qkv_tensor *t, const char *name, const char 
 static qkv_status check_score(const qkv_score *sc)
 {
     int k = (int)sc->kind;
-    if (!kind_valid(k))
+    if (!qkv_score_kind_name(k))
         return qkv_fail(QKV_ERR_ARG, "score_forward: sc has kind %d, not a qkv_score_kind "
                                      "(was qkv_score_init called?)", k);
-    const char *kn = kind_names[k];
+    const char *kn = qkv_score_kind_name(k);
     int64_t Dq = sc->query_dim, Dk = sc->key_dim, r = sc->rank;
     if (Dq <= 0 || Dk <= 0)
         return qkv_fail(QKV_ERR_ARG, "score_forward: sc has query_dim %lld, key_dim %lld "
                                      "(was qkv_score_init called?)", (long long)Dq, (long long)Dk);
-    if (kind_same_dims(k) && Dq != Dk)
+    if (qkv_score_kind_same_dims(k) && Dq != Dk)
         return qkv_fail(QKV_ERR_SHAPE, "score_forward: %s needs query_dim == key_dim, sc has %lld and %lld",
                         kn, (long long)Dq, (long long)Dk);
-    if (kind_has_rank(k) && r <= 0)
+    if (qkv_score_kind_has_rank(k) && r <= 0)
         return qkv_fail(QKV_ERR_ARG, "score_forward: %s needs rank > 0, sc has %lld", kn, (long long)r);
     switch (sc->kind) {
     case QKV_SCORE_GENERAL:

@@ -3,10 +3,12 @@
  * their checks. The forward is seq2seq_rnn_forward.c; decoding is
  * src/decode/generate_rnn.c. docs/seq2seq.md has the equations. */
 #include <string.h>
+#include "attention/score.h"
 #include "models/seq2seq_rnn_internal.h"
 
-static const char *const attn_names[] = {"dot", "scaled_dot", "cosine", "general",
-                                         "reduced_rank", "additive", "location", "none"};
+#define ATTN_NAME(NAME, name, same_dims, rank, params) name,
+#define ATTN_LISTED(NAME, name, same_dims, rank, params) name ", "
+static const char *const attn_names[] = {QKV_SCORE_KINDS(ATTN_NAME) "location", "none"};
 #define N_ATTN ((int)(sizeof attn_names / sizeof attn_names[0]))
 
 const char *qkv_rnn_attention_name(qkv_rnn_attention a)
@@ -26,8 +28,8 @@ qkv_status qkv_rnn_attention_parse(const char *name, qkv_rnn_attention *a)
         if (!strcmp(name, attn_names[i])) return *a = (qkv_rnn_attention)i, QKV_OK;
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
         if (!strcmp(name, aliases[i].alias)) return *a = aliases[i].kind, QKV_OK;
-    return qkv_fail(QKV_ERR_ARG, "rnn_attention_parse: unknown attention '%s' (dot, scaled_dot, "
-                    "cosine, general, reduced_rank, additive, location, none)", name);
+    return qkv_fail(QKV_ERR_ARG, "rnn_attention_parse: unknown attention '%s' ("
+                    QKV_SCORE_KINDS(ATTN_LISTED) "location, none)", name);
 }
 
 qkv_seq2seq_rnn_opts qkv_seq2seq_rnn_opts_default(int64_t src_vocab, int64_t tgt_vocab,
@@ -45,7 +47,8 @@ qkv_seq2seq_rnn_opts qkv_seq2seq_rnn_opts_default(int64_t src_vocab, int64_t tgt
     return o;
 }
 
-static int is_score(qkv_rnn_attention a) { return a <= QKV_RNN_ATTN_ADDITIVE; }
+/* One of the qkv_score_kind values (the same numbers). */
+static int is_score(qkv_rnn_attention a) { return qkv_score_kind_name((int)a) != NULL; }
 
 static qkv_status check_opts(const char *fn, const qkv_seq2seq_rnn_opts *o)
 {
@@ -62,7 +65,7 @@ static qkv_status check_opts(const char *fn, const qkv_seq2seq_rnn_opts *o)
         return qkv_fail(QKV_ERR_ARG, "%s: attention %d is not a qkv_rnn_attention (0..%d)", fn,
                         (int)o->attention, N_ATTN - 1);
     int64_t K = (o->bidirectional ? 2 : 1) * o->hidden_size;
-    if (o->attention <= QKV_RNN_ATTN_COSINE && o->bidirectional)
+    if (is_score(o->attention) && qkv_score_kind_same_dims((int)o->attention) && o->bidirectional)
         return qkv_fail(QKV_ERR_SHAPE, "%s: %s attention compares the decoder state (hidden_size %lld) "
                         "with the encoder outputs (2*hidden_size = %lld with a bidirectional encoder) "
                         "and needs equal sizes: use general, reduced_rank or additive (which project "

@@ -4,6 +4,7 @@
  * transformer's feed-forward. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include "kernels/rows.h"
 #include "nn/nn_check.h"
@@ -112,22 +113,19 @@ static __attribute__((noinline)) void gelu_fast_backward(const float *restrict x
  * and act_slope inline without their switch and the relu and tanh loops
  * vectorise (kept out of line: inlined into the OpenMP region, GCC 12 no
  * longer vectorised them). */
-#define ACT_CASES(k, LOOP)                        \
-    switch (k) {                                  \
-    case QKV_ACTIVATION_RELU: LOOP(QKV_ACTIVATION_RELU); break;         \
-    case QKV_ACTIVATION_TANH: LOOP(QKV_ACTIVATION_TANH); break;         \
-    case QKV_ACTIVATION_GELU: LOOP(QKV_ACTIVATION_GELU); break;         \
-    case QKV_ACTIVATION_GELU_TANH: LOOP(QKV_ACTIVATION_GELU_TANH); break; \
-    }
+#define ACT_CASE(NAME, name, module) \
+    case QKV_ACTIVATION_##NAME: ACT_LOOP(QKV_ACTIVATION_##NAME); break;
+/* ACT_LOOP(K), defined at the use, is the loop for the constant kind K. */
+#define ACT_CASES(k) switch (k) { QKV_ACTIVATIONS(ACT_CASE) }
 
 static __attribute__((noinline)) void
 act_forward_range(qkv_activation k, const float *restrict x, float *restrict y, float *restrict cdf,
                   int64_t i0, int64_t i1)
 {
-#define FORWARD(K) for (int64_t i = i0; i < i1; i++) y[i] = act_value(K, x[i])
+#define ACT_LOOP(K) for (int64_t i = i0; i < i1; i++) y[i] = act_value(K, x[i])
     if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_forward(x, y, cdf, i0, i1);
-    ACT_CASES(k, FORWARD)
-#undef FORWARD
+    ACT_CASES(k)
+#undef ACT_LOOP
 }
 
 /* ReLU's backward, dx += y <= 0 ? 0 : dy (torch's threshold_backward: a
@@ -159,10 +157,10 @@ act_backward_range(qkv_activation k, const float *restrict x, const float *restr
         relu_backward_range(y, dy, dx, 0, i0, i1);
         return;
     }
-#define BACKWARD(K) for (int64_t i = i0; i < i1; i++) dx[i] += dy[i] * act_slope(K, x[i], y[i])
+#define ACT_LOOP(K) for (int64_t i = i0; i < i1; i++) dx[i] += dy[i] * act_slope(K, x[i], y[i])
     if (k == QKV_ACTIVATION_GELU && !qkv_reference()) return gelu_fast_backward(x, cdf, dy, dx, 0, i0, i1);
-    ACT_CASES(k, BACKWARD)
-#undef BACKWARD
+    ACT_CASES(k)
+#undef ACT_LOOP
 }
 
 /* Blocks of elements for the threads. */
@@ -231,24 +229,32 @@ static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qk
     return qkv_ctx_record(c, act_backward, s);
 }
 
-static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "tanh"};
+#define ACT_NAME(NAME, name, module) name,
+static const char *const act_names[] = {QKV_ACTIVATIONS(ACT_NAME)};
+#undef ACT_NAME
+enum { N_ACT = sizeof act_names / sizeof *act_names };
 
 const char *qkv_activation_name(qkv_activation act)
 {
-    return (unsigned)act < sizeof act_names / sizeof *act_names ? act_names[act] : NULL;
+    return (unsigned)act < N_ACT ? act_names[act] : NULL;
 }
 
 qkv_status qkv_activation_parse(const char *name, qkv_activation *act)
 {
     QKV_NEED(act, "activation_parse", "act");
     QKV_NEED(name, "activation_parse", "name");
-    for (unsigned i = 0; i < sizeof act_names / sizeof *act_names; i++)
+    for (unsigned i = 0; i < N_ACT; i++)
         if (!strcmp(name, act_names[i])) {
             *act = (qkv_activation)i;
             return QKV_OK;
         }
-    return qkv_fail(QKV_ERR_ARG, "activation_parse: '%s' is not relu, gelu, gelu_tanh or tanh",
-                    name);
+    char known[128] = ""; /* "relu, gelu, gelu_tanh or tanh" */
+    for (unsigned i = 0; i < N_ACT; i++) {
+        const char *sep = i == 0 ? "" : i + 1 < N_ACT ? ", " : " or ";
+        size_t len = strlen(known);
+        snprintf(known + len, sizeof known - len, "%s%s", sep, act_names[i]);
+    }
+    return qkv_fail(QKV_ERR_ARG, "activation_parse: '%s' is not %s", name, known);
 }
 
 static qkv_status activation_apply_body(qkv_ctx *c, qkv_activation act, qkv_tensor *x, qkv_tensor **y)

@@ -244,7 +244,9 @@ static qkv_status dropout_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, q
 }
 
 /* PyTorch's class name for each kind. */
-static const char *const activation_types[] = {"ReLU", "GELU", "GELU", "Tanh"};
+#define ACT_MODULE(NAME, name, module) module,
+static const char *const activation_types[] = {QKV_ACTIVATIONS(ACT_MODULE)};
+#undef ACT_MODULE
 
 qkv_status qkv_nn_activation_init(qkv_nn_activation *m, qkv_activation kind)
 {
