@@ -42,7 +42,8 @@ static qkv_status read_png(const vision_config *g, const char *path, float *dst)
     free(src);
     if (s) return s;
     if (changes)
-        qkv_cli_report("classify", "note: %s is %lldx%lld with %lld channel%s: %s%s%s to the model's %lldx%lld "
+        qkv_cli_report("classify",
+                       "note: %s is %lldx%lld with %lld channel%s: %s%s%s to the model's %lldx%lld "
                 "with %lld", path, (long long)w, (long long)h, (long long)c, c > 1 ? "s" : "",
                 changes & QKV_IMAGE_CONVERTED ? "converted" : "",
                 changes == (QKV_IMAGE_CONVERTED | QKV_IMAGE_RESIZED) ? " and " : "",

@@ -121,7 +121,8 @@ static int translation(int argc, char **argv)
         line++;
         char *tab = strchr(p, '\t');
         if (*p && (!tab || tab == p || !tab[1] || tab - p >= 128)) {
-            qkv_cli_report("data translation", "%s: line %" PRId64 ": expected PACKAGE<TAB>PATH", a.operands[0], line);
+            qkv_cli_report("data translation",
+                           "%s: line %" PRId64 ": expected PACKAGE<TAB>PATH", a.operands[0], line);
             status = QKV_EXIT_FAILURE;
         } else if (*p) {
             *tab = 0;

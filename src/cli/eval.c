@@ -83,7 +83,8 @@ static int run_kind(const char *arg, char **kind)
     qkv_status s = qkv_checkpoint_read_meta(path, "kind", kind);
     if (s == QKV_OK) return 0;
     if (s == QKV_ERR_NOTFOUND)
-        return qkv_cli_report("eval", "%s is a qkv checkpoint without a kind: qkv eval cannot score it", path);
+        return qkv_cli_report("eval",
+                              "%s is a qkv checkpoint without a kind: qkv eval cannot score it", path);
     return qkv_cli_report("eval", "%s", qkv_last_error());
 }
 

@@ -58,7 +58,8 @@ static int parse(int argc, char **argv, gen_opts *o)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--prompt=") || ((!strcmp(argv[i], "--prompt") || !strcmp(argv[i], "-p")) &&
                                               i + 1 < argc && !argv[i + 1][0])) {
-            qkv_cli_report("generate", "the prompt is empty: give at least one character (try: qkv generate --help)");
+            qkv_cli_report("generate",
+                           "the prompt is empty: give at least one character (try: qkv generate --help)");
             return QKV_EXIT_USAGE;
         }
     qkv_cli_args_init(&a, argc, argv, qkv_cli_generate_usage, options, 1, 1);
@@ -120,7 +121,8 @@ static int unknown_char(const lm_model *m, const char *prompt, const int64_t *id
         unsigned char b = (unsigned char)prompt[at];
         size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : 4;
         if (ids[i] == 0) {
-            return qkv_cli_report("generate", "the prompt's character '%.*s' (byte %zu) is not in the model's "
+            return qkv_cli_report("generate",
+                                  "the prompt's character '%.*s' (byte %zu) is not in the model's "
                     "vocabulary (%lld characters, those of its training text)", (int)len, prompt + at, at,
                     (long long)m->o.vocab_size - 2);
         }

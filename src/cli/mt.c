@@ -135,7 +135,8 @@ static int conf_int(const char *cmd, const char *dir, const conf_file *cf, const
     char *end;
     long long x = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || x < lo || x > hi) {
-        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a whole number in [%lld, %lld])", dir, MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "",
+        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a whole number in [%lld, %lld])",
+                              dir, MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "",
                 (long long)lo, (long long)hi);
     }
     *v = x;
@@ -164,7 +165,8 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
     const char *kind = conf_get(cf.keys, cf.vals, cf.n, "kind");
     int rc = 1;
     if (!kind || strcmp(kind, "translation")) {
-        qkv_cli_report(cmd, "%s holds a checkpoint of kind '%s', not a translation model", dir, kind ? kind : "(none)");
+        qkv_cli_report(cmd, "%s holds a checkpoint of kind '%s', not a translation model",
+                       dir, kind ? kind : "(none)");
         goto done;
     }
     const char *model = conf_get(cf.keys, cf.vals, cf.n, "model");
@@ -176,7 +178,8 @@ int mt_config_load(const char *cmd, const char *dir, mt_config *c)
         (strcmp(rnn, "gru") && strcmp(rnn, "lstm")) || !attn ||
         qkv_rnn_attention_parse(attn, &c->attention) != QKV_OK || !dirn ||
         (strcmp(dirn, "en-fr") && strcmp(dirn, "fr-en"))) {
-        qkv_cli_report(cmd, "%s/%s: model, rnn, attention or direction is missing or unknown", dir, MT_CONFIG);
+        qkv_cli_report(cmd, "%s/%s: model, rnn, attention or direction is missing or unknown",
+                       dir, MT_CONFIG);
         goto done;
     }
     c->model = strcmp(model, "rnn") ? MT_TRANSFORMER : MT_RNN;

@@ -73,7 +73,8 @@ static int train(int argc, char **argv)
     free(text);
     if (s == QKV_OK) s = qkv_tokenizer_save(t, out);
     if (s != QKV_OK) return qkv_tokenizer_free(t), fail("train");
-    qkv_cli_report("tokenizer train", "%s: %s, vocabulary %" PRId64, out, types[type], qkv_tokenizer_vocab_size(t));
+    qkv_cli_report("tokenizer train",
+                   "%s: %s, vocabulary %" PRId64, out, types[type], qkv_tokenizer_vocab_size(t));
     qkv_tokenizer_free(t);
     return QKV_EXIT_OK;
 }
@@ -131,7 +132,8 @@ static int code(int argc, char **argv, int decode)
             char *out;
             size_t olen;
             if (!parse_ids(p, e, &ids, &n, &cap)) {
-                qkv_cli_report("tokenizer decode", "line %" PRId64 ": expected ids (whole numbers) separated by spaces", line);
+                qkv_cli_report("tokenizer decode",
+                               "line %" PRId64 ": expected ids (whole numbers) separated by spaces", line);
                 status = QKV_EXIT_FAILURE;
                 break;
             }
@@ -176,8 +178,10 @@ int qkv_cli_tokenizer(int argc, char **argv)
     for (int i = 0; i < 3 && argc >= 2; i++)
         if (!strcmp(argv[1], subs[i])) which = i;
     if (which < 0) {
-        if (argc < 2) qkv_cli_report("tokenizer", "expected train, encode or decode (try: qkv tokenizer --help)");
-        else qkv_cli_report("tokenizer", "unknown subcommand '%s', expected train, encode or decode (try: qkv tokenizer --help)", argv[1]);
+        if (argc < 2) qkv_cli_report("tokenizer",
+                                     "expected train, encode or decode (try: qkv tokenizer --help)");
+        else qkv_cli_report("tokenizer",
+                            "unknown subcommand '%s', expected train, encode or decode (try: qkv tokenizer --help)", argv[1]);
         return QKV_EXIT_USAGE;
     }
     /* the subcommand's arguments, named "tokenizer SUB" in messages */

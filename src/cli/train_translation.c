@@ -355,7 +355,8 @@ static int plot_log(const tr_opts *o)
 
 static int fail(const char *what)
 {
-    return qkv_cli_report("train translation", "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
+    return qkv_cli_report("train translation",
+                          "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
 }
 
 /* Loads the tokenizers: from the data (a new run, then saved into --out)

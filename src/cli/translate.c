@@ -216,7 +216,8 @@ static void translate_line(tl_state *st, int64_t k, const char *where, char *tex
     free(out);
     if (s == QKV_OK && (st->show || st->png || st->svg || st->html)) {
         if (m->cfg.model == MT_RNN && m->cfg.attention == QKV_RNN_ATTN_NONE)
-            qkv_cli_report("translate", "the model has no attention (--attention none): no alignment to show");
+            qkv_cli_report("translate",
+                           "the model has no attention (--attention none): no alignment to show");
         else s = show_attention(st, k, src, S, st->tokens, len, text, cut);
     }
     if (s != QKV_OK) {
