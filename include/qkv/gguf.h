@@ -69,12 +69,16 @@ QKV_API int64_t qkv_gguf_meta_len(const qkv_gguf *g, int64_t i);
  *  get_str:  STRING, as a NUL-terminated copy owned by g (len may be NULL;
  *            a string holding a NUL byte reads short through *s, whole
  *            through len)
- *  get_bool: BOOL (0 or 1) */
+ *  get_bool: BOOL (0 or 1)
+ *  get_u64:  any integer type or BOOL, not negative (a U64 in full)
+ *  get_f64:  F32 or F64, exactly */
 QKV_API qkv_status qkv_gguf_get_i64(const qkv_gguf *g, const char *key, int64_t *out);
 QKV_API qkv_status qkv_gguf_get_f32(const qkv_gguf *g, const char *key, float *out);
 QKV_API qkv_status qkv_gguf_get_str(const qkv_gguf *g, const char *key, const char **s,
                                     size_t *len);
 QKV_API qkv_status qkv_gguf_get_bool(const qkv_gguf *g, const char *key, int *out);
+QKV_API qkv_status qkv_gguf_get_u64(const qkv_gguf *g, const char *key, uint64_t *out);
+QKV_API qkv_status qkv_gguf_get_f64(const qkv_gguf *g, const char *key, double *out);
 
 /* Arrays. get_array: the element type and count of the ARRAY at key
  * (QKV_ERR_FORMAT if it is not an array); either pointer may be NULL.
