@@ -382,9 +382,9 @@ static qkv_status read_tensor(gcur *c, int64_t i)
     if (t->dims[0] % blk != 0)
         return gfail(c, QKV_ERR_FORMAT, "%s: %s rows of %lld elements are not whole blocks of %d",
                      wb, qkv_qtype_name(t->type), (long long)t->dims[0], blk);
-    uint64_t row = (uint64_t)(t->dims[0] / blk) * (uint64_t)qkv_qtype_block_bytes(t->type);
-    uint64_t rows = numel / (uint64_t)t->dims[0];
-    if (row > UINT64_MAX / rows || row * rows > SIZE_MAX)
+    uint64_t blocks = (uint64_t)(t->dims[0] / blk), bb = (uint64_t)qkv_qtype_block_bytes(t->type);
+    uint64_t rows = numel / (uint64_t)t->dims[0], row = blocks * bb;
+    if (blocks > UINT64_MAX / bb || row > UINT64_MAX / rows || row * rows > SIZE_MAX)
         return gfail(c, QKV_ERR_FORMAT, "%s: its byte size overflows", wb);
     t->nbytes = row * rows;
     return QKV_OK;
