@@ -10,7 +10,8 @@
  * this is a small fuzz: tests/fuzz/fuzz_gguf.c is the libFuzzer target).
  * Also the files the rules must still accept (nested arrays, an empty
  * array, no tensors), and opening a path that is missing, empty or a
- * directory. */
+ * directory. QKV_GGUF_WRITE_SEEDS=DIR also writes two seeds of the fuzz
+ * corpus. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <sys/stat.h>
@@ -508,8 +509,26 @@ static void paths(void)
     CHECK(qkv_gguf_tensor_count(NULL) == 0 && qkv_gguf_meta_find(NULL, "x") == -1, "NULL g");
 }
 
+/* QKV_GGUF_WRITE_SEEDS=DIR: the valid file and a nested-array file into
+ * DIR (tests/fuzz/corpus/fuzz_gguf/'s hand-written seeds). */
+static void write_seeds(const char *dir)
+{
+    gb files[2] = {valid_file(), nested(3)};
+    const char *names[2] = {"packed.gguf", "nested.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(files[i].b, 1, files[i].n, f) == files[i].n, "writing %s", path);
+        if (f) fclose(f);
+        free(files[i].b);
+    }
+}
+
 int main(void)
 {
+    const char *seeds = getenv("QKV_GGUF_WRITE_SEEDS");
+    if (seeds) write_seeds(seeds);
     truncations();
     header_rules();
     value_rules();
