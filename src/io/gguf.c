@@ -50,24 +50,6 @@ static qkv_status gfail(const gcur *c, qkv_status s, const char *fmt, ...)
     return qkv_fail(s, "%s: %s: %s", c->fn, c->g->label, msg);
 }
 
-const char *gguf_quote(const char *s, char buf[GGUF_QNAME])
-{
-    size_t n = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        /* Stop at a character boundary near the end, or hard before it. */
-        if (n >= GGUF_QNAME - 8 && ((c & 0xC0) != 0x80 || n >= GGUF_QNAME - 5)) {
-            memcpy(buf + n, "...", 3);
-            n += 3;
-            break;
-        }
-        if (c < 0x20 || c == 0x7f) n += (size_t)snprintf(buf + n, GGUF_QNAME - n, "\\x%02x", c);
-        else buf[n++] = (char)c;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 const char *qkv_gguf_vtype_name(qkv_gguf_vtype t)
 {
     static const char *const names[] = {"U8",  "I8",   "U16",    "I16",   "U32", "I32", "F32",
