@@ -286,7 +286,7 @@ static void value_rules(void)
     g = one_key(0, 2);
     key(&g, "f", QKV_GGUF_F64);
     put(&g, "1234", 4);
-    REFUSED(g, "truncated: the value of key 'f' needs 8 bytes");
+    REFUSED(g, "truncated: the value of key 'f': 8 bytes needed at offset");
 }
 
 /* Arrays nested depth deep around an empty U8 array, as key "nest". */
