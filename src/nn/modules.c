@@ -192,6 +192,48 @@ qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, 
     return qkv_fail_in("nn_layernorm_init", nn_layernorm_init_body(m, normalized_shape, eps, elementwise_affine, p, prefix));
 }
 
+/* ---- RMSNorm ---------------------------------------------------------------- */
+
+static qkv_status rmsnorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
+{
+    qkv_nn_rmsnorm *m = (qkv_nn_rmsnorm *)base;
+    if (x && x->ndim >= 1 && x->shape[x->ndim - 1] != m->normalized_shape) {
+        char bx[64];
+        return qkv_fail(QKV_ERR_SHAPE, "rms_norm: x %s last dim does not match normalized_shape (%lld,)",
+                        qkv_shape_str(x, bx, sizeof bx), (long long)m->normalized_shape);
+    }
+    return qkv_rms_norm(c, x, m->weight, m->eps, y);
+}
+
+static qkv_status nn_rmsnorm_init_body(qkv_nn_rmsnorm *m, int64_t normalized_shape, float eps,
+                                       int elementwise_affine, qkv_params *p, const char *prefix)
+{
+    QKV_NEED(m, "nn_rmsnorm_init", "module");
+    if (elementwise_affine) QKV_NEED(p, "nn_rmsnorm_init", "params");
+    if (normalized_shape < 1)
+        return qkv_fail(QKV_ERR_ARG, "nn_rmsnorm_init: normalized_shape %lld must be positive",
+                        (long long)normalized_shape);
+    if (!isnan(eps) && (!(eps >= 0.0f) || isinf(eps)))
+        return qkv_fail(QKV_ERR_ARG, "nn_rmsnorm_init: eps %g must be >= 0 and finite (NAN for the default)",
+                        (double)eps);
+    memset(m, 0, sizeof *m);
+    if (elementwise_affine) {
+        QKV_TRY(qkv_params_add(p, prefix, "weight", 1, &normalized_shape, &m->weight));
+        QKV_TRY(qkv_init_constant(m->weight, 1.0f));
+    }
+    m->normalized_shape = normalized_shape;
+    m->eps = eps;
+    m->elementwise_affine = elementwise_affine != 0;
+    m->base = (qkv_module){"RMSNorm", rmsnorm_forward};
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_rmsnorm_init(qkv_nn_rmsnorm *m, int64_t normalized_shape, float eps,
+                               int elementwise_affine, qkv_params *p, const char *prefix)
+{
+    return qkv_fail_in("nn_rmsnorm_init", nn_rmsnorm_init_body(m, normalized_shape, eps, elementwise_affine, p, prefix));
+}
+
 /* ---- Embedding -------------------------------------------------------------- */
 
 static qkv_status embedding_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
