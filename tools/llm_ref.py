@@ -17,9 +17,12 @@ repeat_interleave + softmax).
 
     llm_ref.py --gguf FILE --ids 1,2,3 --out PATH [--layers N]
 
-runs the Llama reference on a GGUF file's tensors dequantized by gguf-py
-(data/venv/bin/python: torch + gguf), its q/k rows in the file's
-(llama.cpp's adjacent-pair) RoPE layout, and writes ids and logits to PATH.
+runs the reference on a GGUF file's tensors (llama or gemma3) dequantized
+by gguf-py (data/venv/bin/python: torch + gguf), a Llama file's q/k rows
+un-permuted back to HF's order and rotated with rotate_half as
+transformers does (so the C side's adjacent-pair RoPE on the file's rows is
+checked, not copied), and writes ids and logits to PATH; --layers N keeps
+the first N layers.
 """
 import argparse
 import json
@@ -272,7 +275,23 @@ def write_gqa(out, gen):
     safetensors_io.save(os.path.join(out, "gqa.safetensors"), t, {"causal_b": "1"})
 
 
-# ---- a GGUF file's Llama through the same reference ---------------------------
+# ---- a GGUF file through the same reference ------------------------------------
+
+GGUF_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+              "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+              "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm"}
+GGUF_LLAMA = {"ffn_norm": "post_attention_layernorm"}
+GGUF_GEMMA = {"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+              "post_ffw_norm": "post_feedforward_layernorm", "attn_q_norm": "self_attn.q_norm",
+              "attn_k_norm": "self_attn.k_norm"}
+
+
+def unpermute(w, n_head):
+    """Undoes convert_hf_to_gguf.py's LlamaModel.permute of q/k rows (per
+    head, the halves interleaved for llama.cpp's adjacent-pair RoPE): the
+    HF rows, for rotate_half."""
+    hd = w.shape[0] // n_head
+    return w.reshape(n_head, hd // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
 def gguf_run(path, ids, out, layers):
@@ -280,35 +299,49 @@ def gguf_run(path, ids, out, layers):
     import numpy as np
     r = gguf.GGUFReader(path)
 
-    def field(k):
+    def field(k, default=None):
+        if k not in r.fields:
+            return default
         f = r.fields[k]
         v = f.parts[f.data[0]]
         return v.tobytes().decode() if f.types[0] == gguf.GGUFValueType.STRING else v.item()
     arch = field("general.architecture")
-    if arch != "llama":
-        raise SystemExit("llm_ref.py --gguf: architecture %s, only llama" % arch)
-    T = {}
-    for t in r.tensors:
+    gem = arch == "gemma3"
+    if arch not in ("llama", "gemma3"):
+        raise SystemExit("llm_ref.py --gguf: architecture %s, only llama and gemma3" % arch)
+    nL = field(arch + ".block_count")
+    L = nL if layers <= 0 else min(layers, nL)
+    H, Hkv = field(arch + ".attention.head_count"), field(arch + ".attention.head_count_kv")
+    E = field(arch + ".embedding_length")
+    hd = field(arch + ".attention.key_length", E // H)
+
+    def get(name):
+        t = tensors[name]
         a = gguf.quants.dequantize(t.data, t.tensor_type)
-        T[t.name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).reshape(
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).reshape(
             [int(d) for d in reversed(t.shape.tolist())])
-    L = field("llama.block_count") if layers <= 0 else layers
-    H, Hkv = field("llama.attention.head_count"), field("llama.attention.head_count_kv")
-    E = field("llama.embedding_length")
-    W = {"model.embed_tokens.weight": T["token_embd.weight"], "model.norm.weight": T["output_norm.weight"]}
-    if "output.weight" in T:
-        W["lm_head.weight"] = T["output.weight"]
-    names = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-             "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm",
-             "ffn_norm": "post_attention_layernorm"}
+    tensors = {t.name: t for t in r.tensors}
+    W = {"model.embed_tokens.weight": get("token_embd.weight")}
+    # Gemma's files hold 1 + w (the converter's norm_shift); the reference takes w
+    shift = 1.0 if gem else 0.0
+    W["model.norm.weight"] = get("output_norm.weight") - shift
+    if "output.weight" in tensors:
+        W["lm_head.weight"] = get("output.weight")
+    names = dict(GGUF_NAMES, **(GGUF_GEMMA if gem else GGUF_LLAMA))
     for i in range(L):
         for g, h in names.items():
-            W["model.layers.%d.%s.weight" % (i, h)] = T["blk.%d.%s.weight" % (i, g)]
-    cfg = dict(gemma=False, E=E, H=H, Hkv=Hkv, hd=E // H, L=L,
-               eps=field("llama.attention.layer_norm_rms_epsilon"),
-               rope_theta=field("llama.rope.freq_base") if "llama.rope.freq_base" in r.fields else 10000.0,
-               window=0, pattern=0, interleaved=True)
+            w = get("blk.%d.%s.weight" % (i, g))
+            if "norm" in g:
+                w = w - shift
+            if not gem and g in ("attn_q", "attn_k"):
+                w = unpermute(w, H if g == "attn_q" else Hkv)
+            W["model.layers.%d.%s.weight" % (i, h)] = w
+    cfg = dict(gemma=gem, E=E, H=H, Hkv=Hkv, hd=hd, L=L,
+               eps=field(arch + ".attention.layer_norm_rms_epsilon"),
+               rope_theta=field(arch + ".rope.freq_base", 1e6 if gem else 1e4), rope_local=10000.0,
+               window=field(arch + ".attention.sliding_window", 0) if gem else 0, pattern=6 if gem else 0,
+               query_pre_attn_scalar=hd, softcap=field(arch + ".final_logit_softcapping"),
+               interleaved=False)
     ids = torch.tensor(ids, dtype=torch.int64)
     with torch.no_grad():
         logits = forward(cfg, W, ids)

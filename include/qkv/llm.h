@@ -76,8 +76,8 @@ typedef struct {
     int64_t rows, cols;
 } qkv_llm_weight;
 
-/* y (M,rows) = x (M,cols) W^T, W in any type the build multiplies
- * (QKV_Q_F32 now; the quantized types go through the same call). */
+/* y (M,rows) = x (M,cols) W^T: FP32 weights through the GEMM, the others
+ * through qkv_qmatmul (qkv/quant.h: the blocks read as stored). */
 QKV_API qkv_status qkv_llm_weight_matmul(const qkv_llm_weight *w, int64_t M, const float *x, float *y);
 /* Row r of W as floats (cols of them): an embedding lookup. */
 QKV_API qkv_status qkv_llm_weight_row(const qkv_llm_weight *w, int64_t r, float *out);
@@ -119,6 +119,17 @@ QKV_API qkv_status qkv_llm_from_safetensors(const qkv_llm_config *cfg, const qkv
                                             qkv_llm *m);
 /* Reads config.json's text into cfg. */
 QKV_API qkv_status qkv_llm_config_from_hf_json(const char *text, size_t len, qkv_llm_config *cfg);
+/* Loads a GGUF file: general.architecture "llama" (the llama.* keys;
+ * RoPE on adjacent pairs, as the converter permuted q and k) or "gemma3"
+ * (gemma3.*; norms stored as 1 + w, the local base 10000, every 6th layer
+ * global, as llama.cpp has them), the tensors by llama.cpp's names
+ * (token_embd, blk.N.attn_q, ..., output, absent when tied). dequantize
+ * 0: the weights stay in their stored types, read from the mapped file
+ * (kept open by m); 1: every weight dequantized to FP32 (gguf-py's
+ * values) and the file closed. */
+QKV_API qkv_status qkv_llm_load_gguf(const char *path, int dequantize, qkv_llm *m);
+/* The configuration alone from an opened file. */
+QKV_API qkv_status qkv_llm_config_from_gguf(const qkv_gguf *g, qkv_llm_config *cfg);
 QKV_API void qkv_llm_free(qkv_llm *m);
 
 /* A KV cache for m: one sequence of max_len positions, n_head_kv heads of

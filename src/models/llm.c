@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/gemm.h"
-#include "kernels/half.h"
-#include "kernels/bf16.h"
 #include "models/llm_internal.h"
 
 const char *qkv_llm_arch_name(qkv_llm_arch a)
@@ -65,14 +63,11 @@ qkv_status qkv_llm_weight_matmul(const qkv_llm_weight *w, int64_t M, const float
     if (M < 1 || w->rows < 1 || w->cols < 1)
         return qkv_fail(QKV_ERR_SHAPE, "llm_weight_matmul: M %lld, weight (%lld,%lld)", (long long)M,
                         (long long)w->rows, (long long)w->cols);
-    switch (w->type) {
-    case QKV_Q_F32: // y (M,rows) = x (M,cols) W^T, W (rows,cols)
+    if (w->type == QKV_Q_F32) { // y (M,rows) = x (M,cols) W^T, W (rows,cols)
         qkv_gemm(0, 1, M, w->rows, w->cols, 1.0f, x, w->cols, w->data, w->cols, 0.0f, y, w->rows);
         return QKV_OK;
-    default:
-        return qkv_fail(QKV_ERR_DTYPE, "llm_weight_matmul: weight type %s is not multiplied by this build",
-                        qkv_qtype_name(w->type));
-    }
+    } /* the quantized blocks read as they are (src/kernels/quant_*.c) */
+    return qkv_fail_in("llm_weight_matmul", qkv_qmatmul(w->type, w->data, w->rows, w->cols, x, M, y));
 }
 
 qkv_status qkv_llm_weight_row(const qkv_llm_weight *w, int64_t r, float *out)
@@ -83,20 +78,13 @@ qkv_status qkv_llm_weight_row(const qkv_llm_weight *w, int64_t r, float *out)
     if (r < 0 || r >= w->rows)
         return qkv_fail(QKV_ERR_ARG, "llm_weight_row: row %lld outside [0,%lld)", (long long)r,
                         (long long)w->rows);
-    switch (w->type) {
-    case QKV_Q_F32:
+    if (w->type == QKV_Q_F32) {
         memcpy(out, (const float *)w->data + r * w->cols, (size_t)w->cols * sizeof(float));
         return QKV_OK;
-    case QKV_Q_F16:
-        qkv_half_to_floats((const uint16_t *)w->data + r * w->cols, out, w->cols);
-        return QKV_OK;
-    case QKV_Q_BF16:
-        qkv_bf16_to_floats((const uint16_t *)w->data + r * w->cols, out, w->cols);
-        return QKV_OK;
-    default:
-        return qkv_fail(QKV_ERR_DTYPE, "llm_weight_row: weight type %s is not read by this build",
-                        qkv_qtype_name(w->type));
     }
+    size_t rb = qkv_qtype_row_bytes(w->type, w->cols);
+    if (!rb) return qkv_fail_in("llm_weight_row", QKV_ERR_SHAPE);
+    return qkv_fail_in("llm_weight_row", qkv_dequantize(w->type, (const char *)w->data + (size_t)r * rb, out, w->cols));
 }
 
 /* ---- what a model owns ------------------------------------------------- */
@@ -128,7 +116,7 @@ void qkv_llm_free(qkv_llm *m)
     if (o) {
         for (int i = 0; i < o->nbuf; i++) free(o->bufs[i]);
         free(o->bufs);
-        if (o->st) qkv_safetensors_close(o->st);
+        if (o->gguf) qkv_gguf_close(o->gguf);
         free(o);
     }
     memset(m, 0, sizeof *m);

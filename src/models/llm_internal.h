@@ -9,7 +9,7 @@
 typedef struct {
     void **bufs;
     int nbuf, cap;
-    qkv_safetensors *st; /* opened by qkv_llm_load_hf, or NULL */
+    qkv_gguf *gguf;      /* opened by qkv_llm_load_gguf (weights mapped from it), or NULL */
 } llm_owned;
 
 /* A zeroed buffer of n bytes that m owns (freed with it); NULL with the

@@ -1,0 +1,107 @@
+/* test_llm_gguf.c: the two GGUF files of tools/get_data.sh (SmolLM2-135M-
+ * Instruct Q4_1, Llama; Gemma 3 270M Q4_K_M) through qkv_llm_load_gguf.
+ * With every weight dequantized to FP32, the logits of a prefill and of
+ * step-by-step decoding are compared with tools/llm_ref.py --gguf (the
+ * PyTorch reference fed gguf-py's dequantized tensors, a Llama file's q/k
+ * rows un-permuted to HF's order and rotated with rotate_half), within
+ * 1e-4 relative. With the weights kept quantized (products over the
+ * blocks, activations rounded to 8 bits as llama.cpp does), the agreement
+ * with that reference is printed and loosely bounded. A missing file or
+ * gguf-py is a failure naming tools/get_data.sh. */
+#define _POSIX_C_SOURCE 200809L
+#include <unistd.h>
+#include "oracle.h"
+
+#define TOL 1e-4
+static const char *PY = "data/venv/bin/python";
+static const char *IDS = "1,504,3300,314,260,2019,28,5,100,4000,17,9,2";
+
+/* Logits (T,V) of ids through m: one prefill, or T steps. */
+static void logits_of(const qkv_llm *m, const int64_t *ids, int64_t T, int steps, float *out)
+{
+    qkv_ctx *c;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    qkv_kv_cache kc;
+    CHECK_OK(qkv_llm_cache_init(&kc, m, T));
+    int64_t V = m->cfg.vocab;
+    if (steps)
+        for (int64_t t = 0; t < T; t++) CHECK_OK(qkv_llm_forward(c, m, &kc, ids + t, 1, 1, out + t * V));
+    else
+        CHECK_OK(qkv_llm_forward(c, m, &kc, ids, T, 1, out));
+    qkv_kv_cache_free(&kc);
+    qkv_ctx_free(c);
+}
+
+static int64_t argmax(const float *x, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void one_file(const char *path, const char *tag, qkv_llm_arch arch, int64_t n_layer, int64_t n_head,
+                     int64_t n_head_kv)
+{
+    if (access(path, R_OK) != 0) {
+        CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
+        return;
+    }
+    char ref[] = "/tmp/qkv_llm_gguf_XXXXXX", cmd[1600], out[700];
+    if (!mkdtemp(ref)) return;
+    snprintf(out, sizeof out, "%s/ref.safetensors", ref);
+    snprintf(cmd, sizeof cmd, "%s tools/llm_ref.py --gguf %s --ids %s --out %s 2>/dev/null", PY, path, IDS, out);
+    int rc = system(cmd);
+    CHECK(rc == 0, "%s: the reference failed (exit %d): %s (gguf-py: tools/get_data.sh oracle)", tag, rc, cmd);
+    qkv_safetensors *st = NULL;
+    if (rc == 0) CHECK_OK(qkv_safetensors_open(out, &st));
+    qkv_arena *a;
+    CHECK_OK(qkv_arena_new(&a, 1 << 20));
+    qkv_tensor *ids = st ? h_load(st, a, "ids", 0) : NULL, *want = st ? h_load(st, a, "logits", 0) : NULL;
+    qkv_llm m;
+    CHECK_OK(qkv_llm_load_gguf(path, 1, &m));
+    const qkv_llm_config *g = &m.cfg;
+    CHECK(g->arch == arch && g->n_layer == n_layer && g->n_head == n_head && g->n_head_kv == n_head_kv && g->tied,
+          "%s: config arch %d, %lld layers, %lld/%lld heads, tied %d", tag, (int)g->arch, (long long)g->n_layer,
+          (long long)g->n_head, (long long)g->n_head_kv, g->tied);
+    if (ids && want && m.layers) {
+        int64_t T = ids->shape[0], V = g->vocab;
+        float *got = malloc((size_t)(T * V) * sizeof(float));
+        double worst = 0;
+        logits_of(&m, ids->idx, T, 0, got);
+        h_compare(tag, "FP32 prefill", got, want, TOL, &worst);
+        logits_of(&m, ids->idx, T, 1, got);
+        h_compare(tag, "FP32 decode", got, want, TOL, &worst);
+        printf("%s FP32-dequantized: %lld positions, worst logits relative error %.3g (tolerance %.0e)\n", tag,
+               (long long)T, worst, TOL);
+        qkv_llm_free(&m);
+        CHECK_OK(qkv_llm_load_gguf(path, 0, &m)); /* the quantized weights as stored */
+        if (m.layers) {
+            logits_of(&m, ids->idx, T, 1, got);
+            int agree = 0;
+            for (int64_t t = 0; t < T; t++) agree += argmax(got + t * V, V) == argmax(want->data + t * V, V);
+            double e = h_rel_err(got, want->data, T * V);
+            printf("%s quantized products: argmax agrees on %d of %lld positions, logits relative error %.3g\n",
+                   tag, agree, (long long)T, e);
+            CHECK(e < 0.1 && agree >= T - 2, "%s quantized: relative error %.3g, argmax %d of %lld", tag, e, agree,
+                  (long long)T);
+        }
+        free(got);
+    }
+    qkv_llm_free(&m);
+    if (st) qkv_safetensors_close(st);
+    qkv_arena_free(a);
+    unlink(out);
+    rmdir(ref);
+}
+
+int main(void)
+{
+    if (access(PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
+    one_file("data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2", QKV_LLM_LLAMA, 30, 9, 3);
+    one_file("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3", QKV_LLM_GEMMA3, 18, 4, 1);
+    qkv_llm m;
+    CHECK_ERR(qkv_llm_load_gguf("/nonexistent.gguf", 1, &m), QKV_ERR_NOTFOUND, "nonexistent");
+    return h_finish("test_llm_gguf");
+}
