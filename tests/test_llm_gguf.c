@@ -14,7 +14,8 @@
 
 #define TOL 1e-4
 static const char *PY = "data/venv/bin/python";
-static const char *IDS = "1,504,3300,314,260,2019,28,5,100,4000,17,9,2";
+/* Token ids after each model's BOS (SmolLM2 1, Gemma 2). */
+static const char *IDS = "504,3300,314,260,2019,28,5,100,4000,17,9,2";
 
 /* Logits (T,V) of ids through m: one prefill, or T steps. */
 static void logits_of(const qkv_llm *m, const int64_t *ids, int64_t T, int steps, float *out)
@@ -41,8 +42,28 @@ static int64_t argmax(const float *x, int64_t n)
     return b;
 }
 
-static void one_file(const char *path, const char *tag, qkv_llm_arch arch, int64_t n_layer, int64_t n_head,
-                     int64_t n_head_kv)
+/* Mean over rows of KL(softmax(p) || softmax(q)), p and q (T,V) logits. */
+static double mean_kl(const float *p, const float *q, int64_t T, int64_t V)
+{
+    double sum = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const float *a = p + t * V, *b = q + t * V;
+        double ma = a[argmax(a, V)], mb = b[argmax(b, V)], za = 0, zb = 0, kl = 0;
+        for (int64_t i = 0; i < V; i++) {
+            za += exp(a[i] - ma);
+            zb += exp(b[i] - mb);
+        }
+        for (int64_t i = 0; i < V; i++) {
+            double la = a[i] - ma - log(za), lb = b[i] - mb - log(zb);
+            kl += exp(la) * (la - lb);
+        }
+        sum += kl;
+    }
+    return sum / (double)T;
+}
+
+static void one_file(const char *path, const char *tag, int bos, qkv_llm_arch arch, int64_t n_layer,
+                     int64_t n_head, int64_t n_head_kv)
 {
     if (access(path, R_OK) != 0) {
         CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
@@ -51,7 +72,8 @@ static void one_file(const char *path, const char *tag, qkv_llm_arch arch, int64
     char ref[] = "/tmp/qkv_llm_gguf_XXXXXX", cmd[1600], out[700];
     if (!mkdtemp(ref)) return;
     snprintf(out, sizeof out, "%s/ref.safetensors", ref);
-    snprintf(cmd, sizeof cmd, "%s tools/llm_ref.py --gguf %s --ids %s --out %s 2>/dev/null", PY, path, IDS, out);
+    snprintf(cmd, sizeof cmd, "%s tools/llm_ref.py --gguf %s --ids %d,%s --out %s 2>/dev/null", PY, path, bos, IDS,
+             out);
     int rc = system(cmd);
     CHECK(rc == 0, "%s: the reference failed (exit %d): %s (gguf-py: tools/get_data.sh oracle)", tag, rc, cmd);
     qkv_safetensors *st = NULL;
@@ -81,11 +103,11 @@ static void one_file(const char *path, const char *tag, qkv_llm_arch arch, int64
             logits_of(&m, ids->idx, T, 1, got);
             int agree = 0;
             for (int64_t t = 0; t < T; t++) agree += argmax(got + t * V, V) == argmax(want->data + t * V, V);
-            double e = h_rel_err(got, want->data, T * V);
-            printf("%s quantized products: argmax agrees on %d of %lld positions, logits relative error %.3g\n",
-                   tag, agree, (long long)T, e);
-            CHECK(e < 0.1 && agree >= T - 2, "%s quantized: relative error %.3g, argmax %d of %lld", tag, e, agree,
-                  (long long)T);
+            double e = h_rel_err(got, want->data, T * V), kl = mean_kl(want->data, got, T, V);
+            printf("%s quantized products vs the FP32 reference: mean KL %.4f nats, argmax agrees on %d of %lld "
+                   "positions, logits relative error %.3g\n", tag, kl, agree, (long long)T, e);
+            /* 8-bit activations alone (same weights): about 0.01 nats on these made-up token runs */
+            CHECK(kl < 0.03 && e < 0.1, "%s quantized: mean KL %.4f, relative error %.3g", tag, kl, e);
         }
         free(got);
     }
@@ -99,8 +121,8 @@ static void one_file(const char *path, const char *tag, qkv_llm_arch arch, int64
 int main(void)
 {
     if (access(PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
-    one_file("data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2", QKV_LLM_LLAMA, 30, 9, 3);
-    one_file("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3", QKV_LLM_GEMMA3, 18, 4, 1);
+    one_file("data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2", 1, QKV_LLM_LLAMA, 30, 9, 3);
+    one_file("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3", 2, QKV_LLM_GEMMA3, 18, 4, 1);
     qkv_llm m;
     CHECK_ERR(qkv_llm_load_gguf("/nonexistent.gguf", 1, &m), QKV_ERR_NOTFOUND, "nonexistent");
     return h_finish("test_llm_gguf");
