@@ -149,6 +149,13 @@ CASES = [
     dict(gemma=True, E=48, H=3, Hkv=1, hd=32, F=80, L=3, V=53, T=12, tied=False,
          rope_theta=1000000.0, rope_local=10000.0, eps=1e-6, dtype="F32", window=4,
          pattern=3, query_pre_attn_scalar=32, layer_types=True),
+    # Gemma 3, GQA 4:1, T = 150 > the fused kernels' tiles (64 queries, 128 keys), window 40
+    dict(gemma=True, E=32, H=4, Hkv=1, hd=16, F=48, L=2, V=41, T=150, tied=True,
+         rope_theta=1000000.0, rope_local=10000.0, eps=1e-6, dtype="F32", window=40,
+         pattern=2, query_pre_attn_scalar=16),
+    # Llama, GQA 3:1, T = 140, untied
+    dict(gemma=False, E=48, H=6, Hkv=2, hd=8, F=64, L=2, V=45, T=140, tied=False,
+         rope_theta=10000.0, eps=1e-5, dtype="F32"),
 ]
 
 
