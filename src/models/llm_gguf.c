@@ -51,6 +51,13 @@ static qkv_status config_body(const qkv_gguf *g, qkv_llm_config *c)
     if (vd != c->head_dim)
         return qkv_fail(QKV_ERR_FORMAT, "%s.attention.value_length %lld differs from key_length %lld", arch,
                         (long long)vd, (long long)c->head_dim);
+    int64_t rd;
+    QKV_TRY(meta_i64(g, arch, "rope.dimension_count", c->head_dim, &rd));
+    if (rd != c->head_dim)
+        return qkv_fail(QKV_ERR_FORMAT, "%s.rope.dimension_count %lld: partial rotary dims are not supported "
+                        "(head_dim %lld)", arch, (long long)rd, (long long)c->head_dim);
+    if (qkv_gguf_tensor_find(g, "rope_freqs.weight") >= 0)
+        return qkv_fail(QKV_ERR_FORMAT, "tensor rope_freqs.weight (Llama 3's frequency scaling) is not supported");
     char k[160];
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *sc = NULL;
