@@ -6,33 +6,18 @@
  * within 1e-4 relative. A missing file or gguf-py is a failure naming
  * tools/get_data.sh. */
 #define _POSIX_C_SOURCE 200809L
-#include <unistd.h>
-#include "oracle.h"
+#include "llm_gguf_ref.h"
 
 #define TOL 1e-4
-static const char *PY = "data/venv/bin/python";
 
 /* Gemma 3's sliding window (512) on the real weights: its first two
  * layers (both local) over 560 tokens, the logits of the last 4 positions,
  * from a prefill of 556 and 4 decoding steps, and from one prefill. */
 static void gemma_window(const char *path)
 {
-    if (access(path, R_OK) != 0) {
-        CHECK(0, "%s is missing: run tools/get_data.sh gemma3", path);
-        return;
-    }
-    char ref[] = "/tmp/qkv_llm_gguf_XXXXXX", cmd[1600], out[700];
-    if (!mkdtemp(ref)) return;
-    snprintf(out, sizeof out, "%s/ref.safetensors", ref);
-    snprintf(cmd, sizeof cmd, "%s tools/llm_ref.py --gguf %s --ids 2 --random-ids 559 --layers 2 --last 4 "
-             "--out %s 2>/dev/null", PY, path, out);
-    int rc = system(cmd);
-    CHECK(rc == 0, "gemma3 window: the reference failed (exit %d): %s", rc, cmd);
-    qkv_safetensors *st = NULL;
-    if (rc == 0) CHECK_OK(qkv_safetensors_open(out, &st));
-    qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 1 << 20));
-    qkv_tensor *ids = st ? h_load(st, a, "ids", 0) : NULL, *want = st ? h_load(st, a, "logits", 0) : NULL;
+    llm_ref_run r;
+    llm_ref_start(&r, path, "gemma3", "--ids 2 --random-ids 559 --layers 2 --last 4");
+    qkv_tensor *ids = r.ids, *want = r.logits;
     qkv_llm m;
     CHECK_OK(qkv_llm_load_gguf(path, 1, &m));
     if (ids && want && m.layers) {
@@ -62,15 +47,12 @@ static void gemma_window(const char *path)
         free(got);
     }
     qkv_llm_free(&m);
-    if (st) qkv_safetensors_close(st);
-    qkv_arena_free(a);
-    unlink(out);
-    rmdir(ref);
+    llm_ref_end(&r);
 }
 
 int main(void)
 {
-    if (access(PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
+    if (access(LLM_PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", LLM_PY);
     gemma_window("data/gemma3/gemma-3-270m-q4_k_m.gguf");
     return h_finish("test_llm_gguf_window");
 }
