@@ -137,6 +137,9 @@ $(B)/src/kernels/attention_bf16_amx.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx5
 	$(AMX_FLAGS)
 $(B)/src/kernels/gemm_bf16_vnni.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mavx512bf16 -mfma $(AMX_FLAGS)
 $(B)/src/kernels/vmath_avx512.o: ALL_CFLAGS += -mavx512f -mavx512vl -mavx512dq -mavx512bw -mfma -mprefer-vector-width=512
+# The quantized products' dot products (src/kernels/quant_dot_simd.h), per instruction set.
+$(B)/src/kernels/quant_dot_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(B)/src/kernels/quant_dot_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl -mavx512bw -mavx512vnni
 endif
 
 # Only the GEMMs (FP32 and bf16) see dnnl.h; they are rebuilt when DNNL= changes.

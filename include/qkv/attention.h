@@ -38,6 +38,12 @@ typedef struct {
      * aligned as causal says), computed on the fly in O(L) memory. NULL for
      * none. */
     const float *alibi_slopes;
+    /* Grouped-query attention (PyTorch 2.5's enable_gqa): 4-D k and v may
+     * have Hkv heads where q has H, H a multiple of Hkv; query head h
+     * attends with key/value head h / (H/Hkv), as if k and v were
+     * repeat_interleave'd H/Hkv times over dim 1 (the gradients of a key
+     * head sum over its group). Default 0: heads must match. */
+    int enable_gqa;
 } qkv_sdpa_opts;
 
 QKV_API qkv_sdpa_opts qkv_sdpa_opts_default(void);

@@ -80,6 +80,13 @@ QKV_API qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qk
 QKV_API qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
                                   float eps, qkv_tensor **y);
 
+/* F.rms_norm(x, (C,), weight, eps) over the last dim (PyTorch 2.4):
+ * y = x / sqrt(mean(x^2) + eps) * weight. x (...,C), weight (C) or NULL
+ * -> y like x. eps >= 0, or NAN for PyTorch's eps=None (FLT_EPSILON,
+ * torch.finfo(torch.float32).eps). */
+QKV_API qkv_status qkv_rms_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, float eps,
+                                qkv_tensor **y);
+
 /* F.embedding(ids, weight, padding_idx): y[...] = weight[ids[...]].
  * weight (num,dim), ids an I64 tensor of 0..3 dims -> y (ids.shape...,dim).
  * padding_idx in [0,num) gets no gradient; -1 means none (PyTorch's
@@ -177,6 +184,18 @@ typedef struct {
 } qkv_nn_layernorm;
 QKV_API qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
                                          int elementwise_affine, qkv_params *p, const char *prefix);
+
+/* nn.RMSNorm(C, eps, elementwise_affine): "weight" (C) ones when
+ * elementwise_affine. eps NAN (PyTorch's default None) means FLT_EPSILON. */
+typedef struct {
+    qkv_module base;
+    int64_t normalized_shape;
+    float eps;
+    int elementwise_affine;
+    qkv_tensor *weight; /* (C) or NULL */
+} qkv_nn_rmsnorm;
+QKV_API qkv_status qkv_nn_rmsnorm_init(qkv_nn_rmsnorm *m, int64_t normalized_shape, float eps,
+                                       int elementwise_affine, qkv_params *p, const char *prefix);
 
 /* nn.Embedding(num_embeddings, embedding_dim, padding_idx): "weight"
  * (num,dim) N(0,1), the padding_idx row zeroed (-1: none). The forward's x is

@@ -51,6 +51,45 @@ QKV_API int qkv_qtype_block_bytes(qkv_qtype t);
  * overflows, QKV_ERR_DTYPE if the type is unknown. */
 QKV_API size_t qkv_qtype_row_bytes(qkv_qtype t, int64_t n);
 
+/* ---- dequantization, quantization, products (src/kernels/quant_*.c) ---- */
+
+/* dst (n) = the values of n elements of type t at src, bit for bit as
+ * gguf-py's gguf.quants.dequantize and llama.cpp's dequantize_row_* give
+ * them. Every floating-point and block type of the list but Q8_1 and the
+ * integer types (QKV_ERR_DTYPE, naming the type); n a multiple of the
+ * block (QKV_ERR_SHAPE otherwise). Large n on OpenMP's threads. */
+QKV_API qkv_status qkv_dequantize(qkv_qtype t, const void *src, float *dst, int64_t n);
+/* dst = n floats of src in type t: the bytes llama.cpp's reference
+ * quantizer (quantize_row_*_ref) writes. F32, F16, BF16, Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0 and Q8_K; n a multiple of the block. */
+QKV_API qkv_status qkv_quantize(qkv_qtype t, const float *src, void *dst, int64_t n);
+/* 1 when qkv_dequantize (qkv_quantize) takes type t. */
+QKV_API int qkv_qtype_can_dequantize(qkv_qtype t);
+QKV_API int qkv_qtype_can_quantize(qkv_qtype t);
+
+/* y (rows) = W x: W (rows, cols) in type t, row-major, each row cols
+ * elements (cols a multiple of the block), as a GGUF 2-D tensor of dims
+ * [cols, rows] stores it; x (cols). The product reads W's blocks as they
+ * are: like llama.cpp, x is quantized to 8 bits (blocks of 32, or Q8_K
+ * for the K-quants) and the sums are of int8 products (AVX2, or AVX-512
+ * VNNI where the CPU has it), scaled per block in FP32; F32, F16, BF16,
+ * Q2_K, Q3_K and Q8_K rows are widened a block at a time and multiplied
+ * by x in FP32. Rows on OpenMP's threads; each y[r] is the same on any
+ * number of them. Every type qkv_dequantize takes. */
+QKV_API qkv_status qkv_qmatvec(qkv_qtype t, const void *W, int64_t rows, int64_t cols, const float *x,
+                               float *y);
+/* Y (n, rows) = X (n, cols) W^T, W as for qkv_qmatvec: row j of Y is
+ * qkv_qmatvec of row j of X (the same bits). */
+QKV_API qkv_status qkv_qmatmul(qkv_qtype t, const void *W, int64_t rows, int64_t cols, const float *X,
+                               int64_t n, float *Y);
+/* The products' kernels in use: "avx512vnni", "avx2" or "portable" (the
+ * plain C reference, also taken under qkv_reference()). */
+QKV_API const char *qkv_quant_isa(void);
+/* Forces one of those by name (NULL: back to automatic); 0, changing
+ * nothing, for a name unknown or not runnable on this CPU. For tests and
+ * benchmarks. */
+QKV_API int qkv_quant_force_isa(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

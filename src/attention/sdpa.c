@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 #include "attention/mha_internal.h"
 #include "kernels/attention.h"
 
@@ -78,6 +79,69 @@ static qkv_status sdpa_backward(qkv_ctx *c, void *p)
     return QKV_OK;
 }
 
+/* ---- grouped-query attention: key/value heads repeated ------------------ */
+
+typedef struct {
+    qkv_tensor *x, *y; /* x (N,Hkv,S,D), y (N,H,S,D) */
+    int64_t N, Hkv, g, rows;   /* rows = S*D floats per head */
+} repeat_saved;
+
+/* Differentiates y[:, h] = x[:, h / g]: dx[:, j] += sum of dy over its g heads. */
+static qkv_status repeat_backward(qkv_ctx *c, void *p)
+{
+    repeat_saved *s = p;
+    const float *dy = s->y->grad; // (N,H,S,D)
+    if (!dy || !s->x->requires_grad) return QKV_OK;
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (N,Hkv,S,D)
+    if (!dx) return QKV_ERR_NOMEM;
+    for (int64_t nj = 0; nj < s->N * s->Hkv; nj++)
+        for (int64_t r = 0; r < s->g; r++) {
+            const float *src = dy + (nj * s->g + r) * s->rows;
+            float *dst = dx + nj * s->rows;
+            for (int64_t i = 0; i < s->rows; i++) dst[i] += src[i];
+        }
+    return QKV_OK;
+}
+
+/* x (N,Hkv,S,D) -> *y (N,H,S,D) with y[:, h] = x[:, h / (H/Hkv)]
+ * (torch.repeat_interleave(x, H/Hkv, dim=1)), recorded. */
+static qkv_status repeat_heads(qkv_ctx *c, qkv_tensor *x, int64_t H, qkv_tensor **y)
+{
+    int64_t N = x->shape[0], Hkv = x->shape[1], g = H / Hkv, rows = x->shape[2] * x->shape[3];
+    int rec = qkv_ctx_recording(c, &x, 1);
+    QKV_TRY(qkv_ctx_tensor_uninit(c, 4, (int64_t[]){N, H, x->shape[2], x->shape[3]}, rec, y));
+    for (int64_t nj = 0; nj < N * Hkv; nj++)
+        for (int64_t r = 0; r < g; r++)
+            memcpy((*y)->data + (nj * g + r) * rows, x->data + nj * rows, (size_t)rows * sizeof(float));
+    if (!rec) return QKV_OK;
+    repeat_saved *s = qkv_ctx_alloc(c, sizeof *s);
+    if (!s) return QKV_ERR_NOMEM;
+    *s = (repeat_saved){x, *y, N, Hkv, g, rows};
+    return qkv_ctx_record(c, repeat_backward, s);
+}
+
+/* With enable_gqa and 4-D inputs whose k, v have fewer heads than q (a
+ * divisibility error otherwise): when recording, the repeated k and v in
+ * place of *k and *v (the backward kernels want H heads); else *group =
+ * H/Hkv for the forward kernels, which read each key/value head in place. */
+static qkv_status sdpa_gqa(qkv_ctx *c, const qkv_tensor *q, int rec, qkv_tensor **k, qkv_tensor **v,
+                           int64_t *group)
+{
+    if (q->ndim != 4 || (*k)->ndim != 4 || (*v)->ndim != 4 || (*k)->dtype != QKV_F32 || (*v)->dtype != QKV_F32)
+        return QKV_OK;
+    int64_t H = q->shape[1], Hk = (*k)->shape[1], Hv = (*v)->shape[1];
+    if (Hk == H && Hv == H) return QKV_OK;
+    if (Hk != Hv || Hk < 1 || H % Hk)
+        return qkv_fail(QKV_ERR_SHAPE, "sdpa: enable_gqa needs key and value heads (%lld, %lld) equal and "
+                        "dividing the query's %lld", (long long)Hk, (long long)Hv, (long long)H);
+    if (!rec) {
+        *group = H / Hk;
+        return QKV_OK;
+    }
+    QKV_TRY(repeat_heads(c, *k, H, k));
+    return repeat_heads(c, *v, H, v);
+}
+
 /* Checks q, k, v and reads N, H, L, S, D, Dv into d. */
 static qkv_status sdpa_shapes(const qkv_tensor *q, const qkv_tensor *k, const qkv_tensor *v,
                               qkv_attn_desc *d)
@@ -104,7 +168,8 @@ static qkv_status sdpa_shapes(const qkv_tensor *q, const qkv_tensor *k, const qk
     d->D = q->shape[2 + h];
     d->S = k->shape[1 + h];
     d->Dv = v->shape[2 + h];
-    if (k->shape[0] != d->N || v->shape[0] != d->N || (h && (k->shape[1] != d->H || v->shape[1] != d->H)))
+    int64_t Hkv = d->group > 1 ? d->H / d->group : d->H; /* k and v's heads */
+    if (k->shape[0] != d->N || v->shape[0] != d->N || (h && (k->shape[1] != Hkv || v->shape[1] != Hkv)))
         return qkv_fail(QKV_ERR_SHAPE, "sdpa: batch/head dims of query %s, key %s, value %s differ",
                         bq, bk, bv);
     if (k->shape[2 + h] != d->D)
@@ -229,12 +294,12 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     qkv_sdpa_opts o = opts ? *opts : qkv_sdpa_opts_default();
     if (!weights) o.need_weights = 0; /* NULL: don't compute them */
     qkv_attn_desc d = {0};
+    qkv_tensor *in[3] = {q, k, v};
+    int rec = qkv_ctx_recording(c, in, 3);
+    if (o.enable_gqa) QKV_TRY(sdpa_gqa(c, q, rec, &k, &v, &d.group));
     QKV_TRY(sdpa_shapes(q, k, v, &d));
     QKV_TRY(sdpa_masks(&o, &d));
     QKV_TRY(sdpa_setup(c, &o, &d));
-
-    qkv_tensor *in[3] = {q, k, v};
-    int rec = qkv_ctx_recording(c, in, 3);
     int h = q->ndim == 4;
     int64_t oshape[4] = {d.N, d.H, d.L, d.Dv};
     /* out and lse: every element written by either kernel */

@@ -307,21 +307,22 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
     for (int64_t t = 0; t < T; t++) {
         const float *qt = q + t * D; // (D)
         float *ot = part + 2 * T + t * D; // (D)
-        int64_t end = j1;
+        int64_t end = j1, beg = j0;
         if (d->causal && end > d->S - T + t + 1) end = d->S - T + t + 1;
+        if (d->span > 0 && beg < d->S - T + t - d->span + 1) beg = d->S - T + t - d->span + 1;
         float m = -INFINITY, l = 0;
         memset(ot, 0, (size_t)D * sizeof(float));
 #if defined(__x86_64__)
-        if ((kind == KV_BF16_512 || kind == KV_F32_512) && D % 16 == 0 && D <= 128 && end > j0) {
-            m = query_512_any(qt, k, v, kind, D, kpm ? kpm + j0 : NULL, end - j0, d->scale, s,
-                              ot, &l);
+        if ((kind == KV_BF16_512 || kind == KV_F32_512) && D % 16 == 0 && D <= 128 && end > beg) {
+            m = query_512_any(qt, row_ptr(k, kind, (beg - j0) * D), row_ptr(v, kind, (beg - j0) * D),
+                              kind, D, kpm ? kpm + beg : NULL, end - beg, d->scale, s, ot, &l);
             part[2 * t] = m;
             part[2 * t + 1] = isnan(m) ? NAN : l;
             continue;
         }
 #endif
         int nan = 0;
-        for (int64_t j = j0; j < end; j++) {
+        for (int64_t j = beg; j < end; j++) {
             const void *kj = row_ptr(k, kind, (j - j0) * D); // key j's row
             float sj = kpm && kpm[j] ? -INFINITY : d->scale * dot(qt, kj, kind, D);
             s[j - j0] = sj;
@@ -332,7 +333,7 @@ chunk_attend(const qkv_decode_desc *d, const float *q, const void *k, const void
             part[2 * t] = part[2 * t + 1] = NAN;
             continue;
         }
-        for (int64_t j = j0; j < end && m > -INFINITY; j++) {
+        for (int64_t j = beg; j < end && m > -INFINITY; j++) {
             if (s[j - j0] == -INFINITY) continue; /* masked: weight 0 */
             float p = expf(s[j - j0] - m);
             l += p;
@@ -386,6 +387,12 @@ static qkv_status decode_check(const qkv_decode_desc *d, const float *q, const v
                         (long long)d->S, (long long)d->D);
     if (d->chunk < 0)
         return qkv_fail(QKV_ERR_ARG, "%s: chunk %lld < 0", fn, (long long)d->chunk);
+    if (d->group < 0 || (d->group > 1 && d->H % d->group))
+        return qkv_fail(QKV_ERR_ARG, "%s: group %lld does not divide H %lld", fn,
+                        (long long)d->group, (long long)d->H);
+    if (d->span < 0 || (d->span > 0 && !d->causal))
+        return qkv_fail(QKV_ERR_ARG, "%s: span %lld must be >= 0, and causal when > 0", fn,
+                        (long long)d->span);
     /* Sizes in double first: the products below must not overflow. */
     double keys = (double)d->N * d->H * d->S * d->D;
     double span = (double)d->N * d->H * d->kv_stride + (double)d->N * d->kpm_stride;
@@ -460,8 +467,9 @@ static void decode_items(const qkv_decode_desc *d, chunk_fn run, const float *q,
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; it++) {
         int64_t nh = it / nc, n = nh / H, j0 = it % nc * C, j1 = j0 + C < d->S ? j0 + C : d->S;
+        int64_t g = d->group > 1 ? d->group : 1, kvh = n * (H / g) + nh % H / g; // its k, v block
         const uint8_t *kpm = d->kpm ? d->kpm + n * d->kpm_stride : NULL; // (S)
-        size_t row0 = (size_t)(nh * d->kv_stride + j0 * D) * elem;    // key j0 of block nh, bytes
+        size_t row0 = (size_t)(kvh * d->kv_stride + j0 * D) * elem;    // key j0 of block kvh, bytes
         run(d, q + nh * T * D, (const char *)k + row0, (const char *)v + row0, kpm, j0, j1,
             parts + it * pl, s);
     }

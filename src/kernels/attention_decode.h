@@ -49,12 +49,18 @@ typedef struct {
     const uint8_t *kpm; /* key padding (N, kpm_stride) bool, true = masked; NULL for none */
     int64_t kpm_stride; /* bytes between rows of kpm, >= S */
     int64_t chunk;      /* keys per work item (at most S are used); 0 for QKV_DECODE_CHUNK */
+    /* Grouped-query attention: query heads per key/value head. Head h of
+     * row n reads k, v block n*(H/group) + h/group; 0 or 1: block n*H + h. */
+    int64_t group;
+    /* Sliding window (with causal): query t, at position p = S - T + t,
+     * sees keys p - span < j <= p only; 0: no window. */
+    int64_t span;
 } qkv_decode_desc;
 
 /* Scratch floats the kernel needs with `threads` threads. */
 size_t qkv_decode_scratch(const qkv_decode_desc *d, int threads);
 
-/* q (N,H,T,D); k, v: N*H blocks of (S,D) rows, kv_stride apart;
+/* q (N,H,T,D); k, v: N*H (N*H/group) blocks of (S,D) rows, kv_stride apart;
  * out (N,H,T,D). Checks d and the pointers (qkv_fail on bad input), takes
  * its scratch from the arena a (released before it returns) and runs on
  * omp_get_max_threads() threads; on one inside a parallel region or when

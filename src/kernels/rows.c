@@ -226,3 +226,19 @@ double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n)
 #undef T
 }
 #undef SUM8
+
+/* y = x * w / sqrt(mean(x^2) + eps) per row, the mean of squares in
+ * double (qkv_sum_sq_dev about 0); w NULL means ones; rstd (rows) gets
+ * each row's 1/sqrt(..) when not NULL. y may be x. */
+void qkv_rows_rms_norm(const float *x, const float *w, float eps, float *y, double *rstd, int64_t rows,
+                       int64_t C)
+{
+    QKV_PAR_FOR(rows * C >= QKV_PAR_MIN,
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * C; // (C)
+            float *yr = y + r * C;       // (C)
+            double rs = 1.0 / sqrt(qkv_sum_sq_dev(xr, 0.0, C) / (double)C + eps);
+            if (rstd) rstd[r] = rs;
+            for (int64_t j = 0; j < C; j++) yr[j] = (float)(xr[j] * rs * (w ? w[j] : 1.0f));
+        });
+}

@@ -71,4 +71,9 @@ double qkv_sum_f64(const float *x, int64_t n);
 float qkv_max_f32(const float *x, int64_t n);
 double qkv_sum_sq_dev(const float *x, double m, int64_t n);
 double qkv_sum_dot_dev(const float *g, const float *x, double m, int64_t n);
+/* y = x * w / sqrt(mean(x^2) + eps) for each row of x (rows,C), the mean
+ * in double; w (C) or NULL (ones); rstd (rows) or NULL gets 1/sqrt(..).
+ * y may be x. F.rms_norm's forward (src/nn/rms_norm.c) and the models'. */
+void qkv_rows_rms_norm(const float *x, const float *w, float eps, float *y, double *rstd, int64_t rows,
+                       int64_t C);
 #endif
