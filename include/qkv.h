@@ -280,4 +280,5 @@ QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qk
 #include "qkv/cnn.h"
 #include "qkv/dist.h"
 #include "qkv/quant.h"
+#include "qkv/gguf.h"
 #endif

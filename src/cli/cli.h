@@ -129,4 +129,12 @@ typedef struct {
 /* Appends (x, y); out of memory: the point is dropped (a figure with a
  * missing point beats a training stopped for it). */
 void qkv_cli_curve_add(qkv_cli_curve *c, double x, double y);
+/* qkv inspect's pieces (inspect.c), shared with inspect_gguf.c: s[0, n)
+ * written with control characters and backslashes escaped (returns the
+ * columns used), the columns a NUL-terminated s takes so, "1.5 KiB", and
+ * the listing of a GGUF file (exit status). */
+int qkv_cli_put_escaped(const char *s, size_t n);
+int qkv_cli_escaped_width(const char *s);
+const char *qkv_cli_human_bytes(double bytes, char *buf, size_t n);
+int qkv_cli_inspect_gguf(const char *path);
 #endif

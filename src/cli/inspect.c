@@ -1,8 +1,10 @@
-/* inspect.c: qkv inspect FILE.safetensors
- *   lists every tensor (name, dtype, shape, element count, bytes), the
- *   totals, and the __metadata__ entries. The file is read and validated by
- *   qkv_safetensors_open; a malformed one prints the reader's message and
- *   exits 1. No file argument, or more than one: usage, exit 2. */
+/* inspect.c: qkv inspect FILE (.safetensors or .gguf, told apart by the
+ *   GGUF magic, not the name)
+ *   safetensors: lists every tensor (name, dtype, shape, element count,
+ *   bytes), the totals, and the __metadata__ entries. The file is read and
+ *   validated by qkv_safetensors_open; a malformed one prints the reader's
+ *   message and exits 1. No file argument, or more than one: usage, exit 2.
+ *   GGUF files are listed by inspect_gguf.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +15,21 @@ static const char *const dtype_names[] = {"F32", "F16", "BF16", "F64", "I64",
                                           "I32", "I16", "I8",   "U8",  "BOOL"};
 
 const char qkv_cli_inspect_usage[] =
-    "usage: qkv inspect FILE.safetensors\n"
-    "  lists each tensor's name, dtype, shape, element count and bytes, the totals,\n"
-    "  and the file's __metadata__; a file that cannot be read exits 1\n"
+    "usage: qkv inspect FILE.safetensors|FILE.gguf\n"
+    "  safetensors: each tensor's name, dtype, shape, element count and bytes, the\n"
+    "  totals, and the file's __metadata__; GGUF (told by its magic): the version,\n"
+    "  every metadata key with its type and value (arrays: type, length, the first\n"
+    "  values), and each tensor's name, type, ggml dims, elements, bytes and file\n"
+    "  offset; a file that cannot be read exits 1\n"
     "  -h, --help   show this usage\n";
 
-/* Writes s with control characters and backslashes escaped, so that a
- * name or value cannot break the listing; returns the columns used (UTF-8
- * continuation bytes take none). */
-static int put_escaped(const char *s)
+/* Writes s[0, n) with control characters and backslashes escaped, so that
+ * a name or value cannot break the listing; returns the columns used
+ * (UTF-8 continuation bytes take none). */
+int qkv_cli_put_escaped(const char *s, size_t n)
 {
     int cols = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s, *e = p + n; p < e; p++) {
         if (*p == '\\') cols += printf("\\\\");
         else if (*p == '\n') cols += printf("\\n");
         else if (*p == '\t') cols += printf("\\t");
@@ -37,7 +42,9 @@ static int put_escaped(const char *s)
     return cols;
 }
 
-static int escaped_width(const char *s)
+static int put_escaped(const char *s) { return qkv_cli_put_escaped(s, strlen(s)); }
+
+int qkv_cli_escaped_width(const char *s)
 {
     int cols = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -60,7 +67,7 @@ static const char *shape_text(const int64_t *shape, int ndim, char *buf, size_t 
 }
 
 /* "1.5 KiB": bytes in the largest unit that keeps the number >= 1. */
-static const char *human(double bytes, char *buf, size_t n)
+const char *qkv_cli_human_bytes(double bytes, char *buf, size_t n)
 {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
@@ -80,7 +87,7 @@ static void print_tensors(const qkv_safetensors *st, totals *tot)
 {
     int n = qkv_safetensors_count(st), wname = 4;
     for (int i = 0; i < n; i++) {
-        int w = escaped_width(qkv_safetensors_name(st, i));
+        int w = qkv_cli_escaped_width(qkv_safetensors_name(st, i));
         if (w > wname) wname = w;
     }
     printf("%-*s  %-5s %-20s %14s %14s\n", wname, "name", "dtype", "shape", "elements", "bytes");
@@ -127,6 +134,11 @@ int qkv_cli_inspect(int argc, char **argv)
     qkv_cli_args_init(&a, argc, argv, qkv_cli_inspect_usage, NULL, 1, 1);
     if (qkv_cli_next(&a) < 0) return a.status;
     const char *path = a.operands[0];
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) return qkv_cli_inspect_gguf(path);
     qkv_safetensors *st;
     if (qkv_safetensors_open(path, &st) != QKV_OK) {
         fprintf(stderr, "qkv: inspect: %s\n", qkv_last_error());
@@ -138,7 +150,7 @@ int qkv_cli_inspect(int argc, char **argv)
     print_tensors(st, &tot);
     char hb[32];
     printf("\ntotal: %d tensor%s, %lld parameters (elements), %lld bytes (%s)\n", n, n == 1 ? "" : "s",
-           (long long)tot.numel, (long long)tot.bytes, human((double)tot.bytes, hb, sizeof hb));
+           (long long)tot.numel, (long long)tot.bytes, qkv_cli_human_bytes((double)tot.bytes, hb, sizeof hb));
     print_metadata(st);
     qkv_safetensors_close(st);
     return QKV_EXIT_OK;

@@ -12,7 +12,7 @@
 #define QKV_CLI_COMMANDS(X)                                                                    \
     X(demo, "the lecture's worked example and multi-head attention weights, as tables")       \
     X(toy, "the lecture's toy experiment: convolution vs attention, positional encodings")   \
-    X(inspect, "list a safetensors file's tensors, totals and metadata")                      \
+    X(inspect, "list a safetensors or GGUF file's tensors, totals and metadata")              \
     X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
     X(train, "train a model of a kind (toy, lm, ...) with built-in defaults")                 \
     X(generate, "continue a text with a language model trained by qkv train lm")             \
