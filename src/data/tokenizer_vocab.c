@@ -13,21 +13,22 @@
 
 static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581, SentencePiece's space */
 
-/* Texts llama.cpp makes control tokens whatever the file says (its
- * end-of-generation, end-of-message and fill-in-the-middle names). */
+/* The texts that end generation in llama.cpp (its special_eog_ids by
+ * name); llama.cpp makes them control tokens whatever the file says, and so
+ * do its fill-in-the-middle names. */
+#define EOG_NAMES                                                                                              \
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>", \
+        "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",           \
+        "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"
+static const char *const eog_names[] = {EOG_NAMES, NULL};
 static const char *const forced_control[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>", "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>",
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-    "<MID>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
-    "<|file_sep|>", "<fim-sep>", NULL,
+    EOG_NAMES, "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>",
+    "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|fim_pad|>", "<fim-pad>",
+    "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>", "<fim-sep>", NULL,
 };
-/* Of those, the end-of-turn names in the order tried, and the rest that end generation. */
+/* The end-of-turn names, in the order tried when the file names no EOT. */
 static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                         "<EOT>", "_<EOT>", "<end_of_utterance>", NULL};
-static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                        "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-                                        NULL};
 
 static int64_t find_raw(const qkv_tokenizer *t, const char *s)
 {
