@@ -17,6 +17,9 @@
 static const char *PY = "data/venv/bin/python";
 static const char *MODELS[2] = {"data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "data/gemma3/gemma-3-270m-q4_k_m.gguf"};
 static const char *TAGS[2] = {"smollm2", "gemma3"};
+/* SmolLM2's vocabulary again with these tokenizer.ggml.pre (the oracle writes the copies). */
+#define NPRE 3
+static const char *PRES[NPRE] = {"gpt-2", "llama3", "default"};
 
 /* Reads n bytes and then the "\n" after them. */
 static char *read_bytes(FILE *f, size_t n)
@@ -124,18 +127,39 @@ static void one_chat(FILE *f, size_t ntmpl, int add, int nm, size_t nout, int64_
     free(tmpl), free(want), free(got);
 }
 
-static void against_llama_cpp(qkv_tokenizer *tk[2])
+/* The oracle's copy of SmolLM2 with pre-tokenizer PRES[k], as tokenizer k + 2. */
+static qkv_tokenizer *variant(const char *path, int k)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s.%s.gguf", path, PRES[k]);
+    qkv_gguf *g = NULL;
+    qkv_tokenizer *t = NULL;
+    CHECK_OK(qkv_gguf_open(p, &g));
+    if (g) CHECK_OK(qkv_tokenizer_from_gguf(g, &t));
+    qkv_gguf_close(g);
+    unlink(p);
+    return t;
+}
+
+static void against_llama_cpp(qkv_tokenizer *base[2])
 {
     char path[] = "/tmp/qkv_gguf_tok_XXXXXX", cmd[1024];
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     if (fd < 0) return;
     close(fd);
-    snprintf(cmd, sizeof cmd, "%s tools/gguf_tokenizer_oracle.py %s %s %s", PY, path, MODELS[0], MODELS[1]);
+    snprintf(cmd, sizeof cmd, "%s tools/gguf_tokenizer_oracle.py %s --pre %s,%s,%s %s %s", PY, path, PRES[0], PRES[1],
+             PRES[2], MODELS[0], MODELS[1]);
     int rc = system(cmd);
     CHECK(rc == 0, "the llama.cpp oracle failed (exit %d): %s (tools/get_data.sh oracle and kjv provide it)", rc, cmd);
     FILE *f = rc == 0 ? fopen(path, "rb") : NULL;
-    counts c[2] = {{0}};
+    qkv_tokenizer *tk[2 + NPRE] = {base[0], base[1]};
+    char tags[2 + NPRE][64];
+    for (int k = 0; k < 2 + NPRE; k++) {
+        if (k >= 2 && f) tk[k] = variant(path, k - 2);
+        snprintf(tags[k], sizeof tags[k], k < 2 ? "%s" : "smollm2 as pre %s", k < 2 ? TAGS[k] : PRES[k - 2]);
+    }
+    counts c[2 + NPRE] = {{0}};
     int64_t chats = 0, chat_bad = 0;
     char kind;
     while (f && fscanf(f, "%c", &kind) == 1) {
@@ -144,7 +168,7 @@ static void against_llama_cpp(qkv_tokenizer *tk[2])
             size_t nt, nd;
             int64_t ni;
             if (fscanf(f, " %d %d %d %zu %" SCNd64 " %zu", &mi, &add, &sp, &nt, &ni, &nd) != 6 || fgetc(f) != '\n' ||
-                mi < 0 || mi > 1)
+                mi < 0 || mi >= 2 + NPRE)
                 break;
             char *text = read_bytes(f, nt);
             int64_t *want = malloc((size_t)(ni + 1) * sizeof *want);
@@ -156,7 +180,7 @@ static void against_llama_cpp(qkv_tokenizer *tk[2])
                 CHECK(0, "oracle file: a text record is cut short");
                 break;
             }
-            if (tk[mi]) one_text(tk[mi], text, nt, add, sp, want, ni, det, nd, &c[mi], TAGS[mi]);
+            if (tk[mi]) one_text(tk[mi], text, nt, add, sp, want, ni, det, nd, &c[mi], tags[mi]);
             free(text), free(want), free(det);
         } else if (kind == 'C') {
             int add, nm;
@@ -170,14 +194,15 @@ static void against_llama_cpp(qkv_tokenizer *tk[2])
     }
     if (f) fclose(f);
     unlink(path);
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 2 + NPRE; m++) {
         printf("  %s: %" PRId64 " texts compared with llama.cpp, %" PRId64 " id mismatches, %" PRId64
                " decode mismatches; %" PRId64 " round trips, %" PRId64 " fail\n",
-               TAGS[m], c[m].cases, c[m].id_bad, c[m].dec_bad, c[m].trip, c[m].trip_bad);
-        CHECK(c[m].cases > 5000 && c[m].id_bad == 0, "%s: %" PRId64 " of %" PRId64 " tokenizations differ", TAGS[m],
-              c[m].id_bad, c[m].cases);
-        CHECK(c[m].dec_bad == 0, "%s: %" PRId64 " decodings differ", TAGS[m], c[m].dec_bad);
-        CHECK(c[m].trip > 2000 && c[m].trip_bad == 0, "%s: %" PRId64 " round trips fail", TAGS[m], c[m].trip_bad);
+               tags[m], c[m].cases, c[m].id_bad, c[m].dec_bad, c[m].trip, c[m].trip_bad);
+        CHECK(c[m].cases > (m < 2 ? 10000 : 2000) && c[m].id_bad == 0, "%s: %" PRId64 " of %" PRId64
+              " tokenizations differ", tags[m], c[m].id_bad, c[m].cases);
+        CHECK(c[m].dec_bad == 0, "%s: %" PRId64 " decodings differ", tags[m], c[m].dec_bad);
+        CHECK(c[m].trip > (m < 2 ? 5000 : 2000) && c[m].trip_bad == 0, "%s: %" PRId64 " round trips fail", tags[m], c[m].trip_bad);
+        if (m >= 2) qkv_tokenizer_free(tk[m]);
     }
     printf("  chat: %" PRId64 " prompts compared with llama_chat_apply_template, %" PRId64 " differ\n", chats, chat_bad);
     CHECK(chats >= 30 && chat_bad == 0, "%" PRId64 " of %" PRId64 " chat prompts differ", chat_bad, chats);
@@ -238,7 +263,7 @@ static void in_memory(void)
     CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "pre-tokenizer 'qwen2' is not supported");
     w.model = "bert";
     CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "tokenizer model 'bert' is not supported");
-    w.model = "gpt2", w.pre = "gpt2";
+    w.model = "gpt2", w.pre = "gpt-2";
     CHECK_OK(qkv_tokenizer_from_vocab(&w, &t));
     CHECK_OK(qkv_tokenizer_encode(t, "ab", 2, &ids, &n));
     CHECK(n == 1 && ids[0] == 2, "gpt2 in memory: 'ab' is %" PRId64 " ids", n);

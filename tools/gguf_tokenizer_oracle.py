@@ -21,13 +21,19 @@ Output (binary, one record after another):
   then the template (a name, or a file's tokenizer.chat_template), "\\n",
   per message "<nrole> <ncontent>\\n" role content "\\n", then the
   formatted prompt, "\\n".
-Run: data/venv/bin/python tools/gguf_tokenizer_oracle.py OUT MODEL.gguf...
+With --pre NAME,NAME,... the first file is also copied (metadata only,
+gguf-py's writer) to OUT.NAME.gguf with tokenizer.ggml.pre set to each
+NAME, and those copies follow the files given as further models (texts
+with add_special and parse_special off only): the other pre-tokenizers on
+the same vocabulary (every third text).
+Run: data/venv/bin/python tools/gguf_tokenizer_oracle.py OUT [--pre N,..] MODEL.gguf...
 """
 import ctypes
 import glob
 import os
 import sys
 
+import gguf
 import llama_cpp
 
 STEP = 13  # KJV lines taken: every 13th of ~31k: ~2400 lines
@@ -145,21 +151,59 @@ def chat_template(tmpl, msgs, add):
     return buf.raw[:n]
 
 
+def copy_with_pre(src, dst, pre):
+    """src's metadata (no tensors) into dst, with tokenizer.ggml.pre = pre."""
+    r = gguf.GGUFReader(src)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    w = gguf.GGUFWriter(dst, arch=arch)
+    VT = gguf.GGUFValueType
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        if k == "tokenizer.ggml.pre":
+            w.add_string(k, pre)
+        elif f.types[0] == VT.ARRAY and f.types[1] == VT.STRING:
+            w.add_array(k, [bytes(f.parts[d]) for d in f.data])
+        elif f.types[0] == VT.ARRAY:
+            w.add_array(k, [f.parts[d][0].item() for d in f.data])
+        elif f.types[0] == VT.STRING:
+            w.add_string(k, bytes(f.parts[f.data[0]]).decode())
+        else:
+            w.add_key_value(k, f.parts[f.data[0]][0].item(), f.types[0])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
-    out_path, models = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    pres = []
+    if len(args) > 2 and args[1] == "--pre":
+        pres = args[2].split(",")
+        del args[1:3]
+    out_path, models = args[0], args[1:]
+    variants = []
+    for p in pres:
+        variants.append("%s.%s.gguf" % (out_path, p))
+        copy_with_pre(models[0], variants[-1], p)
+    base = len(models)
+    models = models + variants
     texts = kjv_texts() + licence_texts() + package_texts() + code_texts() + hand_texts()
     with open(out_path, "wb") as out:
         for mi, path in enumerate(models):
             m = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
-            for t in texts:
-                for add, special in ((0, 0), (1, 1)) if len(t) < 2000 else ((0, 0),):
+            for ti, t in enumerate(texts):
+                if mi >= base and ti % 3:
+                    continue  # the copies: a third of the texts
+                for add, special in ((0, 0), (1, 1)) if len(t) < 2000 and mi < base else ((0, 0),):
                     ids = m.tokenize(t, add_bos=bool(add), special=bool(special))
                     det = detokenize(m, ids)
                     s = " ".join(map(str, ids)).encode()
                     out.write(b"T %d %d %d %d %d %d\n" % (mi, add, special, len(t), len(ids), len(det)))
                     out.write(t + b"\n" + s + b"\n" + det + b"\n")
             tmpls = ["chatml", "gemma"] if mi == 0 else []
-            if m.metadata.get("tokenizer.chat_template"):
+            if mi < base and m.metadata.get("tokenizer.chat_template"):
                 tmpls.append(m.metadata["tokenizer.chat_template"])
             for name in tmpls:
                 for msgs in CHATS:

@@ -55,7 +55,7 @@ static const struct {
     const char *name;
     pre_kind kind;
 } pre_names[] = {
-    {"default", PRE_DEFAULT},   {"gpt2", PRE_GPT2},          {"gpt-2", PRE_GPT2},
+    {"default", PRE_DEFAULT},   {"gpt-2", PRE_GPT2},
     {"phi-2", PRE_GPT2},        {"mpt", PRE_GPT2},           {"olmo", PRE_GPT2},
     {"jais", PRE_GPT2},         {"trillion", PRE_GPT2},      {"smollm", PRE_SMOLLM},
     {"starcoder", PRE_SMOLLM},  {"refact", PRE_SMOLLM},      {"command-r", PRE_SMOLLM},
@@ -78,7 +78,7 @@ int tok_llama_pre_find(const char *name, int *ignore_merges, int *add_bos)
 
 const char *tok_llama_pre_names(void)
 {
-    return "default, gpt2 (gpt-2, phi-2, mpt, olmo, jais, trillion), smollm (starcoder, refact, command-r, "
+    return "default, gpt-2 (phi-2, mpt, olmo, jais, trillion), smollm (starcoder, refact, command-r, "
            "codeshell, exaone, minerva-7b), llama3 (llama-v3, llama-bpe, falcon3, dbrx, smaug-bpe)";
 }
 
