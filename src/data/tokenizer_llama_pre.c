@@ -119,88 +119,72 @@ static size_t contraction(const split *s, size_t lo, size_t hi, size_t i, int an
 static int is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
 static int other(unsigned f) { return !(f & (F_WS | F_LETTER | F_NUMBER)) && f; }
 
-/* The white space at i: its count; *nl_end one past its last \r or \n (0 if none). */
-static size_t spaces(const split *s, size_t lo, size_t hi, size_t i, size_t *nl_end)
+/* Where the white-space alternatives end a piece that starts at i (one past
+ * it): with nl (Llama 3's \s*[\r\n]+ first), after the run's last \r or \n;
+ * \s+(?!\S): a run of more than one before more text, less its last one;
+ * \s+: the run; no white space at all: the one code point. */
+static size_t space_end(const split *s, size_t lo, size_t hi, size_t i, int nl)
 {
-    size_t k = 0;
-    *nl_end = 0;
+    size_t k = 0, nl_end = 0;
     while (fl_at(s, lo, hi, i + k) & F_WS) {
-        if (is_nl(s->cp[i + k])) *nl_end = i + k + 1;
+        if (is_nl(s->cp[i + k])) nl_end = i + k + 1;
         k++;
     }
-    return k;
+    if (nl && nl_end) return nl_end;
+    if (k > 1 && i + k < hi) return i + k - 1;
+    return i + (k > 0 ? k : 1);
 }
 
 /* GPT-2's expression: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
- * ?[^\s\p{L}\p{N}]+|\s+(?!\S) (llama.cpp's unicode_regex_split_custom_gpt2). */
-static void split_gpt2(split *s, size_t lo, size_t hi)
+ * ?[^\s\p{L}\p{N}]+|\s+(?!\S) (llama.cpp's unicode_regex_split_custom_gpt2):
+ * the end of the piece that starts at pos. */
+static size_t piece_gpt2(const split *s, size_t lo, size_t hi, size_t pos)
 {
-    size_t prev = lo;
-    for (size_t pos = lo; pos < hi;) {
-        size_t c = contraction(s, lo, hi, pos, 0);
-        if (c) {
-            emit(s, &prev, pos + c), pos += c;
-            continue;
-        }
-        uint32_t cp = s->cp[pos];
-        unsigned f2 = cp == ' ' ? fl_at(s, lo, hi, pos + 1) : s->fl[pos];
-        unsigned want = f2 & F_LETTER ? F_LETTER : f2 & F_NUMBER ? F_NUMBER : 0;
-        if (want || other(f2)) {
-            pos += cp == ' ';
-            if (want)
-                while (fl_at(s, lo, hi, pos) & want) pos++;
-            else
-                while (other(fl_at(s, lo, hi, pos))) pos++;
-            emit(s, &prev, pos);
-            continue;
-        }
-        size_t nl, k = spaces(s, lo, hi, pos, &nl);
-        if (k > 1 && pos + k < hi) pos += k - 1; /* \s+(?!\S): leave the last one to what follows */
-        else if (k > 0) pos += k;
-        else pos++;
-        emit(s, &prev, pos);
-    }
+    size_t c = contraction(s, lo, hi, pos, 0);
+    if (c) return pos + c;
+    uint32_t cp = s->cp[pos];
+    unsigned f2 = cp == ' ' ? fl_at(s, lo, hi, pos + 1) : s->fl[pos];
+    unsigned want = f2 & F_LETTER ? F_LETTER : f2 & F_NUMBER ? F_NUMBER : 0;
+    if (!want && !other(f2)) return space_end(s, lo, hi, pos, 0);
+    pos += cp == ' ';
+    if (want)
+        while (fl_at(s, lo, hi, pos) & want) pos++;
+    else
+        while (other(fl_at(s, lo, hi, pos))) pos++;
+    return pos;
 }
 
 /* Llama 3's: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  * ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (unicode_regex_split_custom_llama3). */
-static void split_llama3(split *s, size_t lo, size_t hi)
+static size_t piece_llama3(const split *s, size_t lo, size_t hi, size_t pos)
+{
+    size_t c = contraction(s, lo, hi, pos, 1);
+    if (c) return pos + c;
+    uint32_t cp = s->cp[pos];
+    unsigned f = s->fl[pos];
+    if (!(is_nl(cp) || (f & F_NUMBER)) && ((f & F_LETTER) || (fl_at(s, lo, hi, pos + 1) & F_LETTER))) {
+        pos++;
+        while (fl_at(s, lo, hi, pos) & F_LETTER) pos++;
+        return pos;
+    }
+    if (f & F_NUMBER) { /* at most three: the next piece takes the rest */
+        size_t e = pos;
+        while (e - pos < 3 && (fl_at(s, lo, hi, e) & F_NUMBER)) e++;
+        return e;
+    }
+    unsigned f2 = cp == ' ' ? fl_at(s, lo, hi, pos + 1) : f;
+    if (!(other(f2) && f)) return space_end(s, lo, hi, pos, 1);
+    pos += cp == ' ';
+    while (other(fl_at(s, lo, hi, pos))) pos++;
+    while (is_nl(cp_at(s, lo, hi, pos))) pos++;
+    return pos;
+}
+
+static void split_pieces(split *s, size_t lo, size_t hi, size_t (*piece)(const split *, size_t, size_t, size_t))
 {
     size_t prev = lo;
     for (size_t pos = lo; pos < hi;) {
-        size_t c = contraction(s, lo, hi, pos, 1);
-        if (c) {
-            emit(s, &prev, pos + c), pos += c;
-            continue;
-        }
-        uint32_t cp = s->cp[pos];
-        unsigned f = s->fl[pos];
-        if (!(is_nl(cp) || (f & F_NUMBER)) && ((f & F_LETTER) || (fl_at(s, lo, hi, pos + 1) & F_LETTER))) {
-            pos++;
-            while (fl_at(s, lo, hi, pos) & F_LETTER) pos++;
-            emit(s, &prev, pos);
-            continue;
-        }
-        if (f & F_NUMBER) {
-            size_t ini = pos;
-            while (fl_at(s, lo, hi, pos) & F_NUMBER)
-                if (++pos - ini >= 3) emit(s, &prev, pos), ini = pos;
-            emit(s, &prev, pos);
-            continue;
-        }
-        unsigned f2 = cp == ' ' ? fl_at(s, lo, hi, pos + 1) : f;
-        if (other(f2) && f) {
-            pos += cp == ' ';
-            while (other(fl_at(s, lo, hi, pos))) pos++;
-            while (is_nl(cp_at(s, lo, hi, pos))) pos++;
-            emit(s, &prev, pos);
-            continue;
-        }
-        size_t nl, k = spaces(s, lo, hi, pos, &nl);
-        if (nl) pos = nl;
-        else if (k > 1 && pos + k < hi) pos += k - 1;
-        else if (k > 0) pos += k;
-        else pos++;
+        pos = piece(s, lo, hi, pos);
         emit(s, &prev, pos);
     }
 }
@@ -255,8 +239,8 @@ static void run_expr(split *s, int x)
     s->nout = 0;
     for (size_t p = 0, lo = 0; p < s->nlen; lo += s->len[p++]) {
         size_t hi = lo + s->len[p];
-        if (x == X_GPT2) split_gpt2(s, lo, hi);
-        else if (x == X_LLAMA3) split_llama3(s, lo, hi);
+        if (x == X_GPT2) split_pieces(s, lo, hi, piece_gpt2);
+        else if (x == X_LLAMA3) split_pieces(s, lo, hi, piece_llama3);
         else if (x == X_DIGIT) split_class(s, lo, hi, is_digit_n, 0, 1);
         else if (x == X_DIGITS) split_class(s, lo, hi, is_digit_n, 1, 0);
         else if (x == X_PUNCTS) split_class(s, lo, hi, is_punct_default, 1, 0);
