@@ -264,6 +264,17 @@ static void in_memory(void)
     w.model = "bert";
     CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "tokenizer model 'bert' is not supported");
     w.model = "gpt2", w.pre = "gpt-2";
+    w.n_tokens = 0;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_ARG, "0 tokens, expected 1 to");
+    w.n_tokens = 3, w.eos = 3;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "special token id 3 is outside the 3 tokens");
+    const char *bad_merge[] = {"ab"};
+    w.eos = -1, w.merges = bad_merge;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "merge 0 ('ab') has no space");
+    w.merges = merges, w.add_eos = 1;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "adds an EOS token but has none");
+    w.add_eos = -1;
+    CHECK(t == NULL, "a refused vocabulary leaves *out NULL");
     CHECK_OK(qkv_tokenizer_from_vocab(&w, &t));
     CHECK_OK(qkv_tokenizer_encode(t, "ab", 2, &ids, &n));
     CHECK(n == 1 && ids[0] == 2, "gpt2 in memory: 'ab' is %" PRId64 " ids", n);
@@ -272,6 +283,29 @@ static void in_memory(void)
 
 static void refusals(void)
 {
+    qkv_tokenizer *none = NULL;
+    CHECK_ERR(qkv_tokenizer_from_gguf(NULL, &none), QKV_ERR_ARG, "g is NULL");
+    /* a GGUF file whose metadata has no tokenizer: version 3, no tensors, one key */
+    unsigned char buf[128];
+    size_t k = 0;
+    uint32_t u32;
+    uint64_t u64;
+#define PUT(v) (memcpy(buf + k, &(v), sizeof(v)), k += sizeof(v))
+#define PUTS(str) (u64 = strlen(str), PUT(u64), memcpy(buf + k, str, strlen(str)), k += strlen(str))
+    memcpy(buf, "GGUF", 4), k = 4;
+    u32 = 3, PUT(u32);
+    u64 = 0, PUT(u64);
+    u64 = 1, PUT(u64);
+    PUTS("general.architecture");
+    u32 = 8, PUT(u32);
+    PUTS("llama");
+#undef PUT
+#undef PUTS
+    qkv_gguf *g = NULL;
+    CHECK_OK(qkv_gguf_open_memory(buf, k, "(no tokenizer)", &g));
+    if (g) CHECK_ERR(qkv_tokenizer_from_gguf(g, &none), QKV_ERR_NOTFOUND, "tokenizer.ggml.model");
+    CHECK(none == NULL, "no tokenizer: *out stays NULL");
+    qkv_gguf_close(g);
     qkv_chat_message m[] = {{"user", "hi"}};
     char *out = NULL;
     CHECK_ERR(qkv_chat_apply("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", m, 1, 1, &out, NULL),
@@ -301,6 +335,18 @@ int main(void)
     CHECK(access("data/kjv/kjv.txt", R_OK) == 0, "data/kjv/kjv.txt is missing: run tools/get_data.sh kjv");
     if (have && tk[0] && tk[1]) against_llama_cpp(tk);
     metadata(g, tk);
+    qkv_tokenizer *o = NULL;
+    char spec[200];
+    snprintf(spec, sizeof spec, "gguf:%s", MODELS[0]);
+    CHECK_OK(qkv_tokenizer_open(spec, &o));
+    int64_t *a = NULL, *b = NULL, na = 0, nb = 0;
+    if (o && tk[0]) {
+        CHECK_OK(qkv_tokenizer_encode(o, "Hello, world 2024!", 18, &a, &na));
+        CHECK_OK(qkv_tokenizer_encode(tk[0], "Hello, world 2024!", 18, &b, &nb));
+        CHECK(na == nb && na > 5 && !memcmp(a, b, (size_t)na * sizeof *a), "gguf:FILE gives the file's tokenizer");
+    }
+    free(a), free(b), qkv_tokenizer_free(o);
+    CHECK_ERR(qkv_tokenizer_open("gguf:/nonexistent.gguf", &o), QKV_ERR_NOTFOUND, "/nonexistent.gguf");
     in_memory();
     refusals();
     for (int m = 0; m < 2; m++) qkv_tokenizer_free(tk[m]), qkv_gguf_close(g[m]);

@@ -97,7 +97,8 @@ QKV_API qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
  * and a tokenizer from such a text (messages name it "(text)"). */
 QKV_API qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len);
 QKV_API qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out);
-/* "bytes", "chars:FILE", "bpe:FILE", "words:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
+/* "bytes", "chars:FILE", "bpe:FILE", "words:FILE", "gpt2:DIR" or "gguf:FILE" (a
+ * GGUF file's tokenizer, qkv_tokenizer_from_gguf) (the CLI's --tokenizer). */
 QKV_API qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
 QKV_API void qkv_tokenizer_free(qkv_tokenizer *t);
 
