@@ -17,6 +17,7 @@ Output (binary, one record after another):
   T <model> <add_special> <parse_special> <ntext> <nids> <ndetok>\\n
   then the text's bytes, "\\n", the ids separated by spaces, "\\n", the
   detokenized bytes, "\\n";
+  E <model> <n>\\n then the ids llama_vocab_is_eog holds true, "\\n";
   C <ntemplate> <add_assistant> <nmessages> <nout>\\n
   then the template (a name, or a file's tokenizer.chat_template), "\\n",
   per message "<nrole> <ncontent>\\n" role content "\\n", then the
@@ -189,19 +190,29 @@ def main():
         copy_with_pre(models[0], variants[-1], p)
     base = len(models)
     models = models + variants
-    texts = kjv_texts() + licence_texts() + package_texts() + code_texts() + hand_texts()
+    hand = hand_texts()
+    texts = kjv_texts() + licence_texts() + package_texts() + code_texts() + hand
+    first_hand = len(texts) - len(hand)
     with open(out_path, "wb") as out:
         for mi, path in enumerate(models):
             m = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
             for ti, t in enumerate(texts):
                 if mi >= base and ti % 3:
                     continue  # the copies: a third of the texts
-                for add, special in ((0, 0), (1, 1)) if len(t) < 2000 and mi < base else ((0, 0),):
+                # both switches on: every third text below 2000 bytes and all
+                # the hand-written ones (llama.cpp's own search for its 6,000
+                # special tokens makes this the slow part of the oracle)
+                both = mi < base and len(t) < 2000 and (ti % 3 == 0 or ti >= first_hand)
+                for add, special in ((0, 0), (1, 1)) if both else ((0, 0),):
                     ids = m.tokenize(t, add_bos=bool(add), special=bool(special))
                     det = detokenize(m, ids)
                     s = " ".join(map(str, ids)).encode()
                     out.write(b"T %d %d %d %d %d %d\n" % (mi, add, special, len(t), len(ids), len(det)))
                     out.write(t + b"\n" + s + b"\n" + det + b"\n")
+            if mi < base:  # the ids llama.cpp ends generation at
+                v = m._model.vocab
+                eog = [i for i in range(llama_cpp.llama_vocab_n_tokens(v)) if llama_cpp.llama_vocab_is_eog(v, i)]
+                out.write(b"E %d %d\n" % (mi, len(eog)) + " ".join(map(str, eog)).encode() + b"\n")
             tmpls = ["chatml", "gemma"] if mi == 0 else []
             if mi < base and m.metadata.get("tokenizer.chat_template"):
                 tmpls.append(m.metadata["tokenizer.chat_template"])

@@ -164,8 +164,10 @@ typedef struct {
     int add_bos, add_eos, add_space_prefix;
 } qkv_tokenizer_info;
 QKV_API qkv_status qkv_tokenizer_info_of(const qkv_tokenizer *t, qkv_tokenizer_info *info);
-/* 1 if id ends generation (EOS, EOT, or one of llama.cpp's end names such
- * as <|im_end|> and <end_of_turn>); 0 otherwise and for other kinds. */
+/* 1 if id ends generation (llama.cpp's special_eog_ids: EOS, EOT, and the
+ * tokens named as its end-of-turn and fill-in-the-middle pad, repository
+ * and separator tokens, such as <|im_end|>, <end_of_turn>, <reponame>);
+ * 0 otherwise and for other kinds. */
 QKV_API int qkv_tokenizer_is_eog(const qkv_tokenizer *t, int64_t id);
 
 /* ---- chat templates (src/data/chat.c) ----------------------------------

@@ -20,11 +20,15 @@ static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581, SentencePiece's spac
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>", \
         "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",           \
         "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"
-static const char *const eog_names[] = {EOG_NAMES, NULL};
+/* ... and llama.cpp's fill-in-the-middle pad, repository and file-separator
+ * names, which end generation too. */
+#define FIM_EOG_NAMES                                                                                     \
+    "<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", \
+        "<|file_sep|>", "<fim-sep>", "<SEP>"
+static const char *const eog_names[] = {EOG_NAMES, FIM_EOG_NAMES, NULL};
 static const char *const forced_control[] = {
-    EOG_NAMES, "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>",
-    "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|fim_pad|>", "<fim-pad>",
-    "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>", "<fim-sep>", NULL,
+    EOG_NAMES, FIM_EOG_NAMES, "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>",
+    "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", NULL,
 };
 /* The end-of-turn names, in the order tried when the file names no EOT. */
 static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
@@ -179,6 +183,10 @@ static qkv_status build(qkv_tokenizer *t, const qkv_vocab_spec *v, int llama, co
     for (int k = 0; forced_control[k]; k++) {
         int64_t id = find_raw(t, forced_control[k]);
         if (id >= 0) t->attr[id] = TOK_A_CONTROL;
+    }
+    for (int k = 0; eog_names[k]; k++) {
+        int64_t id = find_raw(t, eog_names[k]);
+        if (id >= 0) t->attr[id] |= TOK_A_EOG;
     }
     t->specials = malloc((size_t)V * sizeof *t->specials);
     if (!t->specials) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
@@ -399,10 +407,7 @@ int qkv_tokenizer_is_eog(const qkv_tokenizer *t, int64_t id)
 {
     if (!t || id < 0 || id >= t->vocab_size || (t->kind != QKV_TOKENIZER_GGUF_GPT2 && t->kind != QKV_TOKENIZER_GGUF_LLAMA))
         return 0;
-    if (id == t->eos || id == t->eot) return 1;
-    for (int k = 0; eog_names[k]; k++)
-        if (find_raw(t, eog_names[k]) == id) return 1;
-    return 0;
+    return id == t->eos || id == t->eot || (t->attr[id] & TOK_A_EOG) != 0;
 }
 
 int64_t tok_vocab_special(const qkv_tokenizer *t, const char *name)
