@@ -32,6 +32,7 @@ Run: data/venv/bin/python tools/gguf_tokenizer_oracle.py OUT [--pre N,..] MODEL.
 import ctypes
 import glob
 import os
+import random
 import sys
 
 import gguf
@@ -111,6 +112,29 @@ def hand_texts():
     ]
     out = [s.encode("utf-8") for s in t]
     out += [b"bad \xff\xfe utf8", b"cut \xe6\x97", b"\xc3(", b"ok \xf0\x9f\x98"]
+    return out + random_texts()
+
+
+def random_texts(n=300):
+    """Random bytes (mostly invalid UTF-8), random code points (letters, marks,
+    digits, punctuation, white space, CJK, emoji, U+2581) and random joins
+    of special tokens' texts, from a fixed seed."""
+    rng = random.Random(1)
+    pool = [0x20, 0x0A, 0x09, 0x0D, 0xA0, 0x3000, 0x2581, 0x301, 0x308, 0x30, 0x39, 0x661, 0xFF11, 0x41, 0x7A,
+            0xE9, 0x3B1, 0x416, 0x5D0, 0x627, 0x915, 0xE01, 0x4E2D, 0x3042, 0xAC00, 0x1F600, 0x1F44D, 0x200D,
+            0xFE0F, 0x27, 0x2E, 0x2C, 0x21, 0x3F, 0x2D, 0x5F, 0x24, 0x2B, 0x3C, 0x3E, 0x7C, 0x60, 0xFFFD, 0x85,
+            0x2028, 0x1680, 0xFEFF, 0x10FFFF, 0xE000]
+    specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<bos>",
+                "<b>", "</s>", "<unused3>", "\n\n", "   ", "\t\t", "'s", "'LL", "123", "x"]
+    out = []
+    for i in range(n):
+        k = rng.randrange(1, 60)
+        if i % 3 == 0:
+            out.append(bytes(rng.randrange(256) for _ in range(k)))
+        elif i % 3 == 1:
+            out.append("".join(chr(rng.choice(pool)) for _ in range(k)).encode("utf-8"))
+        else:
+            out.append("".join(rng.choice(specials) for _ in range(k // 4 + 1)).encode("utf-8"))
     return out
 
 
