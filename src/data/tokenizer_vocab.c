@@ -41,11 +41,14 @@ static int64_t find_raw(const qkv_tokenizer *t, const char *s)
 
 static int64_t raw_len(const qkv_tokenizer *t, int64_t id) { return t->raw_off[id + 1] - t->raw_off[id]; }
 
-static const qkv_tokenizer *sort_t; /* qsort's context: the specials' tokenizer */
+/* A special token and its text's length, to sort: the longest first, then by id. */
+typedef struct {
+    int64_t len, id;
+} by_len;
 static int by_length(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b, lx = raw_len(sort_t, x), ly = raw_len(sort_t, y);
-    return lx != ly ? (lx > ly ? -1 : 1) : (x > y) - (x < y);
+    const by_len *x = a, *y = b;
+    return x->len != y->len ? (x->len > y->len ? -1 : 1) : (x->id > y->id) - (x->id < y->id);
 }
 
 /* A token's text as the file stores it; the spec gives lengths or NUL-terminated strings. */
@@ -189,11 +192,14 @@ static qkv_status build(qkv_tokenizer *t, const qkv_vocab_spec *v, int llama, co
         if (id >= 0) t->attr[id] |= TOK_A_EOG;
     }
     t->specials = malloc((size_t)V * sizeof *t->specials);
-    if (!t->specials) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    by_len *sp = malloc((size_t)V * sizeof *sp);
+    if (!t->specials || !sp) return free(sp), qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     for (int64_t i = 0; i < V; i++)
-        if ((t->attr[i] & (TOK_A_CONTROL | TOK_A_USER | TOK_A_UNKNOWN)) && raw_len(t, i) > 0) t->specials[t->nspecials++] = i;
-    sort_t = t;
-    qsort(t->specials, (size_t)t->nspecials, sizeof *t->specials, by_length);
+        if ((t->attr[i] & (TOK_A_CONTROL | TOK_A_USER | TOK_A_UNKNOWN)) && raw_len(t, i) > 0)
+            sp[t->nspecials++] = (by_len){raw_len(t, i), i};
+    qsort(sp, (size_t)t->nspecials, sizeof *sp, by_length);
+    for (int64_t k = 0; k < t->nspecials; k++) t->specials[k] = sp[k].id;
+    free(sp);
     find_bytes(t);
     if (!llama) QKV_TRY(add_merges(t, v, fn));
     t->eot = v->eot;
