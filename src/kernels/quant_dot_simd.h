@@ -28,14 +28,17 @@ static inline __m256i dot_u8s8(__m256i a, __m256i b)
 #endif
 }
 
-/* acc + pairwise products of int16 a and b summed into int32. */
-static inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b)
+/* acc + pairwise products of int16 a and b summed into int32 (vpmaddwd
+ * and an add in both builds: VNNI's vpdpwssd would chain its 5-cycle
+ * latency through acc). */
+static inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+
+/* The int16 lane j of a 128-bit half of v, in all 8 lanes of each half
+ * (v's two halves the same 8 values: lane j of both). */
+static inline __m256i word_bcast(__m256i v, int lo_j, int hi_j)
 {
-#ifdef QDOT_VNNI
-    return _mm256_dpwssd_epi32(acc, a, b);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-#endif
+    return _mm256_shuffle_epi8(v, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (2 * hi_j + 1) + 2 * hi_j)),
+                                                   _mm_set1_epi16((short)(0x0100 * (2 * lo_j + 1) + 2 * lo_j))));
 }
 
 static inline float hsum8(__m256 v)
@@ -66,76 +69,103 @@ static inline __m256i bit4_from_bits(const uint8_t *p)
 
 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* sum_b dw_b dx_b (q . x)_b + off_scale sum_b ow_b s_b over the 32-blocks,
- * the codes from CODES(i) (an __m256i of 32 unsigned bytes). */
-#define DOT32(BT, CODES, OW, OFF)                                                                 \
-    const BT *b = w;                                                                              \
-    const qkv_act32 *a = xq;                                                                      \
-    __m256 acc = _mm256_setzero_ps();                                                             \
-    float corr = 0;                                                                               \
-    for (int64_t i = 0; i < nb; i++) {                                                            \
-        __m256i q = CODES;                                                                        \
+/* sum_b dw_b dx_b (q . x)_b + OFF sum_b OW_b s_b over the 32-blocks, the
+ * codes from CODES(i) (an __m256i of 32 unsigned bytes); two blocks a
+ * step into two sets of sums (the multiply-adds' latency). */
+#define DOT32_BLOCK(BT, CODES, OW, i, acc, corr)                                                  \
+    do {                                                                                          \
+        __m256i q = CODES(i);                                                                     \
         float d = h2f(b[i].d);                                                                    \
         __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(a[i].qs)));                              \
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d * a[i].d), p, acc);                                \
-        corr += (OW) * a[i].s;                                                                    \
+        corr += (OW(i)) * a[i].s;                                                                 \
+    } while (0)
+#define DOT32(BT, CODES, OW, OFF)                                                                 \
+    const BT *b = w;                                                                              \
+    const qkv_act32 *a = xq;                                                                      \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                \
+    float corr0 = 0, corr1 = 0;                                                                   \
+    int64_t i = 0;                                                                                \
+    for (; i + 2 <= nb; i += 2) {                                                                 \
+        DOT32_BLOCK(BT, CODES, OW, i, acc0, corr0);                                               \
+        DOT32_BLOCK(BT, CODES, OW, i + 1, acc1, corr1);                                           \
     }                                                                                             \
-    return hsum8(acc) + (OFF) * corr;
+    if (i < nb) DOT32_BLOCK(BT, CODES, OW, i, acc0, corr0);                                       \
+    return hsum8(_mm256_add_ps(acc0, acc1)) + (OFF) * (corr0 + corr1);
 
-static float qd_q4_0(const void *w, const void *xq, int64_t nb) { DOT32(qkv_blk_q4_0, nibbles32(b[i].qs), d, -8) }
-static float qd_q4_1(const void *w, const void *xq, int64_t nb)
+#define CODES_Q4(i) nibbles32(b[i].qs)
+#define CODES_Q5(i) _mm256_or_si256(nibbles32(b[i].qs), bit4_from_bits(b[i].qh))
+#define OW_D(i) h2f(b[i].d)
+#define OW_M(i) h2f(b[i].m)
+
+static float qd_q4_0(const void *w, const void *xq, int64_t nb) { DOT32(qkv_blk_q4_0, CODES_Q4, OW_D, -8) }
+static float qd_q4_1(const void *w, const void *xq, int64_t nb) { DOT32(qkv_blk_q4_1, CODES_Q4, OW_M, 1) }
+static float qd_q5_0(const void *w, const void *xq, int64_t nb) { DOT32(qkv_blk_q5_0, CODES_Q5, OW_D, -16) }
+static float qd_q5_1(const void *w, const void *xq, int64_t nb) { DOT32(qkv_blk_q5_1, CODES_Q5, OW_M, 1) }
+
+static inline __m256 q8_0_block(const qkv_blk_q8_0 *b, const qkv_act32 *a, __m256 acc)
 {
-    DOT32(qkv_blk_q4_1, nibbles32(b[i].qs), h2f(b[i].m), 1)
-}
-static float qd_q5_0(const void *w, const void *xq, int64_t nb)
-{
-    DOT32(qkv_blk_q5_0, _mm256_or_si256(nibbles32(b[i].qs), bit4_from_bits(b[i].qh)), d, -16)
-}
-static float qd_q5_1(const void *w, const void *xq, int64_t nb)
-{
-    DOT32(qkv_blk_q5_1, _mm256_or_si256(nibbles32(b[i].qs), bit4_from_bits(b[i].qh)), h2f(b[i].m), 1)
+    __m256i q = load32(b->qs), x = load32(a->qs);
+    __m256 p = _mm256_cvtepi32_ps(dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d) * a->d), p, acc);
 }
 
 static float qd_q8_0(const void *w, const void *xq, int64_t nb)
 {
     const qkv_blk_q8_0 *b = w;
     const qkv_act32 *a = xq;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i q = load32(b[i].qs), x = load32(a[i].qs);
-        __m256 p = _mm256_cvtepi32_ps(dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * a[i].d), p, acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = q8_0_block(&b[i], &a[i], acc0);
+        acc1 = q8_0_block(&b[i + 1], &a[i + 1], acc1);
     }
-    return hsum8(acc);
+    if (i < nb) acc0 = q8_0_block(&b[i], &a[i], acc0);
+    return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
-/* Q4_K and Q5_K against Q8_K: sum_j sc_j (q . x)_j in 8 int32 lanes,
- * minus dmin sum_j m_j (x's sums over sub-block j). */
-static inline float dot_k45(const uint16_t d16, const uint16_t dmin16, const uint8_t *scales, const uint8_t *qh,
-                            const uint8_t *qs, const qkv_blk_q8_K *a, __m256 *acc)
+/* Q4_K and Q5_K against Q8_K: sum_j sc_j (q . x)_j in 8 int32 lanes into
+ * acc, and sum_j m_j (x's sums over sub-block j) in 4 into accm, each
+ * scaled by its super-block factor. The 6-bit scales and minima unpacked
+ * as llama.cpp does, 32 bits at a time: bytes 0..7 the scales, 8..15 the
+ * minima. */
+static inline void dot_k45(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const uint8_t *qh,
+                           const uint8_t *qs, const qkv_blk_q8_K *a, __m256 *acc, __m128 *accm)
 {
-    uint8_t sc[8], mn[8];
-    qkv_k_scale_min(scales, sc, mn);
-    const __m256i low = _mm256_set1_epi8(0xF);
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    uint32_t m03 = u[1] & 0x3f3f3f3f;
+    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    u[2] = m03;
+    u[0] &= 0x3f3f3f3f;
+    __m256i ms = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u));
+    __m256i sc2 = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+    __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums), _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+    __m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+    const __m256i low = _mm256_set1_epi8(0xF), b4 = _mm256_set1_epi8(16);
     __m256i sumi = _mm256_setzero_si256(), hv = qh ? load32(qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         __m256i raw = load32(qs + 32 * c);
         __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
         if (qh) {
             const __m256i m0 = _mm256_set1_epi8((char)(1 << (2 * c))), m1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-            const __m256i b4 = _mm256_set1_epi8(16);
             lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, m0), m0), b4));
             hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, m1), m1), b4));
         }
         __m256i plo = _mm256_maddubs_epi16(lo, load32(a->qs + 64 * c));
         __m256i phi = _mm256_maddubs_epi16(hi, load32(a->qs + 64 * c + 32));
-        sumi = madd_acc(sumi, plo, _mm256_set1_epi16(sc[2 * c]));
-        sumi = madd_acc(sumi, phi, _mm256_set1_epi16(sc[2 * c + 1]));
+        sumi = madd_acc(sumi, plo, word_bcast(sc2, 2 * c, 2 * c));
+        sumi = madd_acc(sumi, phi, word_bcast(sc2, 2 * c + 1, 2 * c + 1));
     }
-    int summ = 0;
-    for (int j = 0; j < 8; j++) summ += mn[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(d16) * a->d), _mm256_cvtepi32_ps(sumi), *acc);
-    return h2f(dmin16) * a->d * (float)summ;
+    *accm = _mm_fmadd_ps(_mm_set1_ps(h2f(dmin16) * a->d), _mm_cvtepi32_ps(pm), *accm);
+}
+
+static inline float hsum4(__m128 s)
+{
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 static float qd_q4_K(const void *w, const void *xq, int64_t nb)
@@ -143,9 +173,9 @@ static float qd_q4_K(const void *w, const void *xq, int64_t nb)
     const qkv_blk_q4_K *b = w;
     const qkv_blk_q8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
-    float corr = 0;
-    for (int64_t i = 0; i < nb; i++) corr += dot_k45(b[i].d, b[i].dmin, b[i].scales, NULL, b[i].qs, &a[i], &acc);
-    return hsum8(acc) - corr;
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) dot_k45(b[i].d, b[i].dmin, b[i].scales, NULL, b[i].qs, &a[i], &acc, &accm);
+    return hsum8(acc) - hsum4(accm);
 }
 
 static float qd_q5_K(const void *w, const void *xq, int64_t nb)
@@ -153,9 +183,9 @@ static float qd_q5_K(const void *w, const void *xq, int64_t nb)
     const qkv_blk_q5_K *b = w;
     const qkv_blk_q8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
-    float corr = 0;
-    for (int64_t i = 0; i < nb; i++) corr += dot_k45(b[i].d, b[i].dmin, b[i].scales, b[i].qh, b[i].qs, &a[i], &acc);
-    return hsum8(acc) - corr;
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) dot_k45(b[i].d, b[i].dmin, b[i].scales, b[i].qh, b[i].qs, &a[i], &acc, &accm);
+    return hsum8(acc) - hsum4(accm);
 }
 
 /* Q6_K: codes 0..63 (value - 32) in 16 sub-blocks of 16, int8 scales;
@@ -168,9 +198,11 @@ static float qd_q6_K(const void *w, const void *xq, int64_t nb)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i].scales));
-        const int8_t *sc = b[i].scales;
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            /* scales 8h .. 8h+7 as int16 in both halves */
+            __m256i sch = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(b[i].scales + 8 * h))));
             __m256i ql0 = load32(b[i].ql + 64 * h), ql1 = load32(b[i].ql + 64 * h + 32), hv = load32(b[i].qh + 32 * h);
             __m256i q[4];
             q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low),
@@ -183,8 +215,7 @@ static float qd_q6_K(const void *w, const void *xq, int64_t nb)
                                    _mm256_srli_epi16(_mm256_and_si256(hv, _mm256_set1_epi8((char)0xC0)), 2));
             for (int s = 0; s < 4; s++) { /* sub-blocks 8h + 2s and 8h + 2s + 1 */
                 __m256i p = _mm256_maddubs_epi16(q[s], load32(a[i].qs + 128 * h + 32 * s));
-                __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * s + 1]), _mm_set1_epi16(sc[8 * h + 2 * s]));
-                sumi = madd_acc(sumi, p, sv);
+                sumi = madd_acc(sumi, p, word_bcast(sch, 2 * s, 2 * s + 1));
             }
         }
         /* minus 32 sum_k sc_k bsums_k */
