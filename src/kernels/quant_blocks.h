@@ -6,6 +6,7 @@
 #ifndef QKV_KERNELS_QUANT_BLOCKS_H
 #define QKV_KERNELS_QUANT_BLOCKS_H
 #include <stdint.h>
+#include <string.h>
 #include "qkv/quant.h"
 
 #define QKV_QK 32   /* elements of a Q4_0 .. Q8_0 block */
@@ -39,6 +40,19 @@ void qkv_dequant_q4_K(const void *src, float *dst, int64_t nb);
 void qkv_dequant_q5_K(const void *src, float *dst, int64_t nb);
 void qkv_dequant_q6_K(const void *src, float *dst, int64_t nb);
 void qkv_dequant_q8_K(const void *src, float *dst, int64_t nb);
+
+/* The 5-bit codes (0..31) of a Q5 block: low nibbles of qs (elements
+ * 0..15, then the high nibbles 16..31), bit j of the 32 bits at qh4 as
+ * bit 4 of element j. */
+static inline void qkv_q5_codes(const uint8_t *qh4, const uint8_t *qs, int *q)
+{
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+        q[j + 16] = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+    }
+}
 
 /* Q4_K's and Q5_K's 6-bit scales and minima of the 8 sub-blocks. */
 static inline void qkv_k_scale_min(const uint8_t *q, uint8_t *sc, uint8_t *mn)

@@ -14,80 +14,49 @@
 
 /* ---- the portable dot products ------------------------------------------ */
 
-static float pdot_q4_0(const void *w, const void *xq, int64_t nb)
+/* A 32-block of type t at b: its codes q (unsigned for the 4- and 5-bit
+ * types, Q8_0's signed values), its scale *d and the factor *ow of x's
+ * block sum (the codes' offset -8 d or -16 d, or the minimum m). */
+static void codes32(qkv_qtype t, const uint8_t *b, int *q, float *d, float *ow)
 {
-    const qkv_blk_q4_0 *b = w;
+    uint16_t h[2];
+    memcpy(h, b, 4);
+    *d = qkv_half_to_float(h[0]);
+    int with_m = t == QKV_Q_Q4_1 || t == QKV_Q_Q5_1;
+    *ow = with_m ? qkv_half_to_float(h[1]) : t == QKV_Q_Q4_0 ? -8 * *d : t == QKV_Q_Q5_0 ? -16 * *d : 0;
+    const uint8_t *p = b + 2 + 2 * with_m;
+    if (t == QKV_Q_Q8_0)
+        for (int j = 0; j < 32; j++) q[j] = (int8_t)p[j];
+    else if (t == QKV_Q_Q5_0 || t == QKV_Q_Q5_1)
+        qkv_q5_codes(p, p + 4, q);
+    else
+        for (int j = 0; j < 16; j++) {
+            q[j] = p[j] & 0xF;
+            q[j + 16] = p[j] >> 4;
+        }
+}
+
+/* sum_b d_b dx_b (q . x)_b + ow_b s_b over nb blocks of type t. */
+static float pdot32(qkv_qtype t, const void *w, const void *xq, int64_t nb)
+{
+    const uint8_t *b = w;
     const qkv_act32 *a = xq;
-    float acc = 0;
+    int bytes = qkv_qtype_block_bytes(t), q[32];
+    float acc = 0, d, ow;
     for (int64_t i = 0; i < nb; i++) {
+        codes32(t, b + i * bytes, q, &d, &ow);
         int s = 0;
-        for (int j = 0; j < 16; j++) s += (b[i].qs[j] & 0xF) * a[i].qs[j] + (b[i].qs[j] >> 4) * a[i].qs[j + 16];
-        float d = qkv_half_to_float(b[i].d);
-        acc += d * a[i].d * (float)s - 8 * d * a[i].s;
+        for (int j = 0; j < 32; j++) s += q[j] * a[i].qs[j];
+        acc += d * a[i].d * (float)s + ow * a[i].s;
     }
     return acc;
 }
 
-static float pdot_q4_1(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q4_1 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 16; j++) s += (b[i].qs[j] & 0xF) * a[i].qs[j] + (b[i].qs[j] >> 4) * a[i].qs[j + 16];
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)s + qkv_half_to_float(b[i].m) * a[i].s;
-    }
-    return acc;
-}
-
-/* The sum of a Q5 block's 5-bit values (0..31) times an activation block's. */
-static int q5_sum(const uint8_t *qh4, const uint8_t *qs, const int8_t *x)
-{
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    int s = 0;
-    for (int j = 0; j < 16; j++)
-        s += ((qs[j] & 0xF) | (int)((qh >> j) & 1) << 4) * x[j] +
-             ((qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) * x[j + 16];
-    return s;
-}
-
-static float pdot_q5_0(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q5_0 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = qkv_half_to_float(b[i].d);
-        acc += d * a[i].d * (float)q5_sum(b[i].qh, b[i].qs, a[i].qs) - 16 * d * a[i].s;
-    }
-    return acc;
-}
-
-static float pdot_q5_1(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q5_1 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++)
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)q5_sum(b[i].qh, b[i].qs, a[i].qs) +
-               qkv_half_to_float(b[i].m) * a[i].s;
-    return acc;
-}
-
-static float pdot_q8_0(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q8_0 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += b[i].qs[j] * a[i].qs[j];
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)s;
-    }
-    return acc;
-}
+static float pdot_q4_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q4_0, w, xq, nb); }
+static float pdot_q4_1(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q4_1, w, xq, nb); }
+static float pdot_q5_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q5_0, w, xq, nb); }
+static float pdot_q5_1(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q5_1, w, xq, nb); }
+static float pdot_q8_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q8_0, w, xq, nb); }
 
 /* Q4_K and Q5_K against Q8_K: d sum_j sc_j (q . x)_j - dmin sum_j m_j sum(x)_j. */
 static float pdot_k45(const uint16_t *dd, const uint8_t *scales, const uint8_t *qh, const uint8_t *qs,
