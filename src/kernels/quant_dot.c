@@ -124,14 +124,14 @@ static float pdot_q6_K(const void *w, const void *xq, int64_t nb)
     return acc;
 }
 
-const qkv_qdot_set qkv_qdot_portable = {"portable", pdot_q4_0, pdot_q4_1, pdot_q5_0, pdot_q5_1,
-                                        pdot_q8_0, pdot_q4_K, pdot_q5_K, pdot_q6_K};
+const qkv_qdot_set qkv_qdot_portable = {
+    "portable", {pdot_q4_0, pdot_q4_1, pdot_q5_0, pdot_q5_1, pdot_q8_0, pdot_q4_K, pdot_q5_K, pdot_q6_K}, {NULL}};
 
 /* ---- picking a build ------------------------------------------------------ */
 
 static int set_runs(const qkv_qdot_set *s)
 {
-    if (!s->q4_0) return 0;
+    if (!s->one[0]) return 0;
 #if defined(__x86_64__) || defined(__i386__)
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (s == &qkv_qdot_avx2) return avx2;
@@ -176,26 +176,27 @@ int qkv_quant_force_isa(const char *name)
  * blocks of 32 or as Q8_K), or widened (FP32). */
 typedef enum { ACT_FP32, ACT_32, ACT_K } act_kind;
 
-static qkv_qdot_fn dot_for(const qkv_qdot_set *s, qkv_qtype t, act_kind *k)
+/* The entry of type t in a set (-1: none, the FP32 path). */
+static int dot_index(qkv_qtype t, act_kind *k)
 {
     *k = ACT_32;
     switch (t) {
-    case QKV_Q_Q4_0: return s->q4_0;
-    case QKV_Q_Q4_1: return s->q4_1;
-    case QKV_Q_Q5_0: return s->q5_0;
-    case QKV_Q_Q5_1: return s->q5_1;
-    case QKV_Q_Q8_0: return s->q8_0;
+    case QKV_Q_Q4_0: return QKV_QD_Q4_0;
+    case QKV_Q_Q4_1: return QKV_QD_Q4_1;
+    case QKV_Q_Q5_0: return QKV_QD_Q5_0;
+    case QKV_Q_Q5_1: return QKV_QD_Q5_1;
+    case QKV_Q_Q8_0: return QKV_QD_Q8_0;
     default: break;
     }
     *k = ACT_K;
     switch (t) {
-    case QKV_Q_Q4_K: return s->q4_K;
-    case QKV_Q_Q5_K: return s->q5_K;
-    case QKV_Q_Q6_K: return s->q6_K;
+    case QKV_Q_Q4_K: return QKV_QD_Q4_K;
+    case QKV_Q_Q5_K: return QKV_QD_Q5_K;
+    case QKV_Q_Q6_K: return QKV_QD_Q6_K;
     default: break;
     }
     *k = ACT_FP32;
-    return NULL;
+    return -1;
 }
 
 /* One row w (cols elements of a type without integer dots) times x:
@@ -241,7 +242,10 @@ static qkv_status qmat(const char *fn, qkv_qtype t, const void *W, int64_t rows,
         return QKV_OK;
     }
     act_kind kind;
-    qkv_qdot_fn dot = dot_for(qdot_current(), t, &kind);
+    const qkv_qdot_set *set = qdot_current();
+    int di = dot_index(t, &kind);
+    qkv_qdot_fn dot = di >= 0 ? set->one[di] : NULL;
+    qkv_qdot4_fn dot4 = di >= 0 ? set->four[di] : NULL;
     int64_t nb = cols / blk, rb = nb * bytes;
     size_t ab = kind == ACT_32 ? sizeof(qkv_act32) * (size_t)(cols / QKV_QK)
                 : kind == ACT_K ? sizeof(qkv_blk_q8_K) * (size_t)(cols / QKV_QKK) : 0;
@@ -257,7 +261,14 @@ static qkv_status qmat(const char *fn, qkv_qtype t, const void *W, int64_t rows,
     const uint8_t *w = W;
     QKV_PAR_FOR(rows * cols * n >= 4 * QKV_PAR_MIN, for (int64_t r0 = 0; r0 < rows; r0 += QMAT_TILE) {
         int64_t r1 = r0 + QMAT_TILE < rows ? r0 + QMAT_TILE : rows;
-        for (int64_t j = 0; j < n; j++)
+        int64_t j = 0;
+        for (; dot4 && j + 4 <= n; j += 4) /* 4 rows of X for each weight row decoded */
+            for (int64_t r = r0; r < r1; r++) {
+                float o[4];
+                dot4(w + r * rb, xq + j * ab, ab, nb, o);
+                for (int q = 0; q < 4; q++) Y[(j + q) * rows + r] = o[q];
+            }
+        for (; j < n; j++)
             for (int64_t r = r0; r < r1; r++)
                 Y[j * rows + r] = dot ? dot(w + r * rb, xq + j * ab, nb)
                                       : fp32_row(dq, blk, bytes, w + r * rb, X + j * cols, cols);
