@@ -133,7 +133,7 @@ static int set_runs(const qkv_qdot_set *s)
 {
     if (!s->one[0]) return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     if (s == &qkv_qdot_avx2) return avx2;
     if (s == &qkv_qdot_vnni)
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
