@@ -16,6 +16,7 @@
  *  - bad input: unknown and unsupported types, partial blocks, NULLs. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
+#include <omp.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -324,6 +325,55 @@ static void gguf_cases(void)
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* ---- thread counts --------------------------------------------------------- */
+
+/* Large enough to run on OpenMP's threads: the products on 1 thread and on
+ * 3 give the same bits (each y[r] is one thread's sum). */
+static void thread_cases(void)
+{
+    const qkv_qtype types[] = {QKV_Q_Q4_1, QKV_Q_Q8_0, QKV_Q_Q5_0, QKV_Q_Q4_K, QKV_Q_Q6_K, QKV_Q_F16};
+    const int64_t rows = 1000, cols = 1024, n = 6;
+    float *x = malloc((size_t)(n * cols) * sizeof(float)), *w = malloc((size_t)(rows * cols) * sizeof(float));
+    float *y1 = malloc((size_t)(n * rows) * sizeof(float)), *y3 = malloc((size_t)(n * rows) * sizeof(float));
+    uint8_t *q = malloc((size_t)rows * qkv_qtype_row_bytes(QKV_Q_F16, cols));
+    qkv_rng r;
+    qkv_rng_seed(&r, 5);
+    qkv_rng_fill_normal(&r, x, n * cols, 0, 1);
+    qkv_rng_fill_normal(&r, w, rows * cols, 0, 0.05f);
+    int saved = omp_get_max_threads();
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        qkv_qtype t = types[k];
+        size_t bytes = (size_t)rows * qkv_qtype_row_bytes(t, cols);
+        if (qkv_qtype_can_quantize(t)) {
+            CHECK_OK(qkv_quantize(t, w, q, rows * cols));
+        } else { /* K-quants: random codes, scales 0.01 (f16 0x211f) */
+            for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)qkv_rng_next(&r);
+            int bb = qkv_qtype_block_bytes(t), off = t == QKV_Q_Q6_K ? 208 : 0;
+            for (size_t b = 0; b < bytes / (size_t)bb; b++) {
+                q[b * bb + off] = 0x1f, q[b * bb + off + 1] = 0x21;
+                if (t == QKV_Q_Q4_K) q[b * bb + 2] = 0x1f, q[b * bb + 3] = 0x21;
+            }
+        }
+        for (int mm = 0; mm < 2; mm++) {
+            int64_t m = mm ? n : 1;
+            omp_set_num_threads(1);
+            CHECK_OK(qkv_qmatmul(t, q, rows, cols, x, m, y1));
+            omp_set_num_threads(3);
+            CHECK_OK(qkv_qmatmul(t, q, rows, cols, x, m, y3));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < m * rows; i++) bad += bits(y1[i]) != bits(y3[i]);
+            CHECK(bad == 0, "%s, %lld rows of x: %lld results differ between 1 and 3 threads", qkv_qtype_name(t),
+                  (long long)m, (long long)bad);
+        }
+    }
+    omp_set_num_threads(saved);
+    free(x);
+    free(w);
+    free(y1);
+    free(y3);
+    free(q);
+}
+
 /* ---- bad input ----------------------------------------------------------------- */
 
 static void bad_input(void)
@@ -363,6 +413,7 @@ int main(void)
         random_cases();
         gguf_cases();
     }
+    thread_cases();
     bad_input();
     printf("test_quant: %d passed, %d failed\n", h_pass, h_fail);
     return h_fail != 0;

@@ -6,6 +6,7 @@
 #ifndef QKV_KERNELS_QUANT_BLOCKS_H
 #define QKV_KERNELS_QUANT_BLOCKS_H
 #include <stdint.h>
+#include <string.h>
 #include "qkv/quant.h"
 
 #define QKV_QK 32   /* elements of a Q4_0 .. Q8_0 block */
@@ -40,6 +41,19 @@ void qkv_dequant_q5_K(const void *src, float *dst, int64_t nb);
 void qkv_dequant_q6_K(const void *src, float *dst, int64_t nb);
 void qkv_dequant_q8_K(const void *src, float *dst, int64_t nb);
 
+/* The 5-bit codes (0..31) of a Q5 block: low nibbles of qs (elements
+ * 0..15, then the high nibbles 16..31), bit j of the 32 bits at qh4 as
+ * bit 4 of element j. */
+static inline void qkv_q5_codes(const uint8_t *qh4, const uint8_t *qs, int *q)
+{
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+        q[j + 16] = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+    }
+}
+
 /* Q4_K's and Q5_K's 6-bit scales and minima of the 8 sub-blocks. */
 static inline void qkv_k_scale_min(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {
@@ -58,12 +72,19 @@ void qkv_q8_K_quantize(const float *x, qkv_blk_q8_K *y, int64_t nb);
 
 /* The dot product of nb blocks of one weight row with nb activation
  * blocks (qkv_act32 for the 32-element types, qkv_blk_q8_K for the
- * K-quants). */
+ * K-quants); and of one weight row with 4 rows of activation blocks, row
+ * r's at xq + r xs bytes, into out[r] (the same bits as the one-row dot of
+ * each: qkv_qmatmul's rows are qkv_qmatvec's). */
 typedef float (*qkv_qdot_fn)(const void *w, const void *xq, int64_t nb);
-/* A build of the dot products, one per type (NULL: not in this build). */
+typedef void (*qkv_qdot4_fn)(const void *w, const void *xq, size_t xs, int64_t nb, float *out);
+/* The types of a set's entries, in order. */
+enum { QKV_QD_Q4_0, QKV_QD_Q4_1, QKV_QD_Q5_0, QKV_QD_Q5_1, QKV_QD_Q8_0, QKV_QD_Q4_K, QKV_QD_Q5_K, QKV_QD_Q6_K, QKV_QD_N };
+/* A build of the dot products (NULL: not in this build; the portable one
+ * has no 4-row dots). */
 typedef struct {
     const char *name;
-    qkv_qdot_fn q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K;
+    qkv_qdot_fn one[QKV_QD_N];
+    qkv_qdot4_fn four[QKV_QD_N];
 } qkv_qdot_set;
 extern const qkv_qdot_set qkv_qdot_portable, qkv_qdot_avx2, qkv_qdot_vnni;
 #endif

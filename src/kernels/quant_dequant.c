@@ -46,24 +46,13 @@ static void dq_q4_1(const void *src, float *dst, int64_t nb)
     }
 }
 
-/* The 5-bit values of a Q5 block, 0..31. */
-static void q5_values(const uint8_t *qh4, const uint8_t *qs, int *q)
-{
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    for (int j = 0; j < 16; j++) {
-        q[j] = (qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
-        q[j + 16] = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-    }
-}
-
 static void dq_q5_0(const void *src, float *dst, int64_t nb)
 {
     const qkv_blk_q5_0 *b = src;
     for (int64_t i = 0; i < nb; i++, dst += QKV_QK) {
         float d = qkv_half_to_float(b[i].d);
         int q[32];
-        q5_values(b[i].qh, b[i].qs, q);
+        qkv_q5_codes(b[i].qh, b[i].qs, q);
         for (int j = 0; j < 32; j++) dst[j] = d * (float)(q[j] - 16);
     }
 }
@@ -74,7 +63,7 @@ static void dq_q5_1(const void *src, float *dst, int64_t nb)
     for (int64_t i = 0; i < nb; i++, dst += QKV_QK) {
         float d = qkv_half_to_float(b[i].d), m = qkv_half_to_float(b[i].m);
         int q[32];
-        q5_values(b[i].qh, b[i].qs, q);
+        qkv_q5_codes(b[i].qh, b[i].qs, q);
         for (int j = 0; j < 32; j++) dst[j] = d * (float)q[j] + m;
     }
 }

@@ -14,80 +14,49 @@
 
 /* ---- the portable dot products ------------------------------------------ */
 
-static float pdot_q4_0(const void *w, const void *xq, int64_t nb)
+/* A 32-block of type t at b: its codes q (unsigned for the 4- and 5-bit
+ * types, Q8_0's signed values), its scale *d and the factor *ow of x's
+ * block sum (the codes' offset -8 d or -16 d, or the minimum m). */
+static void codes32(qkv_qtype t, const uint8_t *b, int *q, float *d, float *ow)
 {
-    const qkv_blk_q4_0 *b = w;
+    uint16_t h[2];
+    memcpy(h, b, 4);
+    *d = qkv_half_to_float(h[0]);
+    int with_m = t == QKV_Q_Q4_1 || t == QKV_Q_Q5_1;
+    *ow = with_m ? qkv_half_to_float(h[1]) : t == QKV_Q_Q4_0 ? -8 * *d : t == QKV_Q_Q5_0 ? -16 * *d : 0;
+    const uint8_t *p = b + 2 + 2 * with_m;
+    if (t == QKV_Q_Q8_0)
+        for (int j = 0; j < 32; j++) q[j] = (int8_t)p[j];
+    else if (t == QKV_Q_Q5_0 || t == QKV_Q_Q5_1)
+        qkv_q5_codes(p, p + 4, q);
+    else
+        for (int j = 0; j < 16; j++) {
+            q[j] = p[j] & 0xF;
+            q[j + 16] = p[j] >> 4;
+        }
+}
+
+/* sum_b d_b dx_b (q . x)_b + ow_b s_b over nb blocks of type t. */
+static float pdot32(qkv_qtype t, const void *w, const void *xq, int64_t nb)
+{
+    const uint8_t *b = w;
     const qkv_act32 *a = xq;
-    float acc = 0;
+    int bytes = qkv_qtype_block_bytes(t), q[32];
+    float acc = 0, d, ow;
     for (int64_t i = 0; i < nb; i++) {
+        codes32(t, b + i * bytes, q, &d, &ow);
         int s = 0;
-        for (int j = 0; j < 16; j++) s += (b[i].qs[j] & 0xF) * a[i].qs[j] + (b[i].qs[j] >> 4) * a[i].qs[j + 16];
-        float d = qkv_half_to_float(b[i].d);
-        acc += d * a[i].d * (float)s - 8 * d * a[i].s;
+        for (int j = 0; j < 32; j++) s += q[j] * a[i].qs[j];
+        acc += d * a[i].d * (float)s + ow * a[i].s;
     }
     return acc;
 }
 
-static float pdot_q4_1(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q4_1 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 16; j++) s += (b[i].qs[j] & 0xF) * a[i].qs[j] + (b[i].qs[j] >> 4) * a[i].qs[j + 16];
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)s + qkv_half_to_float(b[i].m) * a[i].s;
-    }
-    return acc;
-}
-
-/* The sum of a Q5 block's 5-bit values (0..31) times an activation block's. */
-static int q5_sum(const uint8_t *qh4, const uint8_t *qs, const int8_t *x)
-{
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    int s = 0;
-    for (int j = 0; j < 16; j++)
-        s += ((qs[j] & 0xF) | (int)((qh >> j) & 1) << 4) * x[j] +
-             ((qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) * x[j + 16];
-    return s;
-}
-
-static float pdot_q5_0(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q5_0 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = qkv_half_to_float(b[i].d);
-        acc += d * a[i].d * (float)q5_sum(b[i].qh, b[i].qs, a[i].qs) - 16 * d * a[i].s;
-    }
-    return acc;
-}
-
-static float pdot_q5_1(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q5_1 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++)
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)q5_sum(b[i].qh, b[i].qs, a[i].qs) +
-               qkv_half_to_float(b[i].m) * a[i].s;
-    return acc;
-}
-
-static float pdot_q8_0(const void *w, const void *xq, int64_t nb)
-{
-    const qkv_blk_q8_0 *b = w;
-    const qkv_act32 *a = xq;
-    float acc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += b[i].qs[j] * a[i].qs[j];
-        acc += qkv_half_to_float(b[i].d) * a[i].d * (float)s;
-    }
-    return acc;
-}
+static float pdot_q4_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q4_0, w, xq, nb); }
+static float pdot_q4_1(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q4_1, w, xq, nb); }
+static float pdot_q5_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q5_0, w, xq, nb); }
+static float pdot_q5_1(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q5_1, w, xq, nb); }
+static float pdot_q8_0(const void *w, const void *xq, int64_t nb) { return pdot32(QKV_Q_Q8_0, w, xq, nb); }
 
 /* Q4_K and Q5_K against Q8_K: d sum_j sc_j (q . x)_j - dmin sum_j m_j sum(x)_j. */
 static float pdot_k45(const uint16_t *dd, const uint8_t *scales, const uint8_t *qh, const uint8_t *qs,
@@ -155,16 +124,16 @@ static float pdot_q6_K(const void *w, const void *xq, int64_t nb)
     return acc;
 }
 
-const qkv_qdot_set qkv_qdot_portable = {"portable", pdot_q4_0, pdot_q4_1, pdot_q5_0, pdot_q5_1,
-                                        pdot_q8_0, pdot_q4_K, pdot_q5_K, pdot_q6_K};
+const qkv_qdot_set qkv_qdot_portable = {
+    "portable", {pdot_q4_0, pdot_q4_1, pdot_q5_0, pdot_q5_1, pdot_q8_0, pdot_q4_K, pdot_q5_K, pdot_q6_K}, {NULL}};
 
 /* ---- picking a build ------------------------------------------------------ */
 
 static int set_runs(const qkv_qdot_set *s)
 {
-    if (!s->q4_0) return 0;
+    if (!s->one[0]) return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     if (s == &qkv_qdot_avx2) return avx2;
     if (s == &qkv_qdot_vnni)
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -207,26 +176,27 @@ int qkv_quant_force_isa(const char *name)
  * blocks of 32 or as Q8_K), or widened (FP32). */
 typedef enum { ACT_FP32, ACT_32, ACT_K } act_kind;
 
-static qkv_qdot_fn dot_for(const qkv_qdot_set *s, qkv_qtype t, act_kind *k)
+/* The entry of type t in a set (-1: none, the FP32 path). */
+static int dot_index(qkv_qtype t, act_kind *k)
 {
     *k = ACT_32;
     switch (t) {
-    case QKV_Q_Q4_0: return s->q4_0;
-    case QKV_Q_Q4_1: return s->q4_1;
-    case QKV_Q_Q5_0: return s->q5_0;
-    case QKV_Q_Q5_1: return s->q5_1;
-    case QKV_Q_Q8_0: return s->q8_0;
+    case QKV_Q_Q4_0: return QKV_QD_Q4_0;
+    case QKV_Q_Q4_1: return QKV_QD_Q4_1;
+    case QKV_Q_Q5_0: return QKV_QD_Q5_0;
+    case QKV_Q_Q5_1: return QKV_QD_Q5_1;
+    case QKV_Q_Q8_0: return QKV_QD_Q8_0;
     default: break;
     }
     *k = ACT_K;
     switch (t) {
-    case QKV_Q_Q4_K: return s->q4_K;
-    case QKV_Q_Q5_K: return s->q5_K;
-    case QKV_Q_Q6_K: return s->q6_K;
+    case QKV_Q_Q4_K: return QKV_QD_Q4_K;
+    case QKV_Q_Q5_K: return QKV_QD_Q5_K;
+    case QKV_Q_Q6_K: return QKV_QD_Q6_K;
     default: break;
     }
     *k = ACT_FP32;
-    return NULL;
+    return -1;
 }
 
 /* One row w (cols elements of a type without integer dots) times x:
@@ -272,7 +242,10 @@ static qkv_status qmat(const char *fn, qkv_qtype t, const void *W, int64_t rows,
         return QKV_OK;
     }
     act_kind kind;
-    qkv_qdot_fn dot = dot_for(qdot_current(), t, &kind);
+    const qkv_qdot_set *set = qdot_current();
+    int di = dot_index(t, &kind);
+    qkv_qdot_fn dot = di >= 0 ? set->one[di] : NULL;
+    qkv_qdot4_fn dot4 = di >= 0 ? set->four[di] : NULL;
     int64_t nb = cols / blk, rb = nb * bytes;
     size_t ab = kind == ACT_32 ? sizeof(qkv_act32) * (size_t)(cols / QKV_QK)
                 : kind == ACT_K ? sizeof(qkv_blk_q8_K) * (size_t)(cols / QKV_QKK) : 0;
@@ -288,7 +261,14 @@ static qkv_status qmat(const char *fn, qkv_qtype t, const void *W, int64_t rows,
     const uint8_t *w = W;
     QKV_PAR_FOR(rows * cols * n >= 4 * QKV_PAR_MIN, for (int64_t r0 = 0; r0 < rows; r0 += QMAT_TILE) {
         int64_t r1 = r0 + QMAT_TILE < rows ? r0 + QMAT_TILE : rows;
-        for (int64_t j = 0; j < n; j++)
+        int64_t j = 0;
+        for (; dot4 && j + 4 <= n; j += 4) /* 4 rows of X for each weight row decoded */
+            for (int64_t r = r0; r < r1; r++) {
+                float o[4];
+                dot4(w + r * rb, xq + j * ab, ab, nb, o);
+                for (int q = 0; q < 4; q++) Y[(j + q) * rows + r] = o[q];
+            }
+        for (; j < n; j++)
             for (int64_t r = r0; r < r1; r++)
                 Y[j * rows + r] = dot ? dot(w + r * rb, xq + j * ab, nb)
                                       : fp32_row(dq, blk, bytes, w + r * rb, X + j * cols, cols);

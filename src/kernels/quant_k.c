@@ -13,12 +13,13 @@ void qkv_dequant_q2_K(const void *src, float *dst, int64_t nb)
     const qkv_blk_q2_K *b = src;
     for (int64_t i = 0; i < nb; i++, dst += QKV_QKK) {
         float d = qkv_half_to_float(b[i].d), dmin = qkv_half_to_float(b[i].dmin);
-        /* element h 128 + s 32 + l: bits 2s of qs[h 32 + l]; sub-block e / 16 */
-        for (int e = 0; e < QKV_QKK; e++) {
-            int h = e / 128, s = e / 32 % 4, l = e % 32;
-            uint8_t sc = b[i].scales[e / 16];
+        /* element h 128 + s 32 + l: bits 2s of qs[h 32 + l]; sub-block k = e / 16 */
+        for (int k = 0; k < 16; k++) {
+            uint8_t sc = b[i].scales[k];
             float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
-            dst[e] = dl * (float)((b[i].qs[h * 32 + l] >> (2 * s)) & 3) - ml;
+            const uint8_t *q = b[i].qs + k / 8 * 32 + k % 2 * 16;
+            int shift = 2 * (k / 2 % 4);
+            for (int l = 0; l < 16; l++) dst[k * 16 + l] = dl * (float)((q[l] >> shift) & 3) - ml;
         }
     }
 }
@@ -33,10 +34,13 @@ void qkv_dequant_q3_K(const void *src, float *dst, int64_t nb)
             int lo = k < 8 ? sc[k] & 0xF : sc[k - 8] >> 4, hi = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
             dl[k] = d * (float)((int8_t)(lo | hi << 4) - 32);
         }
-        for (int e = 0; e < QKV_QKK; e++) {
-            int h = e / 128, s = e / 32 % 4, l = e % 32;
-            int ql = (b[i].qs[h * 32 + l] >> (2 * s)) & 3, qh = (b[i].hmask[l] >> (e / 32)) & 1;
-            dst[e] = dl[e / 16] * (float)(ql - ((qh ^ 1) << 2)); /* minus 4 where the mask bit is 0 */
+        for (int k = 0; k < 16; k++) { /* element e = 16 k + l: h = e / 128, s = e / 32 % 4, l' = e % 32 */
+            const uint8_t *q = b[i].qs + k / 8 * 32 + k % 2 * 16, *hm = b[i].hmask + k % 2 * 16;
+            int shift = 2 * (k / 2 % 4), bit = k / 2;
+            for (int l = 0; l < 16; l++) {
+                int ql = (q[l] >> shift) & 3, qh = (hm[l] >> bit) & 1;
+                dst[k * 16 + l] = dl[k] * (float)(ql - ((qh ^ 1) << 2)); /* minus 4 where the mask bit is 0 */
+            }
         }
     }
 }
