@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "cli/run_format.h"
 
 /* The value of field f of obj as text into v (n bytes). */
@@ -129,4 +131,18 @@ qkv_status rf_read(const char *what, const char *text, const rf_field *f, int n,
     if (!s) memcpy(obj, copy, size);
     free(copy);
     return s;
+}
+
+void rf_run_checkpoint(const char *arg, const char *fallback, char *path, size_t n)
+{
+    /* VISION_CKPT_NAME, MT_CHECKPOINT, LM_CKPT_NAME */
+    static const char *const names[] = {"model.ckpt", "checkpoint.safetensors", "lm.ckpt"};
+    struct stat st;
+    snprintf(path, n, "%s", arg);
+    if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, n, "%s/%s", arg, names[i]);
+        if (access(path, F_OK) == 0) return;
+    }
+    snprintf(path, n, "%s/%s", arg, fallback);
 }

@@ -40,6 +40,9 @@ typedef struct {
 #define RF_NUM(S, F, T, LO, HI) {#F, T, offsetof(S, F), 0, LO, HI, NULL, 0, NULL, NULL, 0}
 #define RF_STRING(S, F) {#F, RF_STR, offsetof(S, F), sizeof(((S *)0)->F), 0, 0, NULL, 0, NULL, NULL, 0}
 #define RF_CHOICE(S, F, NAMES, N) {#F, RF_NAME, offsetof(S, F), 0, 0, 0, NAMES, N, NULL, NULL, 0}
+/* A field under another key, an enum through its own functions. */
+#define RF_CHOICE_AS(KEY, S, F, NAMES, N) {KEY, RF_NAME, offsetof(S, F), 0, 0, 0, NAMES, N, NULL, NULL, 0}
+#define RF_ENUM(S, F, TO, FROM) {#F, RF_FUNC, offsetof(S, F), 0, 0, 0, NULL, 0, TO, FROM, 0}
 
 /* The fields f[0..n) of obj as "key=value\n" lines into buf (cap bytes);
  * a value with a newline, or too small a buffer, is QKV_ERR_ARG naming it. */
@@ -49,6 +52,11 @@ qkv_status rf_write(const rf_field *f, int n, const void *obj, char *buf, size_t
  * only on success. */
 qkv_status rf_read(const char *what, const char *text, const rf_field *f, int n, void *obj, size_t size);
 #define RF_COUNT(table) ((int)(sizeof(table) / sizeof *(table)))
+/* The checkpoint of a run: arg itself when it is a file; in a run's folder
+ * the first of the families' checkpoint files there (model.ckpt,
+ * checkpoint.safetensors, lm.ckpt), or DIR/fallback when there is none.
+ * qkv eval, generate, translate and classify open a run through it. */
+void rf_run_checkpoint(const char *arg, const char *fallback, char *path, size_t n);
 /* Whether text is in this format (a "key=value" first line ending with a
  * newline) rather than an older one-line format. */
 int rf_is_lines(const char *text);
