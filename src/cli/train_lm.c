@@ -363,6 +363,24 @@ const char qkv_cli_train_lm_usage[] =
     "  docs/distributed.md); rank 0 prints and writes.\n"
     "  exit status: 0 success, 1 runtime error (data, files, a diverging run), 2 usage\n";
 
+/* What the options say together: a usage error, or -1 to go on. */
+static int check(qkv_cli_args *a, const lm_opts *o, int run_opt, const char *run_name)
+{
+    if (o->resume && run_opt)
+        qkv_cli_error(a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
+    else if (!o->resume && o->d_model % o->heads)
+        qkv_cli_error(a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->d_model,
+                      (long long)o->heads);
+    else if (!o->resume && o->rotary == 1 && (o->d_model / o->heads) % 2)
+        qkv_cli_error(a, "--pos rotary needs an even head size: --d-model %lld / --heads %lld is %lld",
+                      (long long)o->d_model, (long long)o->heads, (long long)(o->d_model / o->heads));
+    else if (strlen(o->out) > 900)
+        qkv_cli_error(a, "--out: the folder's name is longer than 900 characters");
+    else if (o->plots && strlen(o->plots) > 900)
+        qkv_cli_error(a, "--plots: the prefix is longer than 900 characters");
+    return a->status;
+}
+
 static int parse(int argc, char **argv, lm_opts *o)
 {
     enum { CORPUS = 256, TOKENIZER, VALF, LAYERS, DMODEL, HEADS, FF, DROPOUT, UNTIED, CONTEXT, BATCH,
@@ -433,19 +451,7 @@ static int parse(int argc, char **argv, lm_opts *o)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
-    if (o->resume && run_opt)
-        qkv_cli_error(&a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
-    else if (!o->resume && o->d_model % o->heads)
-        qkv_cli_error(&a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->d_model,
-                      (long long)o->heads);
-    else if (!o->resume && o->rotary == 1 && (o->d_model / o->heads) % 2)
-        qkv_cli_error(&a, "--pos rotary needs an even head size: --d-model %lld / --heads %lld is %lld",
-                      (long long)o->d_model, (long long)o->heads, (long long)(o->d_model / o->heads));
-    else if (strlen(o->out) > 900)
-        qkv_cli_error(&a, "--out: the folder's name is longer than 900 characters");
-    else if (o->plots && strlen(o->plots) > 900)
-        qkv_cli_error(&a, "--plots: the prefix is longer than 900 characters");
-    return a.status;
+    return check(&a, o, run_opt, run_name);
 }
 
 /* ---- the command ------------------------------------------------------------------ */

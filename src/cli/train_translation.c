@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/mt.h"
+#include "attention/score.h"
 #include "cli/train_run.h"
 #include "qkv/plot.h"
 
@@ -146,7 +147,8 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_RANK: o->c.rank = qkv_cli_int(&a, 1, 8192); break;
         }
     if (ch < 0) return a.status;
-    int ranked = o->c.attention == QKV_RNN_ATTN_REDUCED_RANK || o->c.attention == QKV_RNN_ATTN_ADDITIVE;
+    /* qkv_rnn_attention's first values are the score kinds' (score.h's predicates) */
+    int ranked = qkv_score_kind_has_rank((int)o->c.attention);
     if (o->c.rank && (o->c.model != MT_RNN || !ranked)) {
         qkv_cli_error(&a, "--rank is for the recurrent model's reduced or additive attention");
         return a.status;
@@ -154,7 +156,7 @@ static int parse(int argc, char **argv, tr_opts *o)
     /* the notes' reduced rank: k much smaller than the states' size */
     if (!o->c.rank && o->c.model == MT_RNN && o->c.attention == QKV_RNN_ATTN_REDUCED_RANK)
         o->c.rank = o->c.hidden / 4 > 0 ? o->c.hidden / 4 : 1;
-    if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
+    if (o->c.model == MT_RNN && o->c.bidirectional && qkv_score_kind_same_dims((int)o->c.attention)) {
         qkv_cli_error(&a, "%s attention compares equal sizes and cannot read a bidirectional "
                       "encoder: use general, reduced, additive, location or none",
                       qkv_rnn_attention_name(o->c.attention));

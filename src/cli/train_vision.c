@@ -254,6 +254,25 @@ static int print_usage(vision_kind kind, FILE *f)
     return QKV_EXIT_OK;
 }
 
+/* What the options say together: a usage error, or -1 to go on. */
+static int check(qkv_cli_args *a, const vt_opts *o, vision_kind kind, int run_opt, const char *run_name)
+{
+    if (o->resume && run_opt)
+        qkv_cli_error(a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
+    else if (!o->resume && kind == VISION_VIT && (28 % o->g.patch))
+        qkv_cli_error(a, "--patch %lld does not divide 28", (long long)o->g.patch);
+    else if (!o->resume && kind == VISION_VIT && o->g.d_model % o->g.heads)
+        qkv_cli_error(a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->g.d_model,
+                      (long long)o->g.heads);
+    else if (!o->resume && kind == VISION_VIT && o->g.pos == QKV_VIT_POS_SINCOS && o->g.d_model % 4)
+        qkv_cli_error(a, "--pos sincos needs --d-model a multiple of 4");
+    else if (strlen(o->out) > 900)
+        qkv_cli_error(a, "--out: the folder's name is longer than 900 characters");
+    else if (o->plots && strlen(o->plots) > 900)
+        qkv_cli_error(a, "--plots: the prefix is longer than 900 characters");
+    return a->status;
+}
+
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
 {
     enum { DATA = 256, EPOCHS, BATCH, LR, MINLR, WARMUP, WD, CLIP, AUGMENT, TRAINL, TESTL, STOP, RESUME,
@@ -323,20 +342,7 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0 || a.status >= 0) return a.status;
-    if (o->resume && run_opt)
-        qkv_cli_error(&a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
-    else if (!o->resume && kind == VISION_VIT && (28 % o->g.patch))
-        qkv_cli_error(&a, "--patch %lld does not divide 28", (long long)o->g.patch);
-    else if (!o->resume && kind == VISION_VIT && o->g.d_model % o->g.heads)
-        qkv_cli_error(&a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->g.d_model,
-                      (long long)o->g.heads);
-    else if (!o->resume && kind == VISION_VIT && o->g.pos == QKV_VIT_POS_SINCOS && o->g.d_model % 4)
-        qkv_cli_error(&a, "--pos sincos needs --d-model a multiple of 4");
-    else if (strlen(o->out) > 900)
-        qkv_cli_error(&a, "--out: the folder's name is longer than 900 characters");
-    else if (o->plots && strlen(o->plots) > 900)
-        qkv_cli_error(&a, "--plots: the prefix is longer than 900 characters");
-    return a.status;
+    return check(&a, o, kind, run_opt, run_name);
 }
 
 /* ---- the command --------------------------------------------------------------------- */
