@@ -132,11 +132,7 @@ qkv_status vision_model_load(vision_model *m, const char *path, char *path_out, 
 {
     *m = (vision_model){0};
     char file[1200];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(file, sizeof file, "%s/%s", path, VISION_CKPT_NAME);
-    else
-        snprintf(file, sizeof file, "%s", path);
+    rf_run_checkpoint(path, VISION_CKPT_NAME, file, sizeof file);
     if (path_out) snprintf(path_out, n, "%s", file);
     char *kind = NULL, *cfg = NULL;
     qkv_status s = qkv_checkpoint_read_meta(file, "kind", &kind);
