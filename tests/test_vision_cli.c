@@ -234,6 +234,28 @@ static void test_old_layout(void)
                   "old/model.ckpt");
 }
 
+/* The run format's reader is strict: an unknown key, a key twice, a bad
+ * number, a missing key, each named in the message. */
+static void test_strict_metadata(void)
+{
+    static const char *const bad[][2] = {
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=0.3\ncolour=blue\n", "unknown key 'colour'"},
+        {"kind=mlp\nchannels=1\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=0.3\n", "key 'channels' appears twice"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=ten\nmean=0.5\nstd=0.3\n", "classes=ten is not a whole number"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=-1\n", "std=-1 is not a number in"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\n", "no key 'std'"}};
+    mkdir(path_in("strict"), 0777);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *keys[2] = {"kind", "vision.config"}, *vals[2] = {"mlp", bad[i][0]};
+        old_layout_save(path_in("mlp1/model.ckpt"), path_in("strict/model.ckpt"), keys, vals, 2);
+        char *o, *e;
+        int rc = qkv(&o, &e, "eval strict");
+        CHECK(rc == 1 && strstr(e, "vision.config") && strstr(e, bad[i][1]), "a vision.config with %s: exit %d, %s",
+              bad[i][1], rc, e);
+        free(o), free(e);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_rollout();
@@ -245,6 +267,7 @@ int main(int argc, char **argv)
     test_train();
     test_eval_classify();
     test_old_layout();
+    test_strict_metadata();
     cli_shell_cleanup();
     return h_finish("test_vision_cli");
 }
