@@ -352,12 +352,7 @@ const char qkv_cli_train_lm_usage[] =
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
-    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
-    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
-    "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
-    "                         under mpirun, per rank)\n"
-    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    TRAIN_RUN_USAGE_COMMON
     "  -h, --help             show this usage\n"
     "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
     "  docs/distributed.md); rank 0 prints and writes.\n"

@@ -72,6 +72,16 @@ struct train_run {
     qkv_checkpoint_meta meta;
 };
 
+/* The usage lines of the options the AdamW trainers share (--precision,
+ * --seed, --threads, --zero1), for their usage text. */
+#define TRAIN_RUN_USAGE_COMMON                                                                      \
+    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"       \
+    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"                 \
+    "  -s, --seed S           (default 1)\n"                                                        \
+    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"             \
+    "                         under mpirun, per rank)\n"                                           \
+    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+
 /* Runs the skeleton; the exit status. t->dist must be started. */
 int train_run_main(train_run *t);
 /* Prints "WHAT: message" (the last failure's; under mpirun "rank R: ..."),

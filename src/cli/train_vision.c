@@ -214,12 +214,7 @@ static const char usage_head[] =
     "                         its options come from there: only --stop-after, --test-limit,\n"
     "                         --plots, --threads, --zero1, --sync-bn may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
-    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
-    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
-    "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
-    "                         under mpirun, per rank)\n"
-    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    TRAIN_RUN_USAGE_COMMON
     "      --sync-bn          under mpirun (cnn): BatchNorm's statistics over every rank's\n"
     "                         images (SyncBatchNorm), not each rank's own\n"
     "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
