@@ -3,9 +3,11 @@
  * transformer encoder-decoder, trained on data/translation's pairs
  * (English→French or the reverse) with the words tokenizers; checkpoints,
  * resume, validation loss and greedy translations every --eval-every
- * steps, loss curves. The model's directory (--out) holds config.txt,
- * checkpoint.safetensors, words.src, words.tgt and log.tsv, which
- * `qkv translate` and `qkv eval` read. docs/translation.md.
+ * steps, loss curves, on the trainers' skeleton (train_run.c). The
+ * model's directory (--out) holds checkpoint.safetensors (its metadata:
+ * kind, translation.config, translation.train in the run format),
+ * words.src, words.tgt and log.tsv, which `qkv translate` and `qkv eval`
+ * read. docs/translation.md.
  *
  * Under mpirun -np N (docs/distributed.md) each rank trains on its rows of
  * every batch (the loss's mean is per target token: the ranks' gradients
