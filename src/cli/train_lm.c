@@ -42,7 +42,7 @@ typedef struct {
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
     int untied, resume, rotary, zero1;
-    qkv_precision precision; /* of the matmuls: --precision, or lm.precision on --resume */
+    qkv_precision precision; /* of the matmuls: --precision (on --resume the skeleton reads lm.precision) */
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */

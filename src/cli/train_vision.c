@@ -42,7 +42,7 @@ typedef struct {
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
     int resume, zero1, sync_bn;
-    qkv_precision precision; /* of the matmuls: --precision, or vision.precision on --resume */
+    qkv_precision precision; /* of the matmuls: --precision (on --resume the skeleton reads vision.precision) */
 } vt_opts;
 
 /* vision.train in the run format (run_format.h). */
