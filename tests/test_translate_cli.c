@@ -18,6 +18,7 @@
 #include "cli_run.h"
 #include "harness.h"
 #include "made_up_data.h"
+#include "old_layout.h"
 
 static char qkv_bin[512], tmp[64], out_path[128], err_path[128], in_path[128], data[128];
 
@@ -298,6 +299,23 @@ static void test_other_models(void)
     done(r);
 }
 
+/* The tokenizers of the run from into the folder to. */
+static void copy_words(const char *from, const char *to)
+{
+    static const char *const files[] = {"words.src", "words.tgt"};
+    char path[256];
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        snprintf(path, sizeof path, "%s/%s", from, files[i]);
+        char *b = slurp(path, &len);
+        snprintf(path, sizeof path, "%s/%s", to, files[i]);
+        FILE *f = fopen(path, "wb");
+        if (f && b) fwrite(b, 1, len, f);
+        if (f) fclose(f);
+        free(b);
+    }
+}
+
 static void test_bad_checkpoints(const char *o1)
 {
     char dir[128], path[256], ck[256];
@@ -320,16 +338,7 @@ static void test_bad_checkpoints(const char *o1)
     /* a truncated checkpoint beside a good config */
     snprintf(dir, sizeof dir, "%s/cut", tmp);
     mkdir(dir, 0700);
-    static const char *const files[] = {"words.src", "words.tgt"};
-    for (int i = 0; i < 2; i++) {
-        size_t len;
-        snprintf(path, sizeof path, "%s/%s", o1, files[i]);
-        char *b = slurp(path, &len);
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        FILE *f = fopen(path, "wb");
-        if (f) fwrite(b, 1, len, f), fclose(f);
-        free(b);
-    }
+    copy_words(o1, dir);
     size_t len;
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
     char *b = slurp(path, &len);
@@ -374,25 +383,10 @@ static void test_old_layout(const char *o1)
     char dir[128], path[256];
     snprintf(dir, sizeof dir, "%s/old", tmp);
     mkdir(dir, 0700);
-    qkv_safetensors *st;
-    qkv_params *p;
+    char ck[256];
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
-    CHECK_OK(qkv_safetensors_open(path, &st));
-    CHECK_OK(qkv_params_new(&p));
-    for (int i = 0; i < qkv_safetensors_count(st); i++) {
-        const char *name = qkv_safetensors_name(st, i);
-        int ndim;
-        int64_t shape[8];
-        qkv_tensor *t;
-        if (strncmp(name, "param/", 6)) continue;
-        CHECK_OK(qkv_safetensors_info(st, name, NULL, &ndim, shape, NULL, NULL));
-        CHECK_OK(qkv_params_add(p, "", name + 6, ndim, shape, &t));
-        CHECK_OK(qkv_safetensors_read_f32(st, name, t->data, qkv_tensor_numel(t)));
-    }
-    qkv_safetensors_close(st);
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
-    CHECK_OK(qkv_checkpoint_save(path, p, NULL, NULL, NULL));
-    qkv_params_free(p);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    old_layout_save(path, ck, qkv_optim_adam_default(), NULL, NULL, 0);
     char *cfg = meta_of(o1, "translation.config"), *train = meta_of(o1, "translation.train");
     char text[4096];
     int n = snprintf(text, sizeof text, "kind translation\n%s%ssrc_tokenizer words.src\ntgt_tokenizer words.tgt\n",
@@ -402,17 +396,7 @@ static void test_old_layout(const char *o1)
     free(cfg), free(train);
     snprintf(path, sizeof path, "%s/config.txt", dir);
     write_file(path, text);
-    static const char *const words[] = {"words.src", "words.tgt"};
-    for (int i = 0; i < 2; i++) {
-        size_t len;
-        snprintf(path, sizeof path, "%s/%s", o1, words[i]);
-        char *b = slurp(path, &len);
-        snprintf(path, sizeof path, "%s/%s", dir, words[i]);
-        FILE *f = fopen(path, "wb");
-        if (f && b) fwrite(b, 1, len, f);
-        if (f) fclose(f);
-        free(b);
-    }
+    copy_words(o1, dir);
     result a = RUN("translate", o1, "open the file"), b = RUN("translate", dir, "open the file");
     CHECK(a.status == 0 && b.status == 0 && !strcmp(a.out, b.out),
           "translate of the older layout: exit %d, %s%s (the run's own: %s)", b.status, b.out, b.err, a.out);
