@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include "cli_shell.h"
 #include "made_up_data.h"
+#include "old_layout.h"
 
 /* Whether buf (n bytes, NULs included) holds needle. */
 static int holds(const char *buf, size_t n, const char *needle)
@@ -226,11 +227,32 @@ static void test_rotary(void)
     check_refusals("train lm", bad, sizeof bad / sizeof *bad);
 }
 
+/* A run of an older version (no kind, lm.train on one line, as those
+ * versions wrote it) still resumes, to the uninterrupted run's checkpoint
+ * bit for bit (the metadata then written in the run format). */
+static void test_old_layout(void)
+{
+    run_ok("train lm " TINY " --steps 6 --stop-at 3 --out old");
+    const char *keys[4] = {"lm.config", "lm.tokenizer", "lm.tokenizer_file", "lm.train"};
+    char *vals[4];
+    for (int i = 0; i < 4; i++) vals[i] = old_layout_meta(path_in("old/lm.ckpt"), keys[i]);
+    old_layout_one_line(vals[3]);
+    CHECK(!strchr(vals[3], '\n') && strstr(vals[3], "context=16 batch=4 "), "lm.train on one line: '%s'", vals[3]);
+    old_layout_save(path_in("old/lm.ckpt"), path_in("old/lm.ckpt"), qkv_optim_adamw_default(), keys, (const char **)vals,
+                    4);
+    for (int i = 0; i < 4; i++) free(vals[i]);
+    char *kind = old_layout_meta(path_in("old/lm.ckpt"), "kind");
+    CHECK(!kind[0], "the older layout's checkpoint has a kind: %s", kind);
+    free(kind);
+    check_resumed("train lm --resume --out old", "resuming at step 3", NULL, "full/lm.ckpt", "old/lm.ckpt");
+}
+
 int main(int argc, char **argv)
 {
     if (cli_shell_setup(argv[0], "/tmp/qkv_lm_cli_XXXXXX")) return h_finish("test_lm_cli");
     write_corpus(path_in("corpus.txt"));
     test_train();
+    test_old_layout();
     test_generate();
     test_export("full");
     test_rotary();

@@ -18,6 +18,7 @@
 #include "cli_run.h"
 #include "harness.h"
 #include "made_up_data.h"
+#include "old_layout.h"
 
 static char qkv_bin[512], tmp[64], out_path[128], err_path[128], in_path[128], data[128];
 
@@ -50,6 +51,15 @@ static int file_starts(const char *path, const char *prefix, size_t n)
     return ok;
 }
 
+/* Metadata key of the run DIR's checkpoint, malloc'd ("" when missing). */
+static char *meta_of(const char *dir, const char *key)
+{
+    char path[256], *v = NULL;
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    if (qkv_checkpoint_read_meta(path, key, &v) != QKV_OK) v = strdup("");
+    return v;
+}
+
 static int contains(const char *path, const char *needle)
 {
     char *b = slurp(path, NULL);
@@ -70,13 +80,16 @@ static void test_train_files(const char *o1)
     CHECK(r.status == 0, "train translation: exit %d, stderr: %s", r.status, r.err);
     CHECK(strstr(r.out, "validation loss") && strstr(r.out, "sentences/s") && strstr(r.out, "-> "),
           "train translation's output lacks the validation loss, the rate or the translations:\n%s", r.out);
-    static const char *const files[] = {"config.txt", "checkpoint.safetensors", "words.src", "words.tgt", "log.tsv"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const files[] = {"checkpoint.safetensors", "words.src", "words.tgt", "log.tsv"};
+    for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/%s", o1, files[i]);
         CHECK(access(path, R_OK) == 0, "train translation left no %s", path);
     }
-    snprintf(path, sizeof path, "%s/config.txt", o1);
-    CHECK(file_starts(path, "kind translation\n", 17), "config.txt does not begin with its kind");
+    /* the configuration is in the checkpoint's metadata, with its kind */
+    char *kind = meta_of(o1, "kind"), *cfg = meta_of(o1, "translation.config");
+    CHECK(!strcmp(kind, "translation") && !strncmp(cfg, "model=rnn\n", 10),
+          "the checkpoint's kind '%s' or translation.config '%s'", kind, cfg);
+    free(kind), free(cfg);
     snprintf(path, sizeof path, "%s/p_loss.png", o1);
     CHECK(file_starts(path, "\x89PNG", 4), "--plots wrote no PNG at %s", path);
     done(r);
@@ -113,7 +126,7 @@ static void test_resume(const char *o1)
     check_same_checkpoint(o1, o2, "");
 }
 
-/* The same in the BF16 mode: config.txt keeps the precision, --resume takes
+/* The same in the BF16 mode: the metadata keeps the precision, --resume takes
  * it from there and ends bit for bit where 6 straight steps end. */
 static void test_resume_bf16(void)
 {
@@ -129,10 +142,10 @@ static void test_resume_bf16(void)
     r = RUN("train", "translation", "--out", o4, "--resume", "--steps", "6", "--eval-every", "3", "--threads", "1");
     CHECK(r.status == 0 && strstr(r.out, "resuming at step 3"), "resume (bf16): exit %d, %s%s", r.status, r.out, r.err);
     done(r);
-    snprintf(a, sizeof a, "%s/config.txt", o4);
-    char *cfg = slurp(a, NULL);
-    CHECK(cfg && strstr(cfg, "\nprecision bf16\n"), "config.txt does not keep the precision: %s", cfg ? cfg : "");
-    free(cfg);
+    char *prec = meta_of(o4, "translation.precision");
+    CHECK(!strcmp(prec, "bf16"), "the checkpoint does not keep the precision: '%s'", prec);
+    free(prec);
+    (void)a;
     check_same_checkpoint(o3, o4, "bf16: ");
 }
 
@@ -254,9 +267,11 @@ static void test_other_models(void)
         CHECK(r.status == 0 && strstr(r.out, "BLEU"), "eval (%s): exit %d, %s", kinds[k][1], r.status, r.err);
         done(r);
     }
-    /* reduced rank: k = hidden / 4 by default (16 / 4), kept in config.txt, or --rank */
-    snprintf(o, sizeof o, "%s/model1/config.txt", tmp);
-    CHECK(contains(o, "\nrank 4\n"), "the reduced-rank model's config.txt lacks 'rank 4'");
+    /* reduced rank: k = hidden / 4 by default (16 / 4), kept in the metadata, or --rank */
+    snprintf(o, sizeof o, "%s/model1", tmp);
+    char *cfg = meta_of(o, "translation.config");
+    CHECK(strstr(cfg, "\nrank=4\n"), "the reduced-rank model's translation.config lacks 'rank=4': %s", cfg);
+    free(cfg);
     snprintf(o, sizeof o, "%s/rank3", tmp);
     result r = RUN("train", "translation", TINY, "--out", o, "--steps", "1", "--eval-every", "1", "--attention",
                    "reduced", "--rank", "3");
@@ -284,6 +299,23 @@ static void test_other_models(void)
     done(r);
 }
 
+/* The tokenizers of the run from into the folder to. */
+static void copy_words(const char *from, const char *to)
+{
+    static const char *const files[] = {"words.src", "words.tgt"};
+    char path[256];
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        snprintf(path, sizeof path, "%s/%s", from, files[i]);
+        char *b = slurp(path, &len);
+        snprintf(path, sizeof path, "%s/%s", to, files[i]);
+        FILE *f = fopen(path, "wb");
+        if (f && b) fwrite(b, 1, len, f);
+        if (f) fclose(f);
+        free(b);
+    }
+}
+
 static void test_bad_checkpoints(const char *o1)
 {
     char dir[128], path[256], ck[256];
@@ -306,16 +338,7 @@ static void test_bad_checkpoints(const char *o1)
     /* a truncated checkpoint beside a good config */
     snprintf(dir, sizeof dir, "%s/cut", tmp);
     mkdir(dir, 0700);
-    static const char *const files[] = {"config.txt", "words.src", "words.tgt"};
-    for (int i = 0; i < 3; i++) {
-        size_t len;
-        snprintf(path, sizeof path, "%s/%s", o1, files[i]);
-        char *b = slurp(path, &len);
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        FILE *f = fopen(path, "wb");
-        if (f) fwrite(b, 1, len, f), fclose(f);
-        free(b);
-    }
+    copy_words(o1, dir);
     size_t len;
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
     char *b = slurp(path, &len);
@@ -351,6 +374,38 @@ static void test_bad_checkpoints(const char *o1)
     done(r);
 }
 
+/* A run of an older version: a checkpoint without the configuration in
+ * its metadata (made here from o1's parameters) and a config.txt beside it
+ * ("key value" lines, written from o1's metadata as those versions wrote
+ * them). translate and eval still open it, and translate as o1 does. */
+static void test_old_layout(const char *o1)
+{
+    char dir[128], path[256];
+    snprintf(dir, sizeof dir, "%s/old", tmp);
+    mkdir(dir, 0700);
+    char ck[256];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    old_layout_save(path, ck, qkv_optim_adam_default(), NULL, NULL, 0);
+    char *cfg = meta_of(o1, "translation.config"), *train = meta_of(o1, "translation.train");
+    char text[4096];
+    int n = snprintf(text, sizeof text, "kind translation\n%s%ssrc_tokenizer words.src\ntgt_tokenizer words.tgt\n",
+                     cfg, train);
+    for (int i = 0; i < n; i++)
+        if (text[i] == '=') text[i] = ' ';
+    free(cfg), free(train);
+    snprintf(path, sizeof path, "%s/config.txt", dir);
+    write_file(path, text);
+    copy_words(o1, dir);
+    result a = RUN("translate", o1, "open the file"), b = RUN("translate", dir, "open the file");
+    CHECK(a.status == 0 && b.status == 0 && !strcmp(a.out, b.out),
+          "translate of the older layout: exit %d, %s%s (the run's own: %s)", b.status, b.out, b.err, a.out);
+    done(a), done(b);
+    b = RUN("eval", dir, "--limit", "3");
+    CHECK(b.status == 0 && strstr(b.out, "BLEU"), "eval of the older layout: exit %d, %s", b.status, b.err);
+    done(b);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -371,6 +426,7 @@ int main(int argc, char **argv)
     test_eval(o1);
     test_other_models();
     test_bad_checkpoints(o1);
+    test_old_layout(o1);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include "cli_shell.h"
 #include "made_up_data.h"
+#include "old_layout.h"
 
 /* ---- the made-up data ------------------------------------------------------- */
 
@@ -203,6 +204,59 @@ static void test_rollout(void)
           "attention rollout with 0 layers: %s", qkv_last_error());
 }
 
+/* A run of an older version (vision.config and vision.train on one line,
+ * as those versions wrote them) still opens: eval scores it as the run
+ * itself, and --resume continues it to the uninterrupted run's checkpoint,
+ * bit for bit (the metadata then written in the run format). */
+static void test_old_layout(void)
+{
+    run_ok("train mlp --data fm --batch 32 --epochs 2 --augment off --out mlp2");
+    run_ok("train mlp --data fm --batch 32 --epochs 2 --stop-after 1 --augment off --out mlp1");
+    char *cfg = old_layout_meta(path_in("mlp1/model.ckpt"), "vision.config");
+    char *train = old_layout_meta(path_in("mlp1/model.ckpt"), "vision.train"), line[300];
+    long long c, h, w, k;
+    char mean[40], std[40];
+    CHECK(sscanf(cfg, "kind=mlp\nchannels=%lld\nheight=%lld\nwidth=%lld\nclasses=%lld\nmean=%39s\nstd=%39s", &c, &h,
+                 &w, &k, mean, std) == 6, "vision.config in the run format: '%s'", cfg);
+    snprintf(line, sizeof line, "kind=mlp image=%lldx%lldx%lld classes=%lld mean=%s std=%s", c, h, w, k, mean, std);
+    const char *keys[3] = {"kind", "vision.config", "vision.train"}, *vals[3] = {"mlp", line, old_layout_one_line(train)};
+    mkdir(path_in("old"), 0777);
+    old_layout_save(path_in("mlp1/model.ckpt"), path_in("old/model.ckpt"), qkv_optim_adamw_default(), keys, vals, 3);
+    free(cfg), free(train);
+    char *o1, *e1, *o2, *e2;
+    int rc1 = qkv(&o1, &e1, "eval mlp1"), rc2 = qkv(&o2, &e2, "eval old");
+    double a1 = accuracy_after(o1, "accuracy "), a2 = accuracy_after(o2, "accuracy ");
+    const char *m1 = strstr(o1, "per class:"), *m2 = strstr(o2, "per class:");
+    CHECK(rc1 == 0 && rc2 == 0 && a1 == a2 && m1 && m2 && !strcmp(m1, m2),
+          "eval of the older layout: exit %d, accuracy %.2f (the run's own: %.2f): %s %s", rc2, a2, a1, o2, e2);
+    free(o1), free(e1), free(o2), free(e2);
+    check_resumed("train mlp --resume --out old", "resuming at epoch 1", "epoch 2:", "mlp2/model.ckpt",
+                  "old/model.ckpt");
+}
+
+/* The run format's reader is strict: an unknown key, a key twice, a bad
+ * number, a missing key, each named in the message. */
+static void test_strict_metadata(void)
+{
+    static const char *const bad[][2] = {
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=0.3\ncolour=blue\n", "unknown key 'colour'"},
+        {"kind=mlp\nchannels=1\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=0.3\n", "key 'channels' appears twice"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=ten\nmean=0.5\nstd=0.3\n", "classes=ten is not a whole number"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\nstd=-1\n", "std=-1 is not a number in"},
+        {"kind=mlp\nchannels=1\nheight=28\nwidth=28\nclasses=10\nmean=0.5\n", "no key 'std'"}};
+    mkdir(path_in("strict"), 0777);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *keys[2] = {"kind", "vision.config"}, *vals[2] = {"mlp", bad[i][0]};
+        old_layout_save(path_in("mlp1/model.ckpt"), path_in("strict/model.ckpt"), qkv_optim_adamw_default(), keys, vals,
+                        2);
+        char *o, *e;
+        int rc = qkv(&o, &e, "eval strict");
+        CHECK(rc == 1 && strstr(e, "vision.config") && strstr(e, bad[i][1]), "a vision.config with %s: exit %d, %s",
+              bad[i][1], rc, e);
+        free(o), free(e);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_rollout();
@@ -213,6 +267,8 @@ int main(int argc, char **argv)
     write_pngs();
     test_train();
     test_eval_classify();
+    test_old_layout();
+    test_strict_metadata();
     cli_shell_cleanup();
     return h_finish("test_vision_cli");
 }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Tiny runs of the main commands with fixed seeds, for refactors that must not
 # change behaviour: prints every command's stdout and stderr (timings masked)
-# and the sha256 of every checkpoint and output file, so that two builds can
-# be compared:
+# and the sha256 of every checkpoint and output file, then each checkpoint's
+# tensor digest and metadata (tools/st_digest.py), so that two builds can be
+# compared:
 #   tools/golden_runs.sh build > before.txt   (on the old tree)
 #   tools/golden_runs.sh build > after.txt    (on the new tree)
 #   diff before.txt after.txt                 (empty: byte-identical)
@@ -11,6 +12,7 @@
 set -u
 B=${1:-build}
 Q="$B/qkv"
+D=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=1
@@ -55,3 +57,9 @@ run "$Q" translate "$W/badmt" "a"
 run "$Q" eval "$W/badmt"
 echo "== files"
 (cd "$W" && find . -type f ! -name out | LC_ALL=C sort | xargs sha256sum)
+# The checkpoints' tensors (names, shapes, bytes) apart from their metadata,
+# and the metadata itself: a change of the run format changes the files'
+# hashes above but not these tensor digests.
+echo "== tensors"
+(cd "$W" && find . -type f \( -name '*.ckpt' -o -name '*.safetensors' \) | LC_ALL=C sort |
+    xargs python3 "$D/st_digest.py")

@@ -141,6 +141,26 @@ static qkv_status classify_one(qkv_ctx *c, const vision_model *m, const cl_image
     return s;
 }
 
+/* Test image index of set (checked against it and the model's images g)
+ * into im, named in name (n bytes). */
+static qkv_status test_image(const qkv_image_set *test, int64_t index, const vision_config *g, cl_image *im,
+                             char *name, size_t n)
+{
+    int64_t per = g->channels * g->height * g->width;
+    if (index >= test->n)
+        return qkv_cli_fail(QKV_ERR_ARG, "--test-index %lld: the test set has %lld images", (long long)index,
+                            (long long)test->n);
+    if (test->channels != g->channels || test->height != g->height || test->width != g->width)
+        return qkv_cli_fail(QKV_ERR_SHAPE, "the test images are %lldx%lld, the model's %lldx%lld",
+                            (long long)test->height, (long long)test->width, (long long)g->height,
+                            (long long)g->width);
+    memcpy(im->pixels, test->images + index * per, (size_t)per * sizeof *im->pixels);
+    im->label = test->labels[index];
+    snprintf(name, n, "test image %lld", (long long)index);
+    im->name = name;
+    return QKV_OK;
+}
+
 int qkv_cli_classify(int argc, char **argv)
 {
     enum { TESTI = 256, DATA, ATTN };
@@ -180,12 +200,11 @@ int qkv_cli_classify(int argc, char **argv)
         return QKV_EXIT_FAILURE;
     }
     const vision_config *g = &m.cfg;
-    int64_t per = g->channels * g->height * g->width;
     qkv_ctx *ctx = NULL;
     qkv_image_set *test = NULL;
     cl_image im = {.label = -1};
     char name[64];
-    im.pixels = malloc((size_t)per * sizeof *im.pixels);
+    im.pixels = malloc((size_t)(g->channels * g->height * g->width) * sizeof *im.pixels);
     int rc = QKV_EXIT_OK;
     qkv_status s = im.pixels ? qkv_ctx_new(&ctx) : qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     for (int i = 1; !s && i < a.noperands; i++) {
@@ -201,19 +220,8 @@ int qkv_cli_classify(int argc, char **argv)
         char dir[1100];
         vision_data_dir(path, data, dir, sizeof dir);
         s = vision_load_set(dir, 0, 0, &test);
-        if (!s && test_index >= test->n)
-            s = qkv_cli_fail(QKV_ERR_ARG, "--test-index %lld: the test set has %lld images", (long long)test_index,
-                            (long long)test->n);
-        else if (!s && (test->channels != g->channels || test->height != g->height || test->width != g->width))
-            s = qkv_cli_fail(QKV_ERR_SHAPE, "the test images are %lldx%lld, the model's %lldx%lld",
-                            (long long)test->height, (long long)test->width, (long long)g->height, (long long)g->width);
-        if (!s) {
-            memcpy(im.pixels, test->images + test_index * per, (size_t)per * sizeof *im.pixels);
-            im.label = test->labels[test_index];
-            snprintf(name, sizeof name, "test image %lld", (long long)test_index);
-            im.name = name;
-            s = classify_one(ctx, &m, &im, topk, attention);
-        }
+        if (!s) s = test_image(test, test_index, g, &im, name, sizeof name);
+        if (!s) s = classify_one(ctx, &m, &im, topk, attention);
     }
     if (s) {
         qkv_cli_report("classify", "%s", qkv_cli_last_error());

@@ -87,6 +87,21 @@ static int tokenizers(const char *dir, int64_t min_freq)
     return status;
 }
 
+/* The cleaning's steps and the splits' sizes, as tables. */
+static void print_steps(const qkv_translation_counts *total, int64_t max_words, int64_t files)
+{
+    int64_t left = total->read;
+    printf("\n| step (max %" PRId64 " words) | pairs dropped | pairs left |\n|---|---:|---:|\n"
+           "| read from %" PRId64 " files | | %" PRId64 " |\n", max_words, files, left);
+    const char *what[] = {"a side empty once cleaned", "a control character left", "untranslated (equal ignoring case)",
+                          "too long", "duplicates"};
+    int64_t drop[] = {total->empty, total->control, total->untranslated, total->too_long, total->duplicates};
+    for (int i = 0; i < 5; i++) printf("| %s | %" PRId64 " | %" PRId64 " |\n", what[i], drop[i], left -= drop[i]);
+    printf("\n| split | pairs |\n|---|---:|\n| train | %" PRId64 " |\n| valid | %" PRId64 " |\n| test | %" PRId64
+           " |\n",
+           total->split[0], total->split[1], total->split[2]);
+}
+
 static int translation(int argc, char **argv)
 {
     static const struct option options[] = {{"output", required_argument, NULL, 'o'},
@@ -159,16 +174,7 @@ static int translation(int argc, char **argv)
         }
     }
     if (status == QKV_EXIT_OK) {
-        int64_t left = total.read;
-        printf("\n| step (max %" PRId64 " words) | pairs dropped | pairs left |\n|---|---:|---:|\n"
-               "| read from %" PRId64 " files | | %" PRId64 " |\n", max_words, files, left);
-        const char *what[] = {"a side empty once cleaned", "a control character left", "untranslated (equal ignoring case)",
-                              "too long", "duplicates"};
-        int64_t drop[] = {total.empty, total.control, total.untranslated, total.too_long, total.duplicates};
-        for (int i = 0; i < 5; i++) printf("| %s | %" PRId64 " | %" PRId64 " |\n", what[i], drop[i], left -= drop[i]);
-        printf("\n| split | pairs |\n|---|---:|\n| train | %" PRId64 " |\n| valid | %" PRId64 " |\n| test | %" PRId64
-               " |\n",
-               total.split[0], total.split[1], total.split[2]);
+        print_steps(&total, max_words, files);
         status = tokenizers(dir, min_freq);
     }
     qkv_translation_set_free(set);

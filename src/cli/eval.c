@@ -1,7 +1,7 @@
 /* eval.c: `qkv eval CHECKPOINT [OPTIONS]`: scores a trained model. The
- * kind of model is read from the run: a translation run's folder has a
- * config.txt whose first line is "kind translation"; the other trainers
- * keep "kind" in the checkpoint's metadata. Kind NAME is the function in
+ * kind of model is read from the run: "kind" in the checkpoint's metadata
+ * (a translation run of an older version: the first line of the config.txt
+ * beside it, "kind translation"). Kind NAME is the function in
  * its row of the table below, which gets the whole command line (argv[0]
  * = "eval") and parses its own options. A run's folder (--out DIR of qkv
  * train) may stand for the checkpoint in it. */
@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/mt.h"
+#include "cli/run_format.h"
 
 /* The kinds: X(kind, function, summary). */
 #define QKV_CLI_EVAL_KINDS(X)                                                                  \
@@ -65,22 +66,34 @@ static int takes_value(const char *arg)
     return 0;
 }
 
-/* The kind of the run at arg into kind (malloc'd); 1 after a message. */
+/* The kind an older translation run's DIR/config.txt names ("kind
+ * translation", its first line; deprecated, read only) into kind
+ * (malloc'd); 1 after a message. */
+static int legacy_kind(const char *dir, char **kind)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
+    size_t len;
+    char *text = qkv_cli_read_all("eval", path, &len);
+    if (!text) return 1;
+    size_t k = strncmp(text, "kind ", 5) ? 0 : strcspn(text + 5, "\n");
+    if (k) *kind = strndup(text + 5, k);
+    free(text);
+    if (!k) return qkv_cli_report("eval", "%s names no kind (a first line such as 'kind translation')", path);
+    return *kind ? 0 : qkv_cli_report("eval", "out of memory");
+}
+
+/* The kind of the run at arg (a run's folder or its checkpoint: metadata
+ * "kind") into kind (malloc'd); 1 after a message. */
 static int run_kind(const char *arg, char **kind)
 {
-    char dir[1024], path[1200];
-    struct stat st;
-    if (stat(arg, &st) != 0) return qkv_cli_report("eval", "cannot open %s: %s", arg, strerror(errno));
-    if (mt_checkpoint_dir("eval", arg, dir, sizeof dir)) return 1;
-    snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
-    if (access(path, F_OK) == 0) { /* a translation run */
-        char k[64];
-        if (mt_checkpoint_kind("eval", dir, k, sizeof k)) return 1;
-        return (*kind = strdup(k)) ? 0 : (qkv_cli_report("eval", "out of memory"), 1);
-    }
-    if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/model.ckpt", arg);
-    else snprintf(path, sizeof path, "%s", arg);
-    qkv_status s = qkv_checkpoint_read_meta(path, "kind", kind);
+    char dir[1024], path[1200], cfg[1200];
+    if (mt_config_dir("eval", arg, dir, sizeof dir)) return 1;
+    rf_run_checkpoint(arg, "model.ckpt", path, sizeof path);
+    snprintf(cfg, sizeof cfg, "%s/%s", dir, MT_CONFIG);
+    qkv_status s = access(path, F_OK) == 0 ? qkv_checkpoint_read_meta(path, "kind", kind) : QKV_ERR_IO;
+    if (s != QKV_OK && access(cfg, F_OK) == 0) return legacy_kind(dir, kind); /* a run of an older version */
+    if (s == QKV_ERR_IO) s = qkv_checkpoint_read_meta(path, "kind", kind); /* its message */
     if (s == QKV_OK) return 0;
     if (s == QKV_ERR_NOTFOUND)
         return qkv_cli_report("eval",

@@ -28,6 +28,39 @@ static int write_lines(const char *path, const char *const *lines, int64_t n)
     return 0;
 }
 
+/* The references of the set's pairs split as the tokenizer splits
+ * (lower-cased, marks apart), as the outputs are: refs[i] (pointers into
+ * the malloc'd array returned; NULL after a message); *exact counts the
+ * outputs equal to their reference. */
+static char **split_references(const mt_model *m, const mt_pairs *p, const mt_set *s, char *const *hyps,
+                               const char **refs, int64_t *exact)
+{
+    char **pieces = calloc((size_t)s->n, sizeof *pieces);
+    for (int64_t i = 0; pieces && i < s->n; i++) {
+        const char *ref = p->tgt[s->index[i]];
+        if (qkv_tokenizer_words_split(m->tgt_tok, ref, strlen(ref), &pieces[i], NULL, NULL) != QKV_OK) {
+            qkv_cli_report("eval", "%s", qkv_last_error());
+            for (int64_t j = 0; j < i; j++) free(pieces[j]);
+            free(pieces);
+            return NULL;
+        }
+        refs[i] = pieces[i];
+        *exact += !strcmp(hyps[i], pieces[i]);
+    }
+    if (!pieces) qkv_cli_report("eval", "out of memory");
+    return pieces;
+}
+
+static void print_scores(const qkv_bleu_score *b, int64_t exact, int64_t n, double loss)
+{
+    printf("BLEU %.2f (p1..p4 %.1f/%.1f/%.1f/%.1f, brevity penalty %.3f, %lld/%lld words)\n",
+           100 * b->bleu, 100 * b->precision[0], 100 * b->precision[1], 100 * b->precision[2],
+           100 * b->precision[3], b->brevity_penalty, (long long)b->hyp_len, (long long)b->ref_len);
+    printf("exact match %.2f%% (%lld of %lld)\n", 100.0 * (double)exact / (double)n, (long long)exact,
+           (long long)n);
+    printf("loss %.4f per token, perplexity %.2f\n", loss, exp(loss));
+}
+
 int qkv_cli_eval_translation(int argc, char **argv)
 {
     static const char *const splits[] = {"train", "valid", "test"};
@@ -75,20 +108,8 @@ int qkv_cli_eval_translation(int argc, char **argv)
         qkv_cli_report("eval", "%s", hyps && refs ? qkv_cli_last_error() : "out of memory");
         goto done;
     }
-    /* references split as the tokenizer splits (lower-cased, marks apart), as the outputs are */
-    char **pieces = calloc((size_t)s.n, sizeof *pieces);
     int64_t exact = 0;
-    for (int64_t i = 0; pieces && i < s.n; i++) {
-        const char *ref = p.tgt[s.index[i]];
-        if (qkv_tokenizer_words_split(m.tgt_tok, ref, strlen(ref), &pieces[i], NULL, NULL) != QKV_OK) {
-            qkv_cli_report("eval", "%s", qkv_last_error());
-            for (int64_t j = 0; j < i; j++) free(pieces[j]);
-            free(pieces);
-            goto done;
-        }
-        refs[i] = pieces[i];
-        exact += !strcmp(hyps[i], pieces[i]);
-    }
+    char **pieces = split_references(&m, &p, &s, hyps, refs, &exact);
     if (!pieces) goto done;
     qkv_bleu_score b;
     qkv_status bs = qkv_bleu_corpus((const char *const *)hyps, refs, s.n, 1, &b);
@@ -97,12 +118,7 @@ int qkv_cli_eval_translation(int argc, char **argv)
                mt_model_name(&m.cfg), mt_direction(&m.cfg), (long long)mt_model_params(&m),
                splits[split], path, (long long)s.n, (long long)m.cfg.max_words,
                beam > 1 ? "beam search" : "greedy");
-        printf("BLEU %.2f (p1..p4 %.1f/%.1f/%.1f/%.1f, brevity penalty %.3f, %lld/%lld words)\n",
-               100 * b.bleu, 100 * b.precision[0], 100 * b.precision[1], 100 * b.precision[2],
-               100 * b.precision[3], b.brevity_penalty, (long long)b.hyp_len, (long long)b.ref_len);
-        printf("exact match %.2f%% (%lld of %lld)\n", 100.0 * (double)exact / (double)s.n,
-               (long long)exact, (long long)s.n);
-        printf("loss %.4f per token, perplexity %.2f\n", loss, exp(loss));
+        print_scores(&b, exact, s.n, loss);
         rc = QKV_EXIT_OK;
     } else {
         qkv_cli_report("eval", "%s", qkv_last_error());

@@ -37,6 +37,27 @@ static qkv_status draw(const char *path, const int64_t *conf, int64_t K, const c
     return s;
 }
 
+/* The per-class accuracy and the confusion matrix conf (K x K: [true][predicted]). */
+static void print_confusion(const int64_t *conf, int64_t K)
+{
+    printf("\nper class:\n");
+    for (int64_t k = 0; k < K; k++) {
+        int64_t n = 0;
+        for (int64_t p = 0; p < K; p++) n += conf[k * K + p];
+        const char *name = K == 10 ? qkv_fashion_mnist_class(k) : NULL;
+        printf("  %2lld %-12s %6.2f%% of %lld\n", (long long)k, name ? name : "",
+               n ? 100.0 * (double)conf[k * K + k] / (double)n : 0.0, (long long)n);
+    }
+    printf("\nconfusion matrix (rows: true class, columns: predicted):\n     ");
+    for (int64_t p = 0; p < K; p++) printf(" %5lld", (long long)p);
+    printf("\n");
+    for (int64_t t = 0; t < K; t++) {
+        printf("  %2lld ", (long long)t);
+        for (int64_t p = 0; p < K; p++) printf(" %5lld", (long long)conf[t * K + p]);
+        printf("\n");
+    }
+}
+
 int qkv_cli_eval_vision(int argc, char **argv)
 {
     enum { DATA = 256, TESTL, BATCH, PNG, SVG };
@@ -86,22 +107,7 @@ int qkv_cli_eval_vision(int argc, char **argv)
         printf("%s (%s, %lld parameters) on %lld test images of %s: accuracy %.2f%% (%lld right), %.1f s\n", path,
                vision_kind_names[m.cfg.kind], (long long)qkv_params_numel_trainable(m.p), (long long)test->n, dir,
                100 * acc, (long long)(acc * (double)test->n + 0.5), qkv_cli_now() - t0);
-        printf("\nper class:\n");
-        for (int64_t k = 0; k < K; k++) {
-            int64_t n = 0;
-            for (int64_t p = 0; p < K; p++) n += conf[k * K + p];
-            const char *name = K == 10 ? qkv_fashion_mnist_class(k) : NULL;
-            printf("  %2lld %-12s %6.2f%% of %lld\n", (long long)k, name ? name : "",
-                   n ? 100.0 * (double)conf[k * K + k] / (double)n : 0.0, (long long)n);
-        }
-        printf("\nconfusion matrix (rows: true class, columns: predicted):\n     ");
-        for (int64_t p = 0; p < K; p++) printf(" %5lld", (long long)p);
-        printf("\n");
-        for (int64_t t = 0; t < K; t++) {
-            printf("  %2lld ", (long long)t);
-            for (int64_t p = 0; p < K; p++) printf(" %5lld", (long long)conf[t * K + p]);
-            printf("\n");
-        }
+        print_confusion(conf, K);
         char title[200];
         snprintf(title, sizeof title, "%s on %lld test images: %.2f%% right (rows: fraction of the true class)",
                  vision_kind_names[m.cfg.kind], (long long)test->n, 100 * acc);

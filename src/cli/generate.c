@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include "cli/cli.h"
 #include "cli/lm_common.h"
+#include "cli/run_format.h"
 #include "qkv/plot.h"
 
 const char qkv_cli_generate_usage[] =
@@ -176,9 +177,7 @@ int qkv_cli_generate(int argc, char **argv)
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
     char path[4096];
-    struct stat sb;
-    if (stat(o.ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/%s", o.ckpt, LM_CKPT_NAME);
-    else snprintf(path, sizeof path, "%s", o.ckpt);
+    rf_run_checkpoint(o.ckpt, LM_CKPT_NAME, path, sizeof path);
     size_t plen = strlen(o.prompt);
     int64_t bad = utf8_invalid((const unsigned char *)o.prompt, plen);
     if (bad >= 0) {

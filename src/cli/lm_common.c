@@ -9,18 +9,6 @@
 #include "cli/lm_common.h"
 
 
-qkv_status lm_meta_make(lm_meta *mt, const lm_model *m, const char *train)
-{
-    QKV_CLI_TRY(qkv_lm_opts_format(&m->o, mt->config, sizeof mt->config));
-    int n = 0;
-    mt->keys[n] = "lm.config", mt->vals[n++] = mt->config;
-    mt->keys[n] = "lm.tokenizer", mt->vals[n++] = m->tok_spec;
-    if (m->tok_text) mt->keys[n] = "lm.tokenizer_file", mt->vals[n++] = m->tok_text;
-    if (train) mt->keys[n] = "lm.train", mt->vals[n++] = train;
-    mt->meta = (qkv_checkpoint_meta){n, mt->keys, mt->vals};
-    return QKV_OK;
-}
-
 void lm_model_free(lm_model *m)
 {
     if (!m) return;

@@ -20,17 +20,6 @@ typedef struct {
     char *tok_text; /* chars, bpe: the tokenizer file's text (lm.tokenizer_file) */
 } lm_model;
 
-/* The metadata every LM checkpoint carries: lm.config, lm.tokenizer,
- * lm.tokenizer_file (chars, bpe) and, for training, lm.train (extra,
- * may be NULL). keys/vals get up to 4 pointers into bufs that live as long
- * as m and extra (a fifth slot for train lm's lm.precision). */
-typedef struct {
-    char config[512];
-    const char *keys[5], *vals[5];
-    qkv_checkpoint_meta meta;
-} lm_meta;
-qkv_status lm_meta_make(lm_meta *mt, const lm_model *m, const char *train);
-
 /* The model (options, tokenizer, parameters) of the checkpoint at path,
  * checked (format, checksum, the options in range, the tokenizer's vocabulary
  * the model's). On failure m is freed and qkv_last_error() says why. */

@@ -22,202 +22,6 @@ const char *mt_model_name(const mt_config *c)
     return buf;
 }
 
-/* ---- config.txt ------------------------------------------------------------ */
-
-int mt_config_save(const char *cmd, const char *dir, const mt_config *c)
-{
-    char path[1024], tmp[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        return qkv_cli_report(cmd, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    fprintf(f, "kind translation\nmodel %s\nrnn %s\nattention %s\nbidirectional %d\n"
-            "layers %lld\nembed %lld\nhidden %lld\nheads %lld\nmax_len %lld\ndropout %.17g\n"
-            "direction %s\nsrc_vocab %lld\ntgt_vocab %lld\nsrc_tokenizer %s\ntgt_tokenizer %s\n"
-            "data %s\nmax_words %lld\nbatch %lld\nsteps %lld\nlr %.17g\nclip %.17g\n"
-            "teacher_forcing %.17g\nseed %llu\n",
-            c->model == MT_TRANSFORMER ? "transformer" : "rnn", c->rnn == QKV_RNN_LSTM ? "lstm" : "gru",
-            qkv_rnn_attention_name(c->attention), c->bidirectional, (long long)c->layers,
-            (long long)c->embed, (long long)c->hidden, (long long)c->heads, (long long)c->max_len,
-            c->dropout, mt_direction(c), (long long)c->src_vocab, (long long)c->tgt_vocab,
-            MT_SRC_WORDS, MT_TGT_WORDS, c->data, (long long)c->max_words, (long long)c->batch,
-            (long long)c->steps, c->lr, c->clip, c->teacher_forcing, (unsigned long long)c->seed);
-    if (c->precision != QKV_FP32) fprintf(f, "precision %s\n", qkv_cli_precision_name(c->precision));
-    if (c->rank) fprintf(f, "rank %lld\n", (long long)c->rank);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
-        qkv_cli_report(cmd, "cannot write %s", path);
-        remove(tmp);
-        return 1;
-    }
-    return 0;
-}
-
-int mt_checkpoint_dir(const char *cmd, const char *arg, char *dir, size_t cap)
-{
-    struct stat st;
-    size_t n = strlen(arg);
-    if (stat(arg, &st) != 0) {
-        return qkv_cli_report(cmd, "cannot open %s: %s", arg, strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(dir, cap, "%s", arg);
-    } else {
-        const char *slash = strrchr(arg, '/');
-        if (!slash) snprintf(dir, cap, ".");
-        else snprintf(dir, cap, "%.*s", (int)(slash - arg), arg);
-        if (slash == arg) snprintf(dir, cap, "/");
-    }
-    (void)n;
-    return 0;
-}
-
-/* The value of key in config text, or NULL. */
-static const char *conf_get(char *const *keys, char *const *vals, int n, const char *key)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(keys[i], key)) return vals[i];
-    return NULL;
-}
-
-typedef struct {
-    char *text;
-    char *keys[64], *vals[64];
-    int n;
-} conf_file;
-
-static int conf_read(const char *cmd, const char *dir, conf_file *cf)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, MT_CONFIG);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return qkv_cli_report(cmd, "%s has no %s (%s): not a model directory of `qkv train "
-                "translation` (give its --out directory, or the %s in it)", dir, MT_CONFIG,
-                strerror(errno), MT_CHECKPOINT);
-    }
-    fclose(f);
-    size_t len;
-    cf->text = qkv_cli_read_all(cmd, path, &len);
-    if (!cf->text) return 1;
-    cf->n = 0;
-    for (char *line = strtok(cf->text, "\n"); line && cf->n < 64; line = strtok(NULL, "\n")) {
-        char *sp = strchr(line, ' ');
-        if (!sp) continue;
-        *sp = '\0';
-        cf->keys[cf->n] = line, cf->vals[cf->n++] = sp + 1;
-    }
-    return 0;
-}
-
-int mt_checkpoint_kind(const char *cmd, const char *dir, char *kind, size_t cap)
-{
-    conf_file cf = {0};
-    if (conf_read(cmd, dir, &cf)) return 1;
-    const char *k = conf_get(cf.keys, cf.vals, cf.n, "kind");
-    if (!k) {
-        qkv_cli_report(cmd, "%s/%s names no kind (a first line such as 'kind translation')", dir, MT_CONFIG);
-        free(cf.text);
-        return 1;
-    }
-    snprintf(kind, cap, "%s", k);
-    free(cf.text);
-    return 0;
-}
-
-static int conf_int(const char *cmd, const char *dir, const conf_file *cf, const char *key,
-                    int64_t lo, int64_t hi, int64_t *v)
-{
-    const char *s = conf_get(cf->keys, cf->vals, cf->n, key);
-    char *end;
-    long long x = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || x < lo || x > hi) {
-        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a whole number in [%lld, %lld])",
-                              dir, MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "",
-                (long long)lo, (long long)hi);
-    }
-    *v = x;
-    return 0;
-}
-
-static int conf_double(const char *cmd, const char *dir, const conf_file *cf, const char *key,
-                       double *v)
-{
-    const char *s = conf_get(cf->keys, cf->vals, cf->n, key);
-    char *end;
-    double x = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || !isfinite(x) || x < 0) {
-        return qkv_cli_report(cmd, "%s/%s: '%s' is %s%s%s (expected a number >= 0)", dir,
-                MT_CONFIG, key, s ? "'" : "missing", s ? s : "", s ? "'" : "");
-    }
-    *v = x;
-    return 0;
-}
-
-int mt_config_load(const char *cmd, const char *dir, mt_config *c)
-{
-    conf_file cf = {0};
-    if (conf_read(cmd, dir, &cf)) return 1;
-    memset(c, 0, sizeof *c);
-    const char *kind = conf_get(cf.keys, cf.vals, cf.n, "kind");
-    int rc = 1;
-    if (!kind || strcmp(kind, "translation")) {
-        qkv_cli_report(cmd, "%s holds a checkpoint of kind '%s', not a translation model",
-                       dir, kind ? kind : "(none)");
-        goto done;
-    }
-    const char *model = conf_get(cf.keys, cf.vals, cf.n, "model");
-    const char *rnn = conf_get(cf.keys, cf.vals, cf.n, "rnn");
-    const char *attn = conf_get(cf.keys, cf.vals, cf.n, "attention");
-    const char *dirn = conf_get(cf.keys, cf.vals, cf.n, "direction");
-    const char *data = conf_get(cf.keys, cf.vals, cf.n, "data");
-    if (!model || (strcmp(model, "rnn") && strcmp(model, "transformer")) || !rnn ||
-        (strcmp(rnn, "gru") && strcmp(rnn, "lstm")) || !attn ||
-        qkv_rnn_attention_parse(attn, &c->attention) != QKV_OK || !dirn ||
-        (strcmp(dirn, "en-fr") && strcmp(dirn, "fr-en"))) {
-        qkv_cli_report(cmd, "%s/%s: model, rnn, attention or direction is missing or unknown",
-                       dir, MT_CONFIG);
-        goto done;
-    }
-    c->model = strcmp(model, "rnn") ? MT_TRANSFORMER : MT_RNN;
-    c->rnn = strcmp(rnn, "lstm") ? QKV_RNN_GRU : QKV_RNN_LSTM;
-    c->reverse = !strcmp(dirn, "fr-en");
-    snprintf(c->data, sizeof c->data, "%s", data ? data : "data/translation");
-    int64_t bi, seed;
-    const int64_t big = (int64_t)1 << 40;
-    if (conf_int(cmd, dir, &cf, "bidirectional", 0, 1, &bi) ||
-        conf_int(cmd, dir, &cf, "layers", 1, 64, &c->layers) ||
-        conf_int(cmd, dir, &cf, "embed", 1, 65536, &c->embed) ||
-        conf_int(cmd, dir, &cf, "hidden", 1, 65536, &c->hidden) ||
-        conf_int(cmd, dir, &cf, "heads", 1, 1024, &c->heads) ||
-        conf_int(cmd, dir, &cf, "max_len", 2, 4096, &c->max_len) ||
-        conf_int(cmd, dir, &cf, "src_vocab", 5, big, &c->src_vocab) ||
-        conf_int(cmd, dir, &cf, "tgt_vocab", 5, big, &c->tgt_vocab) ||
-        conf_int(cmd, dir, &cf, "max_words", 1, 4096, &c->max_words) ||
-        conf_int(cmd, dir, &cf, "batch", 1, 1 << 20, &c->batch) ||
-        conf_int(cmd, dir, &cf, "steps", 0, big, &c->steps) ||
-        conf_int(cmd, dir, &cf, "seed", 0, INT64_MAX, &seed) ||
-        conf_double(cmd, dir, &cf, "dropout", &c->dropout) ||
-        conf_double(cmd, dir, &cf, "lr", &c->lr) || conf_double(cmd, dir, &cf, "clip", &c->clip) ||
-        conf_double(cmd, dir, &cf, "teacher_forcing", &c->teacher_forcing))
-        goto done;
-    c->bidirectional = (int)bi;
-    c->seed = (uint64_t)seed;
-    if (conf_get(cf.keys, cf.vals, cf.n, "rank") && conf_int(cmd, dir, &cf, "rank", 0, 65536, &c->rank)) goto done;
-    const char *prec = conf_get(cf.keys, cf.vals, cf.n, "precision");
-    if (prec && !qkv_cli_precision_parse(prec, &c->precision)) {
-        qkv_cli_report(cmd, "%s/%s: precision '%s' is neither fp32 nor bf16", dir, MT_CONFIG, prec);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(cf.text);
-    return rc;
-}
-
 /* ---- models ------------------------------------------------------------------ */
 
 qkv_status mt_model_init(mt_model *m, const mt_config *c, qkv_tokenizer *src, qkv_tokenizer *tgt)
@@ -267,8 +71,8 @@ static int open_words(const char *cmd, const char *dir, const char *name, int64_
         return qkv_cli_report(cmd, "%s", qkv_cli_last_error());
     }
     if (qkv_tokenizer_kind_of(*t) != QKV_TOKENIZER_WORDS || qkv_tokenizer_vocab_size(*t) != vocab) {
-        qkv_cli_report(cmd, "%s is not the words tokenizer of %lld ids that %s/%s names",
-                path, (long long)vocab, dir, MT_CONFIG);
+        qkv_cli_report(cmd, "%s is not the words tokenizer of %lld ids that the run's configuration names",
+                path, (long long)vocab);
         qkv_tokenizer_free(*t);
         *t = NULL;
         return 1;
@@ -281,16 +85,13 @@ int mt_model_open(const char *cmd, const char *arg, mt_model *m)
     char dir[1024], ckpt[1100];
     memset(m, 0, sizeof *m);
     mt_config c;
-    if (mt_checkpoint_dir(cmd, arg, dir, sizeof dir) || mt_config_load(cmd, dir, &c)) return 1;
+    if (mt_config_open(cmd, arg, dir, sizeof dir, ckpt, sizeof ckpt, &c)) return 1;
     qkv_tokenizer *src = NULL, *tgt = NULL;
     if (open_words(cmd, dir, MT_SRC_WORDS, c.src_vocab, &src)) return 1;
     if (open_words(cmd, dir, MT_TGT_WORDS, c.tgt_vocab, &tgt)) {
         qkv_tokenizer_free(src);
         return 1;
     }
-    struct stat st;
-    if (stat(arg, &st) == 0 && !S_ISDIR(st.st_mode)) snprintf(ckpt, sizeof ckpt, "%s", arg);
-    else snprintf(ckpt, sizeof ckpt, "%s/%s", dir, MT_CHECKPOINT);
     if (mt_model_init(m, &c, src, tgt) != QKV_OK ||
         qkv_checkpoint_load(ckpt, m->p, NULL, NULL, NULL) != QKV_OK) {
         qkv_cli_report(cmd, "%s", qkv_cli_last_error());

@@ -1,5 +1,6 @@
 /* mt.h: what `qkv train translation`, `qkv translate` and `qkv eval` share
- * (mt.c): a translation model's configuration (DIR/config.txt), building
+ * (mt.c, mt_config.c): a translation model's configuration (in the
+ * checkpoint's metadata; DIR/config.txt in runs of older versions), building
  * and opening one (the checkpoint DIR/checkpoint.safetensors with its
  * tokenizers DIR/words.src, DIR/words.tgt), sentence pairs, batches, the
  * loss, decoding and the attention of a decoded sentence. Both model kinds,
@@ -13,14 +14,14 @@
 enum { MT_PAD = 0, MT_BOS = 1, MT_EOS = 2, MT_UNK = 3 };
 enum { MT_RNN = 0, MT_TRANSFORMER = 1 };
 
-#define MT_CONFIG "config.txt"
+#define MT_CONFIG "config.txt" /* runs of older versions: the configuration beside the checkpoint */
 #define MT_CHECKPOINT "checkpoint.safetensors"
 #define MT_SRC_WORDS "words.src"
 #define MT_TGT_WORDS "words.tgt"
 #define MT_LOG "log.tsv"
 
-/* A model and how it was trained, as DIR/config.txt keeps it ("key value"
- * lines; the first is "kind translation"). */
+/* A model and how it was trained (translation.config and
+ * translation.train in the checkpoint's metadata). */
 typedef struct {
     int model;                   /* MT_RNN or MT_TRANSFORMER */
     qkv_rnn_mode rnn;            /* GRU or LSTM */
@@ -54,16 +55,19 @@ typedef struct {
 const char *mt_model_name(const mt_config *c); /* "GRU, additive attention", "transformer" */
 const char *mt_direction(const mt_config *c);  /* "en-fr" or "fr-en" */
 
-/* DIR/config.txt. save: 0 or a message on stderr and 1. */
-int mt_config_save(const char *cmd, const char *dir, const mt_config *c);
-/* The directory of a checkpoint argument (DIR, or DIR/anything.safetensors)
- * into dir (a message and 1 if arg does not exist); DIR/config.txt into c. 0, or a message naming what is
- * wrong (no config: not a qkv checkpoint of a known kind) and 1. */
-int mt_checkpoint_dir(const char *cmd, const char *arg, char *dir, size_t cap);
-int mt_config_load(const char *cmd, const char *dir, mt_config *c);
-/* The kind a checkpoint DIR's config names ("translation"), in kind
- * (cap bytes); 0, or a message and 1. For `qkv eval`'s dispatch. */
-int mt_checkpoint_kind(const char *cmd, const char *dir, char *kind, size_t cap);
+/* translation.config (the model) and translation.train (its training) in
+ * the run format (run_format.h), as the checkpoint's metadata keeps them
+ * (mt_config.c), with translation.precision when not fp32. */
+qkv_status mt_config_format(const mt_config *c, char *config, size_t nc, char *train, size_t nt);
+/* The configuration of the run at arg (its folder, or its checkpoint
+ * file): the checkpoint's metadata, or for runs of older versions the
+ * DIR/config.txt beside it ("key value" lines: deprecated, read only);
+ * dir and ckpt get the run's folder and checkpoint. 0, or a message naming
+ * what is wrong (another kind, no run there) and 1. */
+int mt_config_open(const char *cmd, const char *arg, char *dir, size_t nd, char *ckpt, size_t nk, mt_config *c);
+/* The folder of a run given as arg (DIR, or a file in it) into dir; 1
+ * after a message when arg does not exist. */
+int mt_config_dir(const char *cmd, const char *arg, char *dir, size_t cap);
 
 /* Builds m from c (vocabularies set) with fresh parameters seeded by
  * c->seed; takes the tokenizers (freed by mt_model_free). */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "cli/lm_common.h"
+#include "cli/train_run.h"
 #include "qkv/plot.h"
 
 /* What shapes the data and the run, saved as lm.train and restored by --resume. */
@@ -41,21 +42,24 @@ typedef struct {
     int64_t layers, d_model, heads, ff, eval_every, eval_batches, save_every, threads, sample, stop_at;
     double dropout, time_limit;
     int untied, resume, rotary, zero1;
-    qkv_precision precision; /* of the matmuls: --precision, or lm.precision on --resume */
+    qkv_precision precision; /* of the matmuls: --precision (on --resume the skeleton reads lm.precision) */
 } lm_opts;
 
 /* ---- lm.train ------------------------------------------------------------ */
 
-static void run_format(const run_opts *r, char *buf, size_t n)
-{
-    snprintf(buf, n, "context=%lld batch=%lld steps=%lld warmup=%lld seed=%lld lr=%.17g min_lr=%.17g "
-             "clip=%.17g weight_decay=%.17g val_fraction=%.17g corpus=%s",
-             (long long)r->context, (long long)r->batch, (long long)r->steps, (long long)r->warmup,
-             (long long)r->seed, r->lr, r->min_lr, r->clip, r->weight_decay, r->val_fraction, r->corpus);
-}
+/* lm.train in the run format (run_format.h). */
+static const rf_field run_fields[] = {
+    RF_NUM(run_opts, context, RF_I64, 1, 1e15),    RF_NUM(run_opts, batch, RF_I64, 1, 1e15),
+    RF_NUM(run_opts, steps, RF_I64, 0, 1e15),      RF_NUM(run_opts, warmup, RF_I64, 0, 1e15),
+    RF_NUM(run_opts, seed, RF_I64, 0, 9.2e18),     RF_NUM(run_opts, lr, RF_F64, -1e300, 1e300),
+    RF_NUM(run_opts, min_lr, RF_F64, -1e300, 1e300), RF_NUM(run_opts, clip, RF_F64, -1e300, 1e300),
+    RF_NUM(run_opts, weight_decay, RF_F64, -1e300, 1e300),
+    RF_NUM(run_opts, val_fraction, RF_F64, 1e-300, 0.9999999999999999), RF_STRING(run_opts, corpus)};
 
-static int run_parse(const char *s, run_opts *r)
+/* The one-line lm.train of older runs: deprecated, read only. */
+static int legacy_run_parse(const char *s, void *obj)
 {
+    run_opts *r = obj;
     long long c, b, st, w, sd;
     int k = 0;
     if (sscanf(s, "context=%lld batch=%lld steps=%lld warmup=%lld seed=%lld lr=%lf min_lr=%lf clip=%lf "
@@ -157,18 +161,13 @@ typedef struct {
     lm_model *model;
     const corpus *cp;
     int64_t *x, *y; // (B,T) each
-    qkv_ctx *eval;
+    train_run *t;   /* the skeleton's: the eval context, the checkpoint's parts */
     qkv_cli_curve train, val;
     double window_sum;
     int64_t window_n, window;
     double last_val;
     /* --time-limit: the clock's start and what a stop saves. */
     double t0;
-    int timed_out;
-    qkv_optim *opt;
-    qkv_rng *rng;
-    const qkv_checkpoint_meta *meta;
-    const char *ckpt;
     qkv_dist *dist; /* mpirun: data-parallel; else one process */
 } lm_run;
 
@@ -232,14 +231,14 @@ static qkv_status validate(lm_run *r, int64_t step)
     if (!losses) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory for the validation");
     qkv_rng rng;
     qkv_rng_seed(&rng, mix((uint64_t)r->o->r.seed + 2, 0));
-    qkv_ctx_set_training(r->eval, 0);
-    qkv_ctx_set_grad(r->eval, 0);
+    qkv_ctx_set_training(r->t->eval, 0);
+    qkv_ctx_set_grad(r->t->eval, 0);
     qkv_status s = QKV_OK;
     for (int64_t i = 0; i < nb && !s; i++) {
-        qkv_ctx_reset(r->eval);
+        qkv_ctx_reset(r->t->eval);
         fill_batch(r->cp, &rng, r->cp->n_train, r->cp->n, B, 0, i % size == rank ? B : 0, T, r->x, r->y);
         qkv_tensor *loss;
-        if (i % size == rank && !(s = batch_loss(r->eval, &r->model->m, r->x, r->y, B, T, &loss)))
+        if (i % size == rank && !(s = batch_loss(r->t->eval, &r->model->m, r->x, r->y, B, T, &loss)))
             losses[i] = loss->data[0];
     }
     if (size > 1) s = qkv_cli_dist_agree(r->dist, s, "validation");
@@ -257,14 +256,15 @@ static qkv_status validate(lm_run *r, int64_t step)
  * step made them already), then a stop that the command reports as done. */
 static qkv_status time_up(lm_run *r, const qkv_train_pos *pos, int saved, int validated)
 {
-    if (!saved) QKV_CLI_TRY(qkv_dist_checkpoint_save(r->dist, r->ckpt, r->model->p, r->opt, pos, r->rng, r->meta));
+    train_run *t = r->t;
+    if (!saved) QKV_CLI_TRY(qkv_dist_checkpoint_save(r->dist, t->ckpt, r->model->p, t->opt, pos, &t->rng, &t->meta));
     if (!validated) QKV_CLI_TRY(validate(r, pos->step));
     if (qkv_dist_rank(r->dist) == 0) {
         if (isatty(fileno(stderr))) fputc('\n', stderr);
         fprintf(stderr, "step %lld: the time limit (%g minutes) is reached: stopped, validation loss %.4f\n",
                 (long long)pos->step, r->o->time_limit, r->last_val);
     }
-    r->timed_out = 1;
+    t->stopped = 1;
     return qkv_cli_fail(QKV_ERR_STATE, "stopped at the time limit");
 }
 
@@ -352,16 +352,29 @@ const char qkv_cli_train_lm_usage[] =
     "      --plots PREFIX     the loss curves into PREFIX_loss.png (or PREFIX if it has an\n"
     "                         extension: .png, .svg, .pdf)\n"
     "      --sample N         tokens of a sample printed at the end (default 300; 0: none)\n"
-    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
-    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
-    "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
-    "                         under mpirun, per rank)\n"
-    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    TRAIN_RUN_USAGE_COMMON
     "  -h, --help             show this usage\n"
     "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
     "  docs/distributed.md); rank 0 prints and writes.\n"
     "  exit status: 0 success, 1 runtime error (data, files, a diverging run), 2 usage\n";
+
+/* What the options say together: a usage error, or -1 to go on. */
+static int check(qkv_cli_args *a, const lm_opts *o, int run_opt, const char *run_name)
+{
+    if (o->resume && run_opt)
+        qkv_cli_error(a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
+    else if (!o->resume && o->d_model % o->heads)
+        qkv_cli_error(a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->d_model,
+                      (long long)o->heads);
+    else if (!o->resume && o->rotary == 1 && (o->d_model / o->heads) % 2)
+        qkv_cli_error(a, "--pos rotary needs an even head size: --d-model %lld / --heads %lld is %lld",
+                      (long long)o->d_model, (long long)o->heads, (long long)(o->d_model / o->heads));
+    else if (strlen(o->out) > 900)
+        qkv_cli_error(a, "--out: the folder's name is longer than 900 characters");
+    else if (o->plots && strlen(o->plots) > 900)
+        qkv_cli_error(a, "--plots: the prefix is longer than 900 characters");
+    return a->status;
+}
 
 static int parse(int argc, char **argv, lm_opts *o)
 {
@@ -433,42 +446,22 @@ static int parse(int argc, char **argv, lm_opts *o)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0) return a.status;
-    if (o->resume && run_opt)
-        qkv_cli_error(&a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
-    else if (!o->resume && o->d_model % o->heads)
-        qkv_cli_error(&a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->d_model,
-                      (long long)o->heads);
-    else if (!o->resume && o->rotary == 1 && (o->d_model / o->heads) % 2)
-        qkv_cli_error(&a, "--pos rotary needs an even head size: --d-model %lld / --heads %lld is %lld",
-                      (long long)o->d_model, (long long)o->heads, (long long)(o->d_model / o->heads));
-    else if (strlen(o->out) > 900)
-        qkv_cli_error(&a, "--out: the folder's name is longer than 900 characters");
-    else if (o->plots && strlen(o->plots) > 900)
-        qkv_cli_error(&a, "--plots: the prefix is longer than 900 characters");
-    return a.status;
+    return check(&a, o, run_opt, run_name);
 }
 
 /* ---- the command ------------------------------------------------------------------ */
 
 typedef struct {
+    train_run t; /* the skeleton's part (train_run.h) */
+    lm_opts o;
     lm_model model;
     corpus cp;
-    qkv_optim *opt;
-    qkv_ctx *c;
     lm_run run;
-    qkv_rng rng;
-    qkv_train_pos pos;
-    char ckpt[1100], train_meta[1400];
-    lm_meta meta;
-    qkv_dist *dist;
-    int agreed; /* the ranks have agreed that every setup went well */
 } lm_state;
 
-static void state_free(lm_state *st)
+static void lm_free(train_run *t)
 {
-    qkv_optim_free(st->opt);
-    qkv_ctx_free(st->c);
-    qkv_ctx_free(st->run.eval);
+    lm_state *st = t->user;
     lm_model_free(&st->model);
     free(st->cp.ids);
     free(st->run.x);
@@ -476,27 +469,26 @@ static void state_free(lm_state *st)
     free(st->run.train.x), free(st->run.train.y), free(st->run.val.x), free(st->run.val.y);
 }
 
-/* The model and data of a new run, or of the run being resumed. */
-static qkv_status setup(lm_opts *o, lm_state *st)
+/* The model and data of the run being resumed. */
+static qkv_status setup_resumed(train_run *t, lm_state *st)
 {
-    if (o->resume) {
-        char *train = NULL;
-        QKV_CLI_TRY(lm_model_load(&st->model, st->ckpt));
-        qkv_status s = qkv_checkpoint_read_meta(st->ckpt, "lm.train", &train);
-        int64_t steps = o->r.steps;
-        if (!s && !run_parse(train, &o->r))
-            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata lm.train is malformed", st->ckpt);
-        free(train);
-        if (s) return s;
-        if (steps > 0) o->r.steps = steps;
-        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "lm.precision", &o->precision));
-        char *text;
-        size_t len;
-        QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));
-        s = split_corpus(o->r.corpus, text, len, st->model.tok, o->r.val_fraction, o->r.context, &st->cp);
-        free(text);
-        return s;
-    }
+    lm_opts *o = &st->o;
+    QKV_CLI_TRY(lm_model_load(&st->model, t->ckpt));
+    int64_t steps = o->r.steps;
+    QKV_CLI_TRY(train_run_read_train(t, run_fields, RF_COUNT(run_fields), &o->r, sizeof o->r, legacy_run_parse));
+    if (steps > 0) o->r.steps = steps;
+    char *text;
+    size_t len;
+    QKV_CLI_TRY(read_file(o->r.corpus, &text, &len));
+    qkv_status s = split_corpus(o->r.corpus, text, len, st->model.tok, o->r.val_fraction, o->r.context, &st->cp);
+    free(text);
+    return s;
+}
+
+/* The model and data of a new run. */
+static qkv_status setup_new(train_run *t, lm_state *st)
+{
+    lm_opts *o = &st->o;
     char *text, *spec, *file;
     size_t len;
     qkv_tokenizer *tok;
@@ -511,34 +503,81 @@ static qkv_status setup(lm_opts *o, lm_state *st)
     mo.layer.dropout = (float)o->dropout;
     mo.tie_weights = !o->untied;
     mo.posenc = o->rotary == 1 ? QKV_POSENC_ROTARY : QKV_POSENC_LEARNED;
-    qkv_rng_seed(&st->rng, (uint64_t)o->r.seed);
-    if ((s = lm_model_init(&st->model, &mo, tok, spec, file, &st->rng))) return free(text), s;
+    qkv_rng_seed(&t->rng, (uint64_t)o->r.seed);
+    if ((s = lm_model_init(&st->model, &mo, tok, spec, file, &t->rng))) return free(text), s;
     /* GPT-2's embedding init, N(0, 0.02), instead of nn.Embedding's N(0, 1):
      * with the output layer tied to it, N(0, 1) rows make logits of
      * standard deviation about sqrt(d_model) and a first loss near 60. */
     qkv_tensor *emb[2] = {st->model.m.tok.emb.weight,
                           mo.posenc == QKV_POSENC_LEARNED ? st->model.m.pos.weight : NULL};
     for (int i = 0; i < 2; i++)
-        if (emb[i]) qkv_rng_fill_normal(&st->rng, emb[i]->data, qkv_tensor_numel(emb[i]), 0, 0.02f);
+        if (emb[i]) qkv_rng_fill_normal(&t->rng, emb[i]->data, qkv_tensor_numel(emb[i]), 0, 0.02f);
     s = split_corpus(o->r.corpus, text, len, tok, o->r.val_fraction, o->r.context, &st->cp);
     free(text);
     return s;
 }
 
-/* Before training, a failed rank tells the others (qkv_cli_dist_agree),
- * which would otherwise wait for it at the first step. */
-static int fail(lm_state *st, const char *what)
+/* The model and data, then the batches' buffers, the optimizer's options,
+ * the schedule and the metadata (lm.config: qkv_lm_opts_format's line). */
+static qkv_status lm_setup(train_run *t)
 {
-    char msg[700];
-    snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-    if (qkv_dist_size(st->dist) > 1) qkv_cli_report("train lm", "rank %d: %s", qkv_dist_rank(st->dist), msg);
-    else qkv_cli_report("train lm", "%s", msg);
-    if (!st->agreed) {
-        qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
-        qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, "train lm");
-    }
-    state_free(st);
-    return QKV_EXIT_FAILURE;
+    lm_state *st = t->user;
+    lm_opts *o = &st->o;
+    QKV_CLI_TRY(o->resume ? setup_resumed(t, st) : setup_new(t, st));
+    lm_run *r = &st->run;
+    *r = (lm_run){.o = o, .model = &st->model, .cp = &st->cp, .last_val = NAN, .t = t, .dist = t->dist};
+    r->window = o->r.steps / 200 > 10 ? o->r.steps / 200 : 10;
+    r->x = malloc((size_t)(o->r.batch * o->r.context) * sizeof *r->x);
+    r->y = malloc((size_t)(o->r.batch * o->r.context) * sizeof *r->y);
+    if (!r->x || !r->y) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
+    t->params = st->model.p;
+    t->optim = qkv_optim_adamw_default();
+    t->optim.lr = o->r.lr;
+    t->optim.weight_decay = o->r.weight_decay;
+    t->sched = (qkv_schedule){.base_lr = o->r.lr, .warmup_steps = o->r.warmup, .decay = QKV_SCHEDULE_COSINE,
+                              .total_steps = o->r.steps > o->r.warmup ? o->r.steps : o->r.warmup + 1,
+                              .min_lr = o->r.min_lr};
+    t->has_schedule = 1;
+    QKV_CLI_TRY(qkv_lm_opts_format(&st->model.o, t->config, sizeof t->config));
+    QKV_CLI_TRY(rf_write(run_fields, RF_COUNT(run_fields), &o->r, t->train, sizeof t->train));
+    QKV_CLI_TRY(train_run_meta(t, "lm.tokenizer", st->model.tok_spec));
+    if (st->model.tok_text) QKV_CLI_TRY(train_run_meta(t, "lm.tokenizer_file", st->model.tok_text));
+    t->tr = (qkv_trainer){.clip_norm = (float)o->r.clip,
+                          .steps = o->stop_at > 0 && o->stop_at < o->r.steps ? o->stop_at : o->r.steps,
+                          .checkpoint_every = o->save_every > 0 ? o->save_every : o->eval_every,
+                          .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r,
+                          .after_step = after_step};
+    return QKV_OK;
+}
+
+static qkv_status lm_resumed(train_run *t)
+{
+    lm_state *st = t->user;
+    if (t->pos.step >= st->o.r.steps)
+        return qkv_cli_fail(QKV_ERR_ARG, "%s is at step %lld already (--steps %lld)", t->ckpt,
+                            (long long)t->pos.step, (long long)st->o.r.steps);
+    return QKV_OK;
+}
+
+static void lm_describe(train_run *t)
+{
+    lm_state *st = t->user;
+    const lm_opts *o = &st->o;
+    const lm_model *m = &st->model;
+    printf("qkv train lm: %s, %lld tokens (%s tokenizer, %lld ids): %lld train, %lld validation (the last %g)\n",
+           o->r.corpus, (long long)st->cp.n, m->tok_spec, (long long)m->o.vocab_size,
+           (long long)st->cp.n_train, (long long)(st->cp.n - st->cp.n_train), o->r.val_fraction);
+    printf("model: %lld layers, d_model %lld, %lld heads, feed-forward %lld, context %lld, %s output layer: "
+           "%lld parameters\n", (long long)m->o.num_layers, (long long)m->o.layer.d_model,
+           (long long)m->o.layer.nhead, (long long)m->o.layer.dim_feedforward,
+           (long long)m->o.max_len, m->o.tie_weights ? "tied" : "separate",
+           (long long)qkv_params_numel(m->p));
+    printf("training: %s%lld steps of %lld x %lld tokens, AdamW lr %g (warm-up %lld, cosine to %g), clip %g, "
+           "%d threads%s; checkpoints in %s\n", o->resume ? "resumed, " : "", (long long)o->r.steps,
+           (long long)o->r.batch, (long long)o->r.context, o->r.lr, (long long)o->r.warmup, o->r.min_lr, o->r.clip,
+           omp_get_max_threads(), qkv_cli_dist_ranks(t->dist), t->ckpt);
+    if (o->resume) printf("resuming at step %lld\n", (long long)t->pos.step);
+    st->run.t0 = qkv_cli_now(); /* --time-limit's clock */
 }
 
 /* A sample at temperature 0.8, continuing the validation text's first
@@ -546,7 +585,7 @@ static int fail(lm_state *st, const char *what)
 static void print_sample(lm_state *st, int64_t chars)
 {
     lm_sample_opts so = {.max_new_tokens = chars, .temperature = 0.8f, .top_p = 1, .seed = 1};
-    int64_t start = st->cp.n_train, n = st->run.o->r.context / 4 > 0 ? st->run.o->r.context / 4 : 1;
+    int64_t start = st->cp.n_train, n = st->o.r.context / 4 > 0 ? st->o.r.context / 4 : 1;
     int64_t *all, n_all;
     double sec;
     printf("\nsample (temperature 0.8) after the validation text's first %lld tokens:\n", (long long)n);
@@ -561,7 +600,27 @@ static void print_sample(lm_state *st, int64_t chars)
     printf("\n");
 }
 
-static int train_lm(lm_opts o, qkv_dist *dist);
+static int lm_finish(train_run *t, int64_t first, double sec)
+{
+    lm_state *st = t->user;
+    const lm_opts *o = &st->o;
+    int root = qkv_dist_rank(t->dist) == 0;
+    int64_t tokens = (t->pos.step - first) * o->r.batch * o->r.context;
+    printf("done: step %lld, validation loss %.4f nats per token, %lld tokens trained on in %.0f s (%.0f tokens/s), "
+           "checkpoint %s\n", (long long)t->pos.step, st->run.last_val, (long long)tokens, sec,
+           (double)tokens / sec, t->ckpt);
+    if (o->plots && root) {
+        char title[200];
+        snprintf(title, sizeof title, "qkv train lm: %.120s, %lld parameters", o->r.corpus,
+                 (long long)qkv_params_numel(st->model.p));
+        if (plot_losses(o->plots, &st->run, title)) return train_run_fail(t, "plots");
+    }
+    if (o->sample > 0 && root) print_sample(st, o->sample);
+    return QKV_EXIT_OK;
+}
+
+static const train_hooks lm_hooks = {.setup = lm_setup, .resumed = lm_resumed, .describe = lm_describe,
+                                     .finish = lm_finish, .free = lm_free};
 
 int qkv_cli_train_lm(int argc, char **argv)
 {
@@ -573,105 +632,20 @@ int qkv_cli_train_lm(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
-    qkv_dist *dist;
-    if (qkv_cli_dist_start("train lm", &dist)) return QKV_EXIT_FAILURE;
-    rc = train_lm(o, dist);
-    qkv_dist_free(dist);
-    return rc;
-}
-
-static int train_lm(lm_opts o, qkv_dist *dist)
-{
-    lm_state st = {.dist = dist};
-    int root = qkv_dist_rank(dist) == 0;
-    snprintf(st.ckpt, sizeof st.ckpt, "%s/%s", o.out, LM_CKPT_NAME);
     if (!o.resume) {
         if (o.r.steps == 0) o.r.steps = 1500;
         if (o.r.min_lr < 0) o.r.min_lr = o.r.lr / 10;
-        /* rank 0 writes there; the others (on another machine, maybe) only check */
-        if (root && mkdir(o.out, 0777) != 0 && errno != EEXIST)
-            return qkv_cli_fail(QKV_ERR_IO, "cannot make %s: %s", o.out, strerror(errno)), fail(&st, NULL);
-        if (root && access(st.ckpt, F_OK) == 0)
-            return qkv_cli_fail(QKV_ERR_ARG, "%s exists: continue it with --resume, or give another --out",
-                                st.ckpt), fail(&st, NULL);
     }
-    if (o.r.batch < qkv_dist_size(dist))
-        return qkv_cli_fail(QKV_ERR_ARG, "--batch %lld is smaller than the %d ranks", (long long)o.r.batch,
-                            qkv_dist_size(dist)), fail(&st, NULL);
-    if (setup(&o, &st)) return fail(&st, NULL);
-    lm_run *r = &st.run;
-    *r = (lm_run){.o = &o, .model = &st.model, .cp = &st.cp, .last_val = NAN, .dist = dist};
-    r->window = o.r.steps / 200 > 10 ? o.r.steps / 200 : 10;
-    r->x = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->x);
-    r->y = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->y);
-    if (!r->x || !r->y) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, NULL);
-    qkv_optim_opts oo = qkv_optim_adamw_default();
-    oo.lr = o.r.lr;
-    oo.weight_decay = o.r.weight_decay;
-    qkv_schedule sched = {.base_lr = o.r.lr, .warmup_steps = o.r.warmup, .decay = QKV_SCHEDULE_COSINE,
-                          .total_steps = o.r.steps > o.r.warmup ? o.r.steps : o.r.warmup + 1, .min_lr = o.r.min_lr};
-    run_format(&o.r, st.train_meta, sizeof st.train_meta);
-    if (qkv_optim_new(&st.opt, st.model.p, &oo) || qkv_ctx_new(&st.c) || qkv_ctx_new(&r->eval) ||
-        lm_meta_make(&st.meta, &st.model, st.train_meta) || qkv_schedule_check(&sched) ||
-        qkv_ctx_set_precision(st.c, o.precision) || qkv_ctx_set_precision(r->eval, o.precision))
-        return fail(&st, NULL);
-    if (o.precision != QKV_FP32) { /* kept for --resume; an FP32 run's checkpoint is as before */
-        st.meta.keys[st.meta.meta.n] = "lm.precision";
-        st.meta.vals[st.meta.meta.n] = qkv_cli_precision_name(o.precision);
-        st.meta.meta.n++;
-    }
-    if (o.resume) {
-        if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, "resume");
-        if (st.pos.step >= o.r.steps)
-            return qkv_cli_fail(QKV_ERR_ARG, "%s is at step %lld already (--steps %lld)", st.ckpt,
-                                (long long)st.pos.step, (long long)o.r.steps), fail(&st, NULL);
-    }
-    /* after the load (the whole state): this rank's 1/N of the moments */
-    int64_t saved = 0;
-    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, "--zero1");
-    /* every rank's setup went well: from here on all take the same steps */
-    st.agreed = 1;
-    if (qkv_cli_dist_agree(dist, QKV_OK, "train lm")) return fail(&st, NULL);
-    if (o.r.batch % qkv_dist_size(dist) && root)
-        qkv_cli_report("train lm", "note: the batch of %lld is split unevenly between %d ranks",
-                (long long)o.r.batch, qkv_dist_size(dist));
-    printf("qkv train lm: %s, %lld tokens (%s tokenizer, %lld ids): %lld train, %lld validation (the last %g)\n",
-           o.r.corpus, (long long)st.cp.n, st.model.tok_spec, (long long)st.model.o.vocab_size,
-           (long long)st.cp.n_train, (long long)(st.cp.n - st.cp.n_train), o.r.val_fraction);
-    printf("model: %lld layers, d_model %lld, %lld heads, feed-forward %lld, context %lld, %s output layer: "
-           "%lld parameters\n", (long long)st.model.o.num_layers, (long long)st.model.o.layer.d_model,
-           (long long)st.model.o.layer.nhead, (long long)st.model.o.layer.dim_feedforward,
-           (long long)st.model.o.max_len, st.model.o.tie_weights ? "tied" : "separate",
-           (long long)qkv_params_numel(st.model.p));
-    printf("training: %s%lld steps of %lld x %lld tokens, AdamW lr %g (warm-up %lld, cosine to %g), clip %g, "
-           "%d threads%s; checkpoints in %s\n", o.resume ? "resumed, " : "", (long long)o.r.steps,
-           (long long)o.r.batch, (long long)o.r.context, o.r.lr, (long long)o.r.warmup, o.r.min_lr, o.r.clip,
-           omp_get_max_threads(), qkv_cli_dist_ranks(dist), st.ckpt);
-    if (o.resume) printf("resuming at step %lld\n", (long long)st.pos.step);
-    if (o.zero1) qkv_cli_zero1_note(dist, saved);
-    fflush(stdout);
-    qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
-                      .steps = o.stop_at > 0 && o.stop_at < o.r.steps ? o.stop_at : o.r.steps,
-                      .checkpoint = st.ckpt,
-                      .checkpoint_every = o.save_every > 0 ? o.save_every : o.eval_every, .rng = &st.rng,
-                      .progress = stderr, .unit = "tokens", .batch = lm_batch, .user = r, .meta = &st.meta.meta,
-                      .after_step = after_step, .dist = dist};
-    int64_t first = st.pos.step;
-    r->t0 = qkv_cli_now();
-    r->opt = st.opt, r->rng = &st.rng, r->meta = &st.meta.meta, r->ckpt = st.ckpt;
-    if (qkv_train(st.c, &tr, &st.pos) && !r->timed_out) return fail(&st, NULL);
-    double sec = qkv_cli_now() - r->t0;
-    printf("done: step %lld, validation loss %.4f nats per token, %lld tokens trained on in %.0f s (%.0f tokens/s), "
-           "checkpoint %s\n", (long long)st.pos.step, r->last_val,
-           (long long)((st.pos.step - first) * o.r.batch * o.r.context), sec,
-           (double)((st.pos.step - first) * o.r.batch * o.r.context) / sec, st.ckpt);
-    if (o.plots && root) {
-        char title[200];
-        snprintf(title, sizeof title, "qkv train lm: %.120s, %lld parameters", o.r.corpus,
-                 (long long)qkv_params_numel(st.model.p));
-        if (plot_losses(o.plots, r, title)) return fail(&st, "plots");
-    }
-    if (o.sample > 0 && root) print_sample(&st, o.sample);
-    state_free(&st);
-    return QKV_EXIT_OK;
+    lm_state *st = calloc(1, sizeof *st);
+    if (!st) return qkv_cli_report("train lm", "out of memory");
+    if (qkv_cli_dist_start("train lm", &st->t.dist)) return free(st), QKV_EXIT_FAILURE;
+    st->o = o;
+    train_run *t = &st->t;
+    t->cmd = "train lm", t->family = "lm", t->kind = "lm", t->out = st->o.out, t->ckpt_name = LM_CKPT_NAME;
+    t->resume = o.resume, t->zero1 = o.zero1, t->batch = o.r.batch, t->keep_rng = 1;
+    t->precision = o.precision, t->hooks = &lm_hooks, t->user = st;
+    rc = train_run_main(t);
+    qkv_dist_free(t->dist);
+    free(st);
+    return rc;
 }

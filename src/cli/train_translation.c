@@ -3,9 +3,11 @@
  * transformer encoder-decoder, trained on data/translation's pairs
  * (English→French or the reverse) with the words tokenizers; checkpoints,
  * resume, validation loss and greedy translations every --eval-every
- * steps, loss curves. The model's directory (--out) holds config.txt,
- * checkpoint.safetensors, words.src, words.tgt and log.tsv, which
- * `qkv translate` and `qkv eval` read. docs/translation.md.
+ * steps, loss curves, on the trainers' skeleton (train_run.c). The
+ * model's directory (--out) holds checkpoint.safetensors (its metadata:
+ * kind, translation.config, translation.train in the run format),
+ * words.src, words.tgt and log.tsv, which `qkv translate` and `qkv eval`
+ * read. docs/translation.md.
  *
  * Under mpirun -np N (docs/distributed.md) each rank trains on its rows of
  * every batch (the loss's mean is per target token: the ranks' gradients
@@ -20,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cli/mt.h"
+#include "attention/score.h"
+#include "cli/train_run.h"
 #include "qkv/plot.h"
 
 const char qkv_cli_train_translation_usage[] =
@@ -144,7 +149,8 @@ static int parse(int argc, char **argv, tr_opts *o)
         case O_RANK: o->c.rank = qkv_cli_int(&a, 1, 8192); break;
         }
     if (ch < 0) return a.status;
-    int ranked = o->c.attention == QKV_RNN_ATTN_REDUCED_RANK || o->c.attention == QKV_RNN_ATTN_ADDITIVE;
+    /* qkv_rnn_attention's first values are the score kinds' (score.h's predicates) */
+    int ranked = qkv_score_kind_has_rank((int)o->c.attention);
     if (o->c.rank && (o->c.model != MT_RNN || !ranked)) {
         qkv_cli_error(&a, "--rank is for the recurrent model's reduced or additive attention");
         return a.status;
@@ -152,7 +158,7 @@ static int parse(int argc, char **argv, tr_opts *o)
     /* the notes' reduced rank: k much smaller than the states' size */
     if (!o->c.rank && o->c.model == MT_RNN && o->c.attention == QKV_RNN_ATTN_REDUCED_RANK)
         o->c.rank = o->c.hidden / 4 > 0 ? o->c.hidden / 4 : 1;
-    if (o->c.model == MT_RNN && o->c.bidirectional && o->c.attention <= QKV_RNN_ATTN_COSINE) {
+    if (o->c.model == MT_RNN && o->c.bidirectional && qkv_score_kind_same_dims((int)o->c.attention)) {
         qkv_cli_error(&a, "%s attention compares equal sizes and cannot read a bidirectional "
                       "encoder: use general, reduced, additive, location or none",
                       qkv_rnn_attention_name(o->c.attention));
@@ -167,19 +173,6 @@ static int parse(int argc, char **argv, tr_opts *o)
     return -1;
 }
 
-static int mkdir_p(const char *dir)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 /* ---- the run ---------------------------------------------------------------- */
 
 typedef struct {
@@ -188,7 +181,7 @@ typedef struct {
     const mt_set *train, *valid;
     const mt_pairs *vpairs;
     int64_t nb, *perm, perm_epoch, start;
-    qkv_ctx *eval;
+    const train_run *t; /* the skeleton's: its eval context */
     FILE *log; /* NULL on ranks other than 0 */
     double window_sum;
     int64_t window_n, window; /* the log's training loss: means of window steps */
@@ -202,7 +195,7 @@ enum { LOG_WINDOW = 25, EVAL_PAIRS = 500, EVAL_SHOW = 3 };
 static qkv_status evaluate(tr_run *r, int64_t step)
 {
     double loss;
-    QKV_CLI_TRY(mt_eval_loss(r->eval, r->m, r->valid, EVAL_PAIRS, &loss));
+    QKV_CLI_TRY(mt_eval_loss(r->t->eval, r->m, r->valid, EVAL_PAIRS, &loss));
     int64_t n = r->valid->n < EVAL_PAIRS ? r->valid->n : EVAL_PAIRS;
     printf("step %lld: validation loss %.4f (perplexity %.1f) on %lld pairs\n", (long long)step,
            loss, exp(loss), (long long)n);
@@ -211,7 +204,7 @@ static qkv_status evaluate(tr_run *r, int64_t step)
     mt_set show = *r->valid;
     show.n = r->valid->n < EVAL_SHOW ? r->valid->n : EVAL_SHOW;
     char *hyps[EVAL_SHOW] = {0};
-    QKV_CLI_TRY(mt_translate_all(r->eval, r->m, &show, 1, hyps));
+    QKV_CLI_TRY(mt_translate_all(r->t->eval, r->m, &show, 1, hyps));
     for (int64_t i = 0; i < show.n; i++) {
         int64_t k = show.index[i];
         printf("  %s\n  -> %s\n     (reference: %s)\n", r->vpairs->src[k], hyps[i], r->vpairs->tgt[k]);
@@ -353,12 +346,6 @@ static int plot_log(const tr_opts *o)
     return rc;
 }
 
-static int fail(const char *what)
-{
-    return qkv_cli_report("train translation",
-                          "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-}
-
 /* Loads the tokenizers: from the data (a new run, then saved into --out)
  * or from --out (resume). */
 /* A words tokenizer (lower-cased, marks apart, as tools/get_data.sh
@@ -410,156 +397,139 @@ static int tokenizers(const tr_opts *o, const mt_pairs *tp, int root, qkv_tokeni
     return 0;
 }
 
-/* Under mpirun, a rank whose setup failed (its message printed) tells the
- * others, which would otherwise wait for it at the first step; rc back. */
-static int setup_failed(qkv_dist *d, int rc)
+typedef struct {
+    train_run t; /* the skeleton's part (train_run.h) */
+    tr_opts o;
+    mt_pairs tp, vp;
+    mt_model m;
+    int have_model;
+    mt_set ts, vs;
+    tr_run r;
+} tr_state;
+
+static void tr_free(train_run *t)
 {
-    if (qkv_dist_size(d) > 1) {
-        qkv_cli_fail(QKV_ERR_STATE, "rank %d could not set up: %s", qkv_dist_rank(d), qkv_cli_last_error());
-        qkv_cli_dist_agree(d, QKV_ERR_STATE, "train translation");
-    }
-    return rc;
+    tr_state *st = t->user;
+    if (st->r.log) fclose(st->r.log);
+    free(st->r.perm);
+    mt_set_free(&st->ts), mt_set_free(&st->vs);
+    mt_pairs_free(&st->tp), mt_pairs_free(&st->vp);
+    if (st->have_model) mt_model_free(&st->m);
 }
 
-static int run(tr_opts *o, qkv_dist *d)
+/* The configuration resumed, the pairs, the tokenizers and the model; a
+ * failure's message is printed here (t->reported). */
+static qkv_status setup_model(train_run *t, tr_state *st)
 {
-    const char *cmd = "train translation";
-    char path[1100], ckpt[1100];
-    int root = qkv_dist_rank(d) == 0;
-    snprintf(ckpt, sizeof ckpt, "%s/%s", o->out, MT_CHECKPOINT);
-    struct stat st;
+    tr_opts *o = &st->o;
+    char path[1100], dir[1024], ckpt[1100];
     if (o->resume) {
         int64_t steps = o->c.steps;
-        if (mt_config_load(cmd, o->out, &o->c)) return setup_failed(d, QKV_EXIT_FAILURE);
+        if (mt_config_open(t->cmd, o->out, dir, sizeof dir, ckpt, sizeof ckpt, &o->c))
+            return t->reported = 1, qkv_cli_fail(QKV_ERR_FORMAT, "no configuration");
         if (o->steps_given && !o->epochs) o->c.steps = steps;
-    } else if (root && stat(ckpt, &st) == 0) {
-        qkv_cli_report(cmd, "%s already holds a model: give --resume to continue it, or "
-                "another --out", o->out);
-        qkv_cli_fail(QKV_ERR_ARG, "%s already holds a model", o->out);
-        return setup_failed(d, QKV_EXIT_USAGE);
     }
-    /* rank 0 writes the directory; the others (on another machine, maybe) only read */
-    if (root && mkdir_p(o->out)) {
-        qkv_cli_report(cmd, "cannot create %s: %s", o->out, strerror(errno));
-        qkv_cli_fail(QKV_ERR_IO, "cannot create %s: %s", o->out, strerror(errno));
-        return setup_failed(d, QKV_EXIT_FAILURE);
-    }
-    if (o->threads > 0) omp_set_num_threads((int)o->threads);
-    mt_pairs tp = {0}, vp = {0};
+    t->precision = o->c.precision, t->precision_read = 1;
     snprintf(path, sizeof path, "%s/train.tsv", o->c.data);
-    if (stat(path, &st) != 0) {
-        qkv_cli_fail(QKV_ERR_IO, "no %s: run tools/get_data.sh translation first, or give --data DIR", path);
-        qkv_cli_report(cmd, "%s", qkv_cli_last_error());
-        return setup_failed(d, QKV_EXIT_FAILURE);
-    }
-    if (mt_pairs_read(cmd, path, o->c.reverse, &tp)) {
-        qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
-        return setup_failed(d, QKV_EXIT_FAILURE);
-    }
-    snprintf(path, sizeof path, "%s/valid.tsv", o->c.data);
-    if (mt_pairs_read(cmd, path, o->c.reverse, &vp)) {
-        mt_pairs_free(&tp);
-        qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
-        return setup_failed(d, QKV_EXIT_FAILURE);
+    if (access(path, F_OK) != 0)
+        return qkv_cli_fail(QKV_ERR_IO, "no %s: run tools/get_data.sh translation first, or give --data DIR", path);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s.tsv", o->c.data, i ? "valid" : "train");
+        if (mt_pairs_read(t->cmd, path, o->c.reverse, i ? &st->vp : &st->tp))
+            return t->reported = 1, qkv_cli_fail(QKV_ERR_IO, "cannot read %s", path);
     }
     qkv_tokenizer *src = NULL, *tgt = NULL;
-    mt_model m;
-    if (tokenizers(o, &tp, root, &src, &tgt) || mt_model_init(&m, &o->c, src, tgt) != QKV_OK) {
-        if (src && tgt) fail("the model");
-        else qkv_tokenizer_free(src), qkv_tokenizer_free(tgt);
-        mt_pairs_free(&tp), mt_pairs_free(&vp);
-        return setup_failed(d, QKV_EXIT_FAILURE);
+    if (tokenizers(o, &st->tp, qkv_dist_rank(t->dist) == 0, &src, &tgt))
+        return t->reported = 1, qkv_tokenizer_free(src), qkv_tokenizer_free(tgt),
+               qkv_cli_fail(QKV_ERR_IO, "the tokenizers");
+    if (mt_model_init(&st->m, &o->c, src, tgt) != QKV_OK) {
+        qkv_cli_report(t->cmd, "the model: %s", qkv_cli_last_error());
+        return t->reported = 1, QKV_ERR_ARG;
     }
-    int rc = QKV_EXIT_FAILURE, agreed = 0;
-    mt_set ts = {0}, vs = {0};
-    qkv_ctx *c = NULL, *ce = NULL;
-    qkv_optim *opt = NULL;
-    FILE *log = NULL;
-    int64_t *perm = NULL;
-    if (mt_set_build(&m, &tp, m.cfg.max_words, &ts) != QKV_OK || mt_set_build(&m, &vp, m.cfg.max_words, &vs) != QKV_OK) {
-        fail("the pairs");
-        goto done;
+    st->have_model = 1;
+    return QKV_OK;
+}
+
+/* The model and the pairs, then the permutation's buffer, Adam's options
+ * and the metadata. */
+static qkv_status tr_setup(train_run *t)
+{
+    tr_state *st = t->user;
+    tr_opts *o = &st->o;
+    QKV_CLI_TRY(setup_model(t, st));
+    mt_model *m = &st->m;
+    if (mt_set_build(m, &st->tp, m->cfg.max_words, &st->ts) != QKV_OK ||
+        mt_set_build(m, &st->vp, m->cfg.max_words, &st->vs) != QKV_OK) {
+        qkv_cli_report(t->cmd, "the pairs: %s", qkv_cli_last_error());
+        return t->reported = 1, QKV_ERR_ARG;
     }
-    if (ts.n == 0 || vs.n == 0) {
-        qkv_cli_report(cmd, "no pair of %s/train.tsv or valid.tsv has at most %lld words a side "
-                "and %lld tokens", m.cfg.data, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1);
-        goto done;
+    if (st->ts.n == 0 || st->vs.n == 0) {
+        qkv_cli_report(t->cmd, "no pair of %s/train.tsv or valid.tsv has at most %lld words a side "
+                "and %lld tokens", m->cfg.data, (long long)m->cfg.max_words, (long long)m->cfg.max_len - 1);
+        return t->reported = 1, QKV_ERR_ARG;
     }
-    int64_t nb = (ts.n + m.cfg.batch - 1) / m.cfg.batch;
-    if (o->epochs) m.cfg.steps = o->epochs * nb;
-    if (root && !o->resume && mt_config_save(cmd, o->out, &m.cfg)) goto done;
-    if (root && o->resume && o->steps_given && mt_config_save(cmd, o->out, &m.cfg)) goto done;
-    qkv_optim_opts oo = qkv_optim_adam_default();
-    oo.lr = m.cfg.lr;
-    perm = malloc((size_t)ts.n * sizeof *perm);
-    if (!perm || qkv_ctx_new(&c) != QKV_OK || qkv_ctx_new(&ce) != QKV_OK ||
-        qkv_ctx_set_precision(c, m.cfg.precision) != QKV_OK || qkv_ctx_set_precision(ce, m.cfg.precision) != QKV_OK ||
-        qkv_optim_new(&opt, m.p, &oo) != QKV_OK) {
-        fail("setting up");
-        goto done;
-    }
-    qkv_train_pos pos = {0};
-    if (o->resume && qkv_checkpoint_load(ckpt, m.p, opt, &pos, NULL) != QKV_OK) {
-        fail("resume");
-        goto done;
-    }
-    /* after the load (the whole state): this rank's 1/N of the moments */
-    int64_t saved = 0;
-    if (o->zero1 && qkv_dist_zero1(d, opt, &saved) != QKV_OK) {
-        fail("--zero1");
-        goto done;
-    }
-    if (root && log_open(o, pos.step, &log)) goto done;
-    /* every rank's setup went well: from here on all take the same steps */
-    agreed = 1;
-    if (qkv_cli_dist_agree(d, QKV_OK, cmd)) {
-        fail(NULL);
-        goto done;
-    }
+    int64_t nb = (st->ts.n + m->cfg.batch - 1) / m->cfg.batch;
+    if (o->epochs) m->cfg.steps = o->epochs * nb;
+    QKV_CLI_TRY(mt_config_format(&m->cfg, t->config, sizeof t->config, t->train, sizeof t->train));
+    t->params = m->p;
+    t->optim = qkv_optim_adam_default();
+    t->optim.lr = m->cfg.lr;
+    int64_t window = m->cfg.steps / 20 < LOG_WINDOW ? m->cfg.steps / 20 : LOG_WINDOW;
+    st->r = (tr_run){o, m, &st->ts, &st->vs, &st->vp, nb, NULL, -1, 0, t, NULL, 0, 0, window > 0 ? window : 1,
+                     t->dist};
+    st->r.perm = malloc((size_t)st->ts.n * sizeof *st->r.perm);
+    if (!st->r.perm) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
+    t->tr = (qkv_trainer){.clip_norm = (float)m->cfg.clip, .steps = m->cfg.steps, .checkpoint_every = o->eval_every,
+                          .progress = stdout, .unit = qkv_dist_size(t->dist) > 1 ? "target tokens" : "sentences",
+                          .batch = tr_batch, .user = &st->r, .after_step = tr_after_step};
+    return QKV_OK;
+}
+
+static qkv_status tr_resumed(train_run *t)
+{
+    ((tr_state *)t->user)->r.start = t->pos.step;
+    return QKV_OK;
+}
+
+/* Rank 0's log, its lines up to the step resumed kept. */
+static qkv_status tr_before_agree(train_run *t)
+{
+    tr_state *st = t->user;
+    if (log_open(&st->o, t->pos.step, &st->r.log)) return t->reported = 1, qkv_cli_fail(QKV_ERR_IO, "the log");
+    return QKV_OK;
+}
+
+static void tr_describe(train_run *t)
+{
+    tr_state *st = t->user;
+    const mt_model *m = &st->m;
     printf("qkv train translation: %s, %s, %lld parameters; %lld training pairs (%lld left out: "
            "over %lld words or %lld tokens), %lld validation pairs; batch %lld, %lld steps (%.2f "
            "epochs)%s, Adam lr %g%s -> %s\n",
-           mt_model_name(&m.cfg), mt_direction(&m.cfg), (long long)mt_model_params(&m), (long long)ts.n,
-           (long long)ts.dropped, (long long)m.cfg.max_words, (long long)m.cfg.max_len - 1,
-           (long long)vs.n, (long long)m.cfg.batch, (long long)m.cfg.steps,
-           (double)m.cfg.steps / (double)nb, pos.step ? ", resumed" : "", m.cfg.lr,
-           m.cfg.clip > 0 ? ", clipped" : "", o->out);
-    if (qkv_dist_size(d) > 1)
+           mt_model_name(&m->cfg), mt_direction(&m->cfg), (long long)mt_model_params(m), (long long)st->ts.n,
+           (long long)st->ts.dropped, (long long)m->cfg.max_words, (long long)m->cfg.max_len - 1,
+           (long long)st->vs.n, (long long)m->cfg.batch, (long long)m->cfg.steps,
+           (double)m->cfg.steps / (double)st->r.nb, t->pos.step ? ", resumed" : "", m->cfg.lr,
+           m->cfg.clip > 0 ? ", clipped" : "", st->o.out);
+    if (qkv_dist_size(t->dist) > 1)
         printf("data-parallel on %d ranks, %d threads each: each takes its rows of every batch\n",
-               qkv_dist_size(d), omp_get_max_threads());
-    if (pos.step) printf("resuming at step %lld\n", (long long)pos.step);
-    if (o->zero1) qkv_cli_zero1_note(d, saved);
-    fflush(stdout);
-    int64_t window = m.cfg.steps / 20 < LOG_WINDOW ? m.cfg.steps / 20 : LOG_WINDOW;
-    tr_run r = {o, &m, &ts, &vs, &vp, nb, perm, -1, pos.step, ce, log, 0, 0, window > 0 ? window : 1, d};
-    qkv_trainer tr = {.params = m.p, .optim = opt, .clip_norm = (float)m.cfg.clip,
-                      .steps = m.cfg.steps, .checkpoint = ckpt, .checkpoint_every = o->eval_every,
-                      .progress = stdout, .unit = qkv_dist_size(d) > 1 ? "target tokens" : "sentences",
-                      .batch = tr_batch, .user = &r, .after_step = tr_after_step, .dist = d};
-    int64_t start = pos.step;
-    if (qkv_train(c, &tr, &pos) != QKV_OK) {
-        fail("training");
-        goto done;
-    }
-    if (root && pos.step > start && evaluate(&r, pos.step) != QKV_OK) {
-        fail("evaluating");
-        goto done;
-    }
-    if (log) fclose(log);
-    log = NULL;
-    printf("saved %s (step %lld)\n", ckpt, (long long)pos.step);
-    rc = o->plots[0] && root ? plot_log(o) : QKV_EXIT_OK;
-done:
-    if (!agreed) setup_failed(d, rc);
-    if (log) fclose(log);
-    free(perm);
-    qkv_optim_free(opt);
-    qkv_ctx_free(c), qkv_ctx_free(ce);
-    mt_set_free(&ts), mt_set_free(&vs);
-    mt_pairs_free(&tp), mt_pairs_free(&vp);
-    mt_model_free(&m);
-    return rc;
+               qkv_dist_size(t->dist), omp_get_max_threads());
+    if (t->pos.step) printf("resuming at step %lld\n", (long long)t->pos.step);
 }
+
+static int tr_finish(train_run *t, int64_t first, double sec)
+{
+    tr_state *st = t->user;
+    if (qkv_dist_rank(t->dist) == 0 && t->pos.step > first && evaluate(&st->r, t->pos.step) != QKV_OK)
+        return train_run_fail(t, "evaluating");
+    if (st->r.log) fclose(st->r.log);
+    st->r.log = NULL;
+    printf("saved %s (step %lld)\n", t->ckpt, (long long)t->pos.step);
+    return st->o.plots[0] && qkv_dist_rank(t->dist) == 0 ? plot_log(&st->o) : QKV_EXIT_OK;
+}
+
+static const train_hooks tr_hooks = {.setup = tr_setup, .resumed = tr_resumed, .before_agree = tr_before_agree,
+                                     .describe = tr_describe, .finish = tr_finish, .free = tr_free};
 
 int qkv_cli_train_translation(int argc, char **argv)
 {
@@ -574,9 +544,17 @@ int qkv_cli_train_translation(int argc, char **argv)
         if (!o.set_layers) o.c.layers = 2;
         if (!o.set_hidden) o.c.hidden = 512;
     }
-    qkv_dist *d;
-    if (qkv_cli_dist_start("train translation", &d)) return QKV_EXIT_FAILURE;
-    rc = run(&o, d);
-    qkv_dist_free(d);
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
+    tr_state *st = calloc(1, sizeof *st);
+    if (!st) return qkv_cli_report("train translation", "out of memory");
+    if (qkv_cli_dist_start("train translation", &st->t.dist)) return free(st), QKV_EXIT_FAILURE;
+    st->o = o;
+    train_run *t = &st->t;
+    t->cmd = "train translation", t->family = "translation", t->kind = "translation", t->out = st->o.out;
+    t->ckpt_name = MT_CHECKPOINT, t->resume = o.resume, t->zero1 = o.zero1, t->exists_is_usage = 1;
+    t->training_what = "training", t->hooks = &tr_hooks, t->user = st;
+    rc = train_run_main(t);
+    qkv_dist_free(t->dist);
+    free(st);
     return rc;
 }

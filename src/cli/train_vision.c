@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cli/train_run.h"
 #include "cli/vision.h"
 #include "qkv/plot.h"
 
@@ -41,19 +42,22 @@ typedef struct {
     const char *out, *plots;
     int64_t threads, test_limit, stop_after;
     int resume, zero1, sync_bn;
-    qkv_precision precision; /* of the matmuls: --precision, or vision.precision on --resume */
+    qkv_precision precision; /* of the matmuls: --precision (on --resume the skeleton reads vision.precision) */
 } vt_opts;
 
-static void run_format(const run_opts *r, char *buf, size_t n)
-{
-    snprintf(buf, n, "epochs=%lld batch=%lld warmup=%lld seed=%lld augment=%lld train_limit=%lld lr=%.17g "
-             "min_lr=%.17g weight_decay=%.17g clip=%.17g data=%s", (long long)r->epochs, (long long)r->batch,
-             (long long)r->warmup, (long long)r->seed, (long long)r->augment, (long long)r->train_limit, r->lr,
-             r->min_lr, r->weight_decay, r->clip, r->data);
-}
+/* vision.train in the run format (run_format.h). */
+static const rf_field run_fields[] = {
+    RF_NUM(run_opts, epochs, RF_I64, 1, 1e15),       RF_NUM(run_opts, batch, RF_I64, 1, 1e15),
+    RF_NUM(run_opts, warmup, RF_I64, 0, 1e15),       RF_NUM(run_opts, seed, RF_I64, 0, 9.2e18),
+    RF_NUM(run_opts, augment, RF_I64, 0, 1),         RF_NUM(run_opts, train_limit, RF_I64, 0, 1e15),
+    RF_NUM(run_opts, lr, RF_F64, 1e-300, 1e300),     RF_NUM(run_opts, min_lr, RF_F64, -1e300, 1e300),
+    RF_NUM(run_opts, weight_decay, RF_F64, -1e300, 1e300), RF_NUM(run_opts, clip, RF_F64, -1e300, 1e300),
+    RF_STRING(run_opts, data)};
 
-static int run_parse(const char *s, run_opts *r)
+/* The one-line vision.train of older runs: deprecated, read only. */
+static int legacy_run_parse(const char *s, void *obj)
 {
+    run_opts *r = obj;
     long long e, b, w, sd, au, tl;
     int k = 0;
     if (sscanf(s, "epochs=%lld batch=%lld warmup=%lld seed=%lld augment=%lld train_limit=%lld lr=%lf min_lr=%lf "
@@ -79,7 +83,7 @@ typedef struct {
     int64_t *order, order_epoch;
     float *x;    // (B,C,H,W)
     int64_t *y;  // (B)
-    qkv_ctx *eval;
+    const train_run *t; /* the skeleton's: its eval context */
     /* the epoch so far, and the curves */
     double loss_sum, window_sum;
     int64_t right, seen, window_n, window;
@@ -142,7 +146,7 @@ static qkv_status vt_after_step(qkv_ctx *c, void *user, const qkv_train_pos *pos
     }
     if (pos->step % r->spe) return QKV_OK;
     double acc, counts[2] = {(double)r->right, (double)r->seen};
-    QKV_CLI_TRY(vision_evaluate_split(r->eval, r->model, r->test, 256, r->dist, &acc));
+    QKV_CLI_TRY(vision_evaluate_split(r->t->eval, r->model, r->test, 256, r->dist, &acc));
     if (qkv_dist_size(r->dist) > 1) /* every rank's training images */
         QKV_CLI_TRY(qkv_dist_allreduce_f64(r->dist, counts, 2, QKV_DIST_SUM));
     double train_acc = counts[1] > 0 ? counts[0] / counts[1] : NAN;
@@ -210,12 +214,7 @@ static const char usage_head[] =
     "                         its options come from there: only --stop-after, --test-limit,\n"
     "                         --plots, --threads, --zero1, --sync-bn may be given\n"
     "      --plots PREFIX     PREFIX_loss.png and PREFIX_accuracy.png (the curves)\n"
-    "      --precision P      the matmuls' precision: fp32 (default) or bf16 (bf16 inputs,\n"
-    "                         FP32 sums, like PyTorch's autocast; docs/bf16.md)\n"
-    "  -s, --seed S           (default 1)\n"
-    "  -j, --threads N        OpenMP threads (default: OMP_NUM_THREADS or all cores;\n"
-    "                         under mpirun, per rank)\n"
-    "      --zero1            under mpirun: each rank keeps 1/N of AdamW's moments (ZeRO-1)\n"
+    TRAIN_RUN_USAGE_COMMON
     "      --sync-bn          under mpirun (cnn): BatchNorm's statistics over every rank's\n"
     "                         images (SyncBatchNorm), not each rank's own\n"
     "  Under mpirun -np N every batch is split between the N ranks (data-parallel,\n"
@@ -248,6 +247,25 @@ static int print_usage(vision_kind kind, FILE *f)
     if (kind == VISION_VIT) fputs(vit_options, f);
     fputs(usage_tail, f);
     return QKV_EXIT_OK;
+}
+
+/* What the options say together: a usage error, or -1 to go on. */
+static int check(qkv_cli_args *a, const vt_opts *o, vision_kind kind, int run_opt, const char *run_name)
+{
+    if (o->resume && run_opt)
+        qkv_cli_error(a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
+    else if (!o->resume && kind == VISION_VIT && (28 % o->g.patch))
+        qkv_cli_error(a, "--patch %lld does not divide 28", (long long)o->g.patch);
+    else if (!o->resume && kind == VISION_VIT && o->g.d_model % o->g.heads)
+        qkv_cli_error(a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->g.d_model,
+                      (long long)o->g.heads);
+    else if (!o->resume && kind == VISION_VIT && o->g.pos == QKV_VIT_POS_SINCOS && o->g.d_model % 4)
+        qkv_cli_error(a, "--pos sincos needs --d-model a multiple of 4");
+    else if (strlen(o->out) > 900)
+        qkv_cli_error(a, "--out: the folder's name is longer than 900 characters");
+    else if (o->plots && strlen(o->plots) > 900)
+        qkv_cli_error(a, "--plots: the prefix is longer than 900 characters");
+    return a->status;
 }
 
 static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
@@ -319,44 +337,23 @@ static int parse(int argc, char **argv, vt_opts *o, vision_kind kind)
             run_opt = 1, run_name = a.name;
     }
     if (c < 0 || a.status >= 0) return a.status;
-    if (o->resume && run_opt)
-        qkv_cli_error(&a, "--resume takes the run's options from its checkpoint: --%s cannot be given", run_name);
-    else if (!o->resume && kind == VISION_VIT && (28 % o->g.patch))
-        qkv_cli_error(&a, "--patch %lld does not divide 28", (long long)o->g.patch);
-    else if (!o->resume && kind == VISION_VIT && o->g.d_model % o->g.heads)
-        qkv_cli_error(&a, "--d-model %lld is not a multiple of --heads %lld", (long long)o->g.d_model,
-                      (long long)o->g.heads);
-    else if (!o->resume && kind == VISION_VIT && o->g.pos == QKV_VIT_POS_SINCOS && o->g.d_model % 4)
-        qkv_cli_error(&a, "--pos sincos needs --d-model a multiple of 4");
-    else if (strlen(o->out) > 900)
-        qkv_cli_error(&a, "--out: the folder's name is longer than 900 characters");
-    else if (o->plots && strlen(o->plots) > 900)
-        qkv_cli_error(&a, "--plots: the prefix is longer than 900 characters");
-    return a.status;
+    return check(&a, o, kind, run_opt, run_name);
 }
 
 /* ---- the command --------------------------------------------------------------------- */
 
 typedef struct {
+    train_run t; /* the skeleton's part (train_run.h) */
+    vt_opts o;
+    vision_kind kind;
     vision_model model;
     qkv_image_set *train, *test;
-    qkv_optim *opt;
-    qkv_ctx *c;
     vt_run run;
-    qkv_rng rng;
-    qkv_train_pos pos;
-    char ckpt[1100], config[512], train_meta[1400];
-    const char *keys[4], *vals[4];
-    qkv_checkpoint_meta meta;
-    qkv_dist *dist;
-    int agreed; /* the ranks have agreed that every setup went well */
 } vt_state;
 
-static void state_free(vt_state *st)
+static void vt_free(train_run *t)
 {
-    qkv_optim_free(st->opt);
-    qkv_ctx_free(st->c);
-    qkv_ctx_free(st->run.eval);
+    vt_state *st = t->user;
     vision_model_free(&st->model);
     qkv_image_set_free(st->train);
     qkv_image_set_free(st->test);
@@ -365,39 +362,18 @@ static void state_free(vt_state *st)
     for (int i = 0; i < 3; i++) free(cv[i]->x), free(cv[i]->y);
 }
 
-/* Before training, a failed rank tells the others (qkv_cli_dist_agree),
- * which would otherwise wait for it at the first step. */
-static int fail(vt_state *st, const char *cmd, const char *what)
-{
-    char msg[700];
-    snprintf(msg, sizeof msg, "%s%s%s", what ? what : "", what ? ": " : "", qkv_cli_last_error());
-    if (qkv_dist_size(st->dist) > 1) qkv_cli_report(cmd, "rank %d: %s", qkv_dist_rank(st->dist), msg);
-    else qkv_cli_report(cmd, "%s", msg);
-    if (!st->agreed) {
-        qkv_cli_fail(QKV_ERR_STATE, "%s", msg);
-        qkv_cli_dist_agree(st->dist, QKV_ERR_STATE, cmd);
-    }
-    state_free(st);
-    return QKV_EXIT_FAILURE;
-}
-
 /* The model of a new run (the training set's mean and std into its
  * configuration), or of the run being resumed. */
-static qkv_status setup(vt_opts *o, vt_state *st, vision_kind kind)
+static qkv_status setup_model(train_run *t, vt_state *st)
 {
+    vt_opts *o = &st->o;
     if (o->resume) {
-        char *train = NULL;
-        QKV_CLI_TRY(vision_model_load(&st->model, st->ckpt, NULL, 0));
-        if (st->model.cfg.kind != kind)
-            return qkv_cli_fail(QKV_ERR_ARG, "%s holds a %s, not a %s: resume it with qkv train %s", st->ckpt,
-                               vision_kind_names[st->model.cfg.kind], vision_kind_names[kind],
+        QKV_CLI_TRY(vision_model_load(&st->model, t->ckpt, NULL, 0));
+        if (st->model.cfg.kind != st->kind)
+            return qkv_cli_fail(QKV_ERR_ARG, "%s holds a %s, not a %s: resume it with qkv train %s", t->ckpt,
+                               vision_kind_names[st->model.cfg.kind], vision_kind_names[st->kind],
                                vision_kind_names[st->model.cfg.kind]);
-        qkv_status s = qkv_checkpoint_read_meta(st->ckpt, "vision.train", &train);
-        if (!s && !run_parse(train, &o->r))
-            s = qkv_cli_fail(QKV_ERR_FORMAT, "%s: metadata vision.train is malformed", st->ckpt);
-        free(train);
-        if (s) return s;
-        QKV_CLI_TRY(qkv_cli_checkpoint_precision(st->ckpt, "vision.precision", &o->precision));
+        QKV_CLI_TRY(train_run_read_train(t, run_fields, RF_COUNT(run_fields), &o->r, sizeof o->r, legacy_run_parse));
         o->g = st->model.cfg;
         QKV_CLI_TRY(vision_load_set(o->r.data, 1, o->r.train_limit, &st->train));
         return vision_load_set(o->r.data, 0, o->test_limit, &st->test);
@@ -407,8 +383,58 @@ static qkv_status setup(vt_opts *o, vt_state *st, vision_kind kind)
     o->g.channels = st->train->channels, o->g.height = st->train->height, o->g.width = st->train->width;
     o->g.classes = st->train->classes;
     QKV_CLI_TRY(qkv_image_set_stats(st->train, &o->g.mean, &o->g.std));
-    qkv_rng_seed(&st->rng, (uint64_t)o->r.seed);
-    return vision_model_init(&st->model, &o->g, &st->rng);
+    qkv_rng_seed(&t->rng, (uint64_t)o->r.seed);
+    return vision_model_init(&st->model, &o->g, &t->rng);
+}
+
+/* The model and data, then the schedule, the batches' buffers and the
+ * metadata. */
+static qkv_status vt_setup(train_run *t)
+{
+    vt_state *st = t->user;
+    vt_opts *o = &st->o;
+    QKV_CLI_TRY(setup_model(t, st));
+    vt_run *r = &st->run;
+    int64_t B = o->r.batch, spe = st->train->n / B;
+    if (spe < 1)
+        return qkv_cli_fail(QKV_ERR_ARG, "%lld training images make no whole batch of %lld", (long long)st->train->n,
+                            (long long)B);
+    int64_t total = o->r.epochs * spe;
+    if (!o->resume) {
+        if (o->r.warmup < 0) o->r.warmup = total / 10 < 500 ? total / 10 : 500;
+        if (o->r.min_lr < 0) o->r.min_lr = o->r.lr / 100;
+    }
+    *r = (vt_run){.o = o, .t = t, .model = &st->model, .train = st->train, .test = st->test, .spe = spe,
+                  .order_epoch = -1, .last_test = NAN, .dist = t->dist};
+    r->window = spe / 10 > 1 ? spe / 10 : 1;
+    int64_t per = o->g.channels * o->g.height * o->g.width;
+    r->x = malloc((size_t)(B * per) * sizeof *r->x);
+    r->y = malloc((size_t)B * sizeof *r->y);
+    r->order = malloc((size_t)st->train->n * sizeof *r->order);
+    if (!r->x || !r->y || !r->order) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
+    t->params = st->model.p;
+    t->optim = qkv_optim_adamw_default();
+    t->optim.lr = o->r.lr;
+    t->optim.weight_decay = o->r.weight_decay;
+    t->sched = (qkv_schedule){.base_lr = o->r.lr, .warmup_steps = o->r.warmup, .decay = QKV_SCHEDULE_COSINE,
+                              .total_steps = total > o->r.warmup ? total : o->r.warmup + 1, .min_lr = o->r.min_lr};
+    t->has_schedule = 1;
+    QKV_CLI_TRY(vision_config_format(&st->model.cfg, t->config, sizeof t->config));
+    QKV_CLI_TRY(rf_write(run_fields, RF_COUNT(run_fields), &o->r, t->train, sizeof t->train));
+    int64_t stop = o->stop_after > 0 && o->stop_after * spe < total ? o->stop_after * spe : total;
+    t->tr = (qkv_trainer){.clip_norm = (float)o->r.clip, .steps = stop, .checkpoint_every = spe,
+                          .progress = stderr, .unit = "images", .batch = vt_batch, .user = r,
+                          .after_step = vt_after_step, .sync_batchnorm = o->sync_bn};
+    return QKV_OK;
+}
+
+static qkv_status vt_resumed(train_run *t)
+{
+    vt_state *st = t->user;
+    if (t->pos.step >= st->o.r.epochs * st->run.spe)
+        return qkv_cli_fail(QKV_ERR_ARG, "%s is at epoch %lld already (--epochs %lld)", t->ckpt,
+                            (long long)(t->pos.step / st->run.spe), (long long)st->o.r.epochs);
+    return QKV_OK;
 }
 
 static void describe(const vision_config *g, char *buf, size_t n)
@@ -424,136 +450,79 @@ static void describe(const vision_config *g, char *buf, size_t n)
                                                      : "MLP: 784-256-128-10");
 }
 
-static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *dist);
+static void vt_describe(train_run *t)
+{
+    vt_state *st = t->user;
+    const vt_opts *o = &st->o;
+    int64_t spe = st->run.spe;
+    char desc[300];
+    describe(&st->model.cfg, desc, sizeof desc);
+    printf("qkv %s: Fashion-MNIST from %s: %lld training images, %lld test images; normalised by mean %.4f, "
+           "std %.4f\n", t->cmd, o->r.data, (long long)st->train->n, (long long)st->test->n, st->model.cfg.mean,
+           st->model.cfg.std);
+    printf("model: %s: %lld parameters\n", desc, (long long)qkv_params_numel_trainable(st->model.p));
+    printf("training: %s%lld epochs of %lld steps of %lld images, AdamW lr %g (warm-up %lld steps, cosine to %g), "
+           "weight decay %g, clip %g, augmentation %s, %d threads%s; checkpoints in %s\n",
+           o->resume ? "resumed, " : "", (long long)o->r.epochs, (long long)spe, (long long)o->r.batch, o->r.lr,
+           (long long)o->r.warmup, o->r.min_lr, o->r.weight_decay, o->r.clip,
+           o->r.augment ? "crop (padding 2) and flip" : "off", omp_get_max_threads(), qkv_cli_dist_ranks(t->dist),
+           t->ckpt);
+    if (o->resume)
+        printf("resuming at epoch %lld (step %lld)\n", (long long)(t->pos.step / spe), (long long)t->pos.step);
+}
+
+static void vt_describe_more(train_run *t)
+{
+    vt_state *st = t->user;
+    if (st->kind == VISION_CNN && qkv_dist_size(t->dist) > 1)
+        printf("BatchNorm: %s\n", st->o.sync_bn ? "the statistics of every rank's images (--sync-bn)"
+                                                : "each rank's own statistics; rank 0's running statistics "
+                                                  "to every rank after each step");
+}
+
+static int vt_finish(train_run *t, int64_t first, double sec)
+{
+    vt_state *st = t->user;
+    int64_t images = (t->pos.step - first) * st->o.r.batch;
+    printf("done: epoch %lld, test accuracy %.2f%%, %lld images trained on in %.0f s (%.0f images/s), checkpoint %s\n",
+           (long long)(t->pos.step / st->run.spe), 100 * st->run.last_test, (long long)images, sec,
+           (double)images / sec, t->ckpt);
+    if (st->o.plots && qkv_dist_rank(t->dist) == 0) {
+        char title[200];
+        snprintf(title, sizeof title, "qkv %s on Fashion-MNIST, %lld parameters", t->cmd,
+                 (long long)qkv_params_numel_trainable(st->model.p));
+        if (plot_curves(st->o.plots, &st->run, title)) return train_run_fail(t, "plots");
+    }
+    return QKV_EXIT_OK;
+}
+
+static const train_hooks vt_hooks = {.setup = vt_setup, .resumed = vt_resumed, .describe = vt_describe,
+                                     .describe_more = vt_describe_more, .finish = vt_finish, .free = vt_free};
 
 int qkv_cli_train_vision(int argc, char **argv, vision_kind kind)
 {
     const char *cmd = argv[0];
-    vt_opts o = {.r = {.epochs = kind == VISION_VIT ? 28 : kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1, .seed = 1, .augment = 1,
-                       .lr = 1e-3, .min_lr = -1, .weight_decay = kind == VISION_VIT ? 0.05 : 0.01, .clip = 1,
-                       .data = "data/fashion-mnist"},
+    vt_opts o = {.r = {.epochs = kind == VISION_VIT ? 28 : kind == VISION_CNN ? 5 : 10, .batch = 128, .warmup = -1,
+                       .seed = 1, .augment = 1, .lr = 1e-3, .min_lr = -1,
+                       .weight_decay = kind == VISION_VIT ? 0.05 : 0.01, .clip = 1, .data = "data/fashion-mnist"},
                  .g = {.kind = kind, .patch = 4, .d_model = 64, .layers = 4, .heads = 4, .mlp_dim = 256}};
     static const char *const outs[3] = {"vit-run", "cnn-run", "mlp-run"};
     o.out = outs[kind];
     int rc = parse(argc, argv, &o, kind);
     if (rc >= 0) return rc;
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
-    qkv_dist *dist;
-    if (qkv_cli_dist_start(cmd, &dist)) return QKV_EXIT_FAILURE;
-    rc = train_vision(o, kind, cmd, dist);
-    qkv_dist_free(dist);
+    vt_state *st = calloc(1, sizeof *st);
+    if (!st) return qkv_cli_report(cmd, "out of memory");
+    if (qkv_cli_dist_start(cmd, &st->t.dist)) return free(st), QKV_EXIT_FAILURE;
+    st->o = o, st->kind = kind;
+    train_run *t = &st->t;
+    t->cmd = cmd, t->family = "vision", t->kind = vision_kind_names[kind], t->out = st->o.out;
+    t->ckpt_name = VISION_CKPT_NAME, t->resume = o.resume, t->zero1 = o.zero1, t->batch = o.r.batch;
+    t->keep_rng = 1, t->precision = o.precision, t->hooks = &vt_hooks, t->user = st;
+    rc = train_run_main(t);
+    qkv_dist_free(t->dist);
+    free(st);
     return rc;
-}
-
-static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *dist)
-{
-    vt_state st = {.dist = dist};
-    int root = qkv_dist_rank(dist) == 0;
-    snprintf(st.ckpt, sizeof st.ckpt, "%s/%s", o.out, VISION_CKPT_NAME);
-    /* rank 0 writes there; the others (on another machine, maybe) only read */
-    if (!o.resume && root) {
-        if (mkdir(o.out, 0777) != 0 && errno != EEXIST)
-            return qkv_cli_fail(QKV_ERR_IO, "cannot make %s: %s", o.out, strerror(errno)), fail(&st, cmd, NULL);
-        if (access(st.ckpt, F_OK) == 0)
-            return qkv_cli_fail(QKV_ERR_ARG, "%s exists: continue it with --resume, or give another --out",
-                                st.ckpt), fail(&st, cmd, NULL);
-    }
-    if (o.r.batch < qkv_dist_size(dist))
-        return qkv_cli_fail(QKV_ERR_ARG, "--batch %lld is smaller than the %d ranks", (long long)o.r.batch,
-                            qkv_dist_size(dist)), fail(&st, cmd, NULL);
-    if (setup(&o, &st, kind)) return fail(&st, cmd, NULL);
-    vt_run *r = &st.run;
-    int64_t B = o.r.batch, spe = st.train->n / B;
-    if (spe < 1) {
-        qkv_cli_fail(QKV_ERR_ARG, "%lld training images make no whole batch of %lld", (long long)st.train->n,
-                    (long long)B);
-        return fail(&st, cmd, NULL);
-    }
-    int64_t total = o.r.epochs * spe;
-    if (!o.resume) {
-        if (o.r.warmup < 0) o.r.warmup = total / 10 < 500 ? total / 10 : 500;
-        if (o.r.min_lr < 0) o.r.min_lr = o.r.lr / 100;
-    }
-    *r = (vt_run){.o = &o, .model = &st.model, .train = st.train, .test = st.test, .spe = spe, .order_epoch = -1,
-                  .last_test = NAN, .dist = dist};
-    r->window = spe / 10 > 1 ? spe / 10 : 1;
-    int64_t per = o.g.channels * o.g.height * o.g.width;
-    r->x = malloc((size_t)(B * per) * sizeof *r->x);
-    r->y = malloc((size_t)B * sizeof *r->y);
-    r->order = malloc((size_t)st.train->n * sizeof *r->order);
-    if (!r->x || !r->y || !r->order) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, cmd, NULL);
-    qkv_optim_opts oo = qkv_optim_adamw_default();
-    oo.lr = o.r.lr;
-    oo.weight_decay = o.r.weight_decay;
-    qkv_schedule sched = {.base_lr = o.r.lr, .warmup_steps = o.r.warmup, .decay = QKV_SCHEDULE_COSINE,
-                          .total_steps = total > o.r.warmup ? total : o.r.warmup + 1, .min_lr = o.r.min_lr};
-    vision_config_format(&st.model.cfg, st.config, sizeof st.config);
-    run_format(&o.r, st.train_meta, sizeof st.train_meta);
-    st.keys[0] = "kind", st.vals[0] = vision_kind_names[kind];
-    st.keys[1] = "vision.config", st.vals[1] = st.config;
-    st.keys[2] = "vision.train", st.vals[2] = st.train_meta;
-    /* the precision is kept for --resume; an FP32 run's checkpoint is as before */
-    st.keys[3] = "vision.precision", st.vals[3] = qkv_cli_precision_name(o.precision);
-    st.meta = (qkv_checkpoint_meta){o.precision != QKV_FP32 ? 4 : 3, st.keys, st.vals};
-    if (qkv_optim_new(&st.opt, st.model.p, &oo) || qkv_ctx_new(&st.c) || qkv_ctx_new(&r->eval) ||
-        qkv_schedule_check(&sched) || qkv_ctx_set_precision(st.c, o.precision) ||
-        qkv_ctx_set_precision(r->eval, o.precision))
-        return fail(&st, cmd, NULL);
-    if (o.resume) {
-        if (qkv_checkpoint_load(st.ckpt, st.model.p, st.opt, &st.pos, &st.rng)) return fail(&st, cmd, "resume");
-        if (st.pos.step >= total)
-            return qkv_cli_fail(QKV_ERR_ARG, "%s is at epoch %lld already (--epochs %lld)", st.ckpt,
-                                (long long)(st.pos.step / spe), (long long)o.r.epochs), fail(&st, cmd, NULL);
-    }
-    /* after the load (the whole state): this rank's 1/N of the moments */
-    int64_t saved = 0;
-    if (o.zero1 && qkv_dist_zero1(dist, st.opt, &saved)) return fail(&st, cmd, "--zero1");
-    /* every rank's setup went well: from here on all take the same steps */
-    st.agreed = 1;
-    if (qkv_cli_dist_agree(dist, QKV_OK, cmd)) return fail(&st, cmd, NULL);
-    if (B % qkv_dist_size(dist) && root)
-        qkv_cli_report(cmd, "note: the batch of %lld is split unevenly between %d ranks",
-                (long long)B, qkv_dist_size(dist));
-    char desc[300];
-    describe(&st.model.cfg, desc, sizeof desc);
-    printf("qkv %s: Fashion-MNIST from %s: %lld training images, %lld test images; normalised by mean %.4f, "
-           "std %.4f\n", cmd, o.r.data, (long long)st.train->n, (long long)st.test->n, st.model.cfg.mean,
-           st.model.cfg.std);
-    printf("model: %s: %lld parameters\n", desc, (long long)qkv_params_numel_trainable(st.model.p));
-    printf("training: %s%lld epochs of %lld steps of %lld images, AdamW lr %g (warm-up %lld steps, cosine to %g), "
-           "weight decay %g, clip %g, augmentation %s, %d threads%s; checkpoints in %s\n",
-           o.resume ? "resumed, " : "", (long long)o.r.epochs, (long long)spe, (long long)B, o.r.lr,
-           (long long)o.r.warmup, o.r.min_lr, o.r.weight_decay, o.r.clip,
-           o.r.augment ? "crop (padding 2) and flip" : "off", omp_get_max_threads(), qkv_cli_dist_ranks(dist),
-           st.ckpt);
-    if (o.resume) printf("resuming at epoch %lld (step %lld)\n", (long long)(st.pos.step / spe), (long long)st.pos.step);
-    if (o.zero1) qkv_cli_zero1_note(dist, saved);
-    if (kind == VISION_CNN && qkv_dist_size(dist) > 1)
-        printf("BatchNorm: %s\n", o.sync_bn ? "the statistics of every rank's images (--sync-bn)"
-                                             : "each rank's own statistics; rank 0's running statistics "
-                                               "to every rank after each step");
-    fflush(stdout);
-    int64_t stop = o.stop_after > 0 && o.stop_after * spe < total ? o.stop_after * spe : total;
-    qkv_trainer tr = {.params = st.model.p, .optim = st.opt, .schedule = &sched, .clip_norm = (float)o.r.clip,
-                      .steps = stop, .checkpoint = st.ckpt, .checkpoint_every = spe, .rng = &st.rng,
-                      .progress = stderr, .unit = "images", .batch = vt_batch, .user = r, .meta = &st.meta,
-                      .after_step = vt_after_step, .dist = dist, .sync_batchnorm = o.sync_bn};
-    int64_t first = st.pos.step;
-    double t0 = qkv_cli_now();
-    r->t_epoch = t0;
-    if (qkv_train(st.c, &tr, &st.pos)) return fail(&st, cmd, NULL);
-    double sec = qkv_cli_now() - t0;
-    int64_t images = (st.pos.step - first) * B;
-    printf("done: epoch %lld, test accuracy %.2f%%, %lld images trained on in %.0f s (%.0f images/s), checkpoint %s\n",
-           (long long)(st.pos.step / spe), 100 * r->last_test, (long long)images, sec, (double)images / sec, st.ckpt);
-    if (o.plots && root) {
-        char title[200];
-        snprintf(title, sizeof title, "qkv %s on Fashion-MNIST, %lld parameters", cmd,
-                 (long long)qkv_params_numel_trainable(st.model.p));
-        if (plot_curves(o.plots, r, title)) return fail(&st, cmd, "plots");
-    }
-    state_free(&st);
-    return QKV_EXIT_OK;
 }
 
 int qkv_cli_train_vit(int argc, char **argv) { return qkv_cli_train_vision(argc, argv, VISION_VIT); }

@@ -14,17 +14,30 @@ static const char *const pool_names[2] = {"cls", "mean"};
 static const char *const pos_names[2] = {"learned", "sincos"};
 
 
-/* ---- the configuration string ---------------------------------------------- */
+/* ---- the configuration ------------------------------------------------------ */
 
-void vision_config_format(const vision_config *g, char *buf, size_t n)
+/* vision.config in the run format (run_format.h): the first seven fields
+ * for every kind, the rest for kind=vit only. */
+static const rf_field config_fields[] = {
+    RF_CHOICE(vision_config, kind, vision_kind_names, 3),
+    RF_NUM(vision_config, channels, RF_I64, 1, 4),
+    RF_NUM(vision_config, height, RF_I64, 1, 4096),
+    RF_NUM(vision_config, width, RF_I64, 1, 4096),
+    RF_NUM(vision_config, classes, RF_I64, 2, 100000),
+    RF_NUM(vision_config, mean, RF_F32, -1e6, 1e6),
+    RF_NUM(vision_config, std, RF_F32, 1e-30, 1e30),
+    RF_NUM(vision_config, patch, RF_I64, 1, 4096),
+    RF_NUM(vision_config, d_model, RF_I64, 1, 16384),
+    RF_NUM(vision_config, layers, RF_I64, 1, 256),
+    RF_NUM(vision_config, heads, RF_I64, 1, 16384),
+    RF_NUM(vision_config, mlp_dim, RF_I64, 1, 65536),
+    RF_CHOICE(vision_config, pool, pool_names, 2),
+    RF_CHOICE(vision_config, pos, pos_names, 2)};
+enum { BASE_FIELDS = 7 };
+
+qkv_status vision_config_format(const vision_config *g, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "kind=%s image=%lldx%lldx%lld classes=%lld mean=%.9g std=%.9g",
-                     vision_kind_names[g->kind], (long long)g->channels, (long long)g->height,
-                     (long long)g->width, (long long)g->classes, g->mean, g->std);
-    if (g->kind == VISION_VIT && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, " patch=%lld d_model=%lld layers=%lld heads=%lld mlp_dim=%lld "
-                 "pool=%s pos=%s", (long long)g->patch, (long long)g->d_model, (long long)g->layers,
-                 (long long)g->heads, (long long)g->mlp_dim, pool_names[g->pool], pos_names[g->pos]);
+    return rf_write(config_fields, g->kind == VISION_VIT ? RF_COUNT(config_fields) : BASE_FIELDS, g, buf, n);
 }
 
 static int pick(const char *s, const char *const *names, int n)
@@ -34,7 +47,9 @@ static int pick(const char *s, const char *const *names, int n)
     return -1;
 }
 
-qkv_status vision_config_parse(const char *text, vision_config *g)
+/* The one-line vision.config of older runs ("kind=vit image=1x28x28
+ * classes=10 mean=... std=... patch=4 ..."): deprecated, read only. */
+static qkv_status legacy_config_parse(const char *text, vision_config *g)
 {
     char kind[8], pool[8], pos[8];
     long long c, h, w, k, p, d, l, nh, f;
@@ -59,6 +74,20 @@ qkv_status vision_config_parse(const char *text, vision_config *g)
         return qkv_cli_fail(QKV_ERR_FORMAT, "vision.config '%.200s' is malformed", text);
     g->patch = p, g->d_model = d, g->layers = l, g->heads = nh, g->mlp_dim = f;
     g->pool = (qkv_vit_pool)pl, g->pos = ps ? QKV_VIT_POS_SINCOS : QKV_VIT_POS_LEARNED;
+    return QKV_OK;
+}
+
+qkv_status vision_config_parse(const char *text, vision_config *g)
+{
+    if (!rf_is_lines(text)) return legacy_config_parse(text, g);
+    vision_config v = {0};
+    int vit = !strncmp(text, "kind=vit\n", 9);
+    QKV_CLI_TRY(rf_read("vision.config", text, config_fields, vit ? RF_COUNT(config_fields) : BASE_FIELDS, &v,
+                        sizeof v));
+    if (vit && (v.patch > v.height || v.patch > v.width || v.d_model % v.heads))
+        return qkv_cli_fail(QKV_ERR_FORMAT, "vision.config: patch %lld or d_model %lld does not fit (heads %lld)",
+                            (long long)v.patch, (long long)v.d_model, (long long)v.heads);
+    *g = v;
     return QKV_OK;
 }
 
@@ -103,11 +132,7 @@ qkv_status vision_model_load(vision_model *m, const char *path, char *path_out, 
 {
     *m = (vision_model){0};
     char file[1200];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(file, sizeof file, "%s/%s", path, VISION_CKPT_NAME);
-    else
-        snprintf(file, sizeof file, "%s", path);
+    rf_run_checkpoint(path, VISION_CKPT_NAME, file, sizeof file);
     if (path_out) snprintf(path_out, n, "%s", file);
     char *kind = NULL, *cfg = NULL;
     qkv_status s = qkv_checkpoint_read_meta(file, "kind", &kind);
@@ -214,8 +239,8 @@ void vision_data_dir(const char *ckpt, const char *data, char *dir, size_t n)
     char *train = NULL;
     snprintf(dir, n, "%s", data ? data : "data/fashion-mnist");
     if (!data && qkv_checkpoint_read_meta(ckpt, "vision.train", &train) == QKV_OK) {
-        const char *d = strstr(train, " data=");
-        if (d) snprintf(dir, n, "%s", d + 6);
+        const char *d = strstr(train, rf_is_lines(train) ? "\ndata=" : " data="); /* older runs: one line */
+        if (d) snprintf(dir, n, "%.*s", (int)strcspn(d + 6, "\n"), d + 6);
     }
     free(train);
 }

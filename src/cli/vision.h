@@ -5,7 +5,7 @@
 #ifndef QKV_CLI_VISION_H
 #define QKV_CLI_VISION_H
 #include <stdio.h>
-#include "cli/cli.h"
+#include "cli/run_format.h"
 
 /* The checkpoint inside a run's folder (--out DIR); its metadata "kind"
  * (vit, cnn, mlp) and "vision.config" (vision_config_format). */
@@ -26,10 +26,12 @@ typedef struct {
     qkv_vit_pos pos;
 } vision_config;
 
-/* "kind=vit image=1x28x28 classes=10 mean=... std=... patch=4 d_model=64
- * layers=4 heads=4 mlp_dim=256 pool=cls pos=learned" (the ViT's fields
- * for kind=vit only); parse checks every field and its range. */
-void vision_config_format(const vision_config *g, char *buf, size_t n);
+/* The configuration in the run format (run_format.h): "kind=vit",
+ * "channels=1", ..., "std=...", then for kind=vit "patch=4", "d_model=64",
+ * "layers=4", "heads=4", "mlp_dim=256", "pool=cls", "pos=learned", a line
+ * each; parse checks every field and its range, and reads the one-line
+ * vision.config of older runs too (deprecated). */
+qkv_status vision_config_format(const vision_config *g, char *buf, size_t n);
 qkv_status vision_config_parse(const char *text, vision_config *g);
 
 typedef struct {
