@@ -269,6 +269,7 @@ QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qk
 #include "qkv/io.h"
 #include "qkv/nn.h"
 #include "qkv/posenc.h"
+#include "qkv/dist.h"
 #include "qkv/train.h"
 #include "qkv/transformer.h"
 #include "qkv/generate.h"
@@ -278,6 +279,5 @@ QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qk
 #include "qkv/models.h"
 #include "qkv/vision.h"
 #include "qkv/cnn.h"
-#include "qkv/dist.h"
 #include "qkv/quant.h"
 #endif
