@@ -33,6 +33,17 @@ extern "C" {
 #endif
 #endif
 
+/* QKV_DEPRECATED("qkv_new_name") marks an old name kept as an alias of its
+ * new one until the next major version (docs/core.md, "Names"): it still
+ * links, and a call warns with the name to use instead. */
+#ifndef QKV_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define QKV_DEPRECATED(new_name) __attribute__((deprecated("use " new_name)))
+#else
+#define QKV_DEPRECATED(new_name)
+#endif
+#endif
+
 /* The library's version (qkv.pc says the same); qkv_version() gives the
  * version of the library actually linked. */
 #define QKV_VERSION "0.2.0"

@@ -23,9 +23,11 @@ typedef enum {
 
 typedef enum { QKV_DIST_SUM = 0, QKV_DIST_MEAN } qkv_dist_op;
 
-/* Starts the engine (MPI_Init once per process; a second qkv_dist_init
+/* Starts the engine (MPI_Init once per process; a second qkv_dist_new
  * shares it). */
-QKV_API qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine);
+QKV_API qkv_status qkv_dist_new(qkv_dist **out, qkv_dist_engine engine);
+/* Deprecated alias (docs/core.md, "Names"). */
+QKV_API QKV_DEPRECATED("qkv_dist_new") qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine);
 /* Ends it (MPI_Finalize when the last qkv_dist goes). NULL is fine. */
 QKV_API void qkv_dist_free(qkv_dist *d);
 QKV_API int qkv_dist_rank(const qkv_dist *d); /* 0 for NULL */

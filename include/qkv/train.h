@@ -68,11 +68,15 @@ typedef struct {
 } qkv_optim_opts;
 
 /* torch.optim.SGD(lr=lr) defaults: momentum 0, dampening 0, weight_decay 0. */
-QKV_API qkv_optim_opts qkv_optim_sgd_default(double lr);
+QKV_API qkv_optim_opts qkv_optim_sgd_opts_default(double lr);
 /* torch.optim.Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0. */
-QKV_API qkv_optim_opts qkv_optim_adam_default(void);
+QKV_API qkv_optim_opts qkv_optim_adam_opts_default(void);
 /* torch.optim.AdamW defaults: as Adam but weight_decay 1e-2. */
-QKV_API qkv_optim_opts qkv_optim_adamw_default(void);
+QKV_API qkv_optim_opts qkv_optim_adamw_opts_default(void);
+/* Deprecated aliases of the three (docs/core.md, "Names"). */
+QKV_API QKV_DEPRECATED("qkv_optim_sgd_opts_default") qkv_optim_opts qkv_optim_sgd_default(double lr);
+QKV_API QKV_DEPRECATED("qkv_optim_adam_opts_default") qkv_optim_opts qkv_optim_adam_default(void);
+QKV_API QKV_DEPRECATED("qkv_optim_adamw_opts_default") qkv_optim_opts qkv_optim_adamw_default(void);
 
 /* An optimizer over every parameter of a store, in store order. Its state
  * (exp_avg, exp_avg_sq, max_exp_avg_sq or momentum_buffer per parameter) is

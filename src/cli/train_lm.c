@@ -605,7 +605,7 @@ static int train_lm(lm_opts o, qkv_dist *dist)
     r->x = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->x);
     r->y = malloc((size_t)(o.r.batch * o.r.context) * sizeof *r->y);
     if (!r->x || !r->y) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, NULL);
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = o.r.lr;
     oo.weight_decay = o.r.weight_decay;
     qkv_schedule sched = {.base_lr = o.r.lr, .warmup_steps = o.r.warmup, .decay = QKV_SCHEDULE_COSINE,

@@ -489,7 +489,7 @@ static int run(tr_opts *o, qkv_dist *d)
     if (o->epochs) m.cfg.steps = o->epochs * nb;
     if (root && !o->resume && mt_config_save(cmd, o->out, &m.cfg)) goto done;
     if (root && o->resume && o->steps_given && mt_config_save(cmd, o->out, &m.cfg)) goto done;
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.lr = m.cfg.lr;
     perm = malloc((size_t)ts.n * sizeof *perm);
     if (!perm || qkv_ctx_new(&c) != QKV_OK || qkv_ctx_new(&ce) != QKV_OK ||

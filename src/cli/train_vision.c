@@ -482,7 +482,7 @@ static int train_vision(vt_opts o, vision_kind kind, const char *cmd, qkv_dist *
     r->y = malloc((size_t)B * sizeof *r->y);
     r->order = malloc((size_t)st.train->n * sizeof *r->order);
     if (!r->x || !r->y || !r->order) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory"), fail(&st, cmd, NULL);
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = o.r.lr;
     oo.weight_decay = o.r.weight_decay;
     qkv_schedule sched = {.base_lr = o.r.lr, .warmup_steps = o.r.warmup, .decay = QKV_SCHEDULE_COSINE,

@@ -29,14 +29,14 @@ static void s_finalize(qkv_dist *d) {}
 static const qkv_dist_ops single_ops = {"single", s_allreduce, s_iallreduce, s_wait_all, s_broadcast,
                                         s_allgather, s_allgatherv, s_gatherv, s_barrier, s_finalize};
 
-qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
+qkv_status qkv_dist_new(qkv_dist **out, qkv_dist_engine engine)
 {
-    QKV_NEED(out, "dist_init", "out");
+    QKV_NEED(out, "dist_new", "out");
     *out = NULL;
     if (engine != QKV_DIST_AUTO && engine != QKV_DIST_SINGLE && engine != QKV_DIST_MPI)
-        return qkv_fail(QKV_ERR_ARG, "dist_init: unknown engine %d", (int)engine);
+        return qkv_fail(QKV_ERR_ARG, "dist_new: unknown engine %d", (int)engine);
     qkv_dist *d = calloc(1, sizeof *d);
-    if (!d) return qkv_fail(QKV_ERR_NOMEM, "dist_init: out of memory");
+    if (!d) return qkv_fail(QKV_ERR_NOMEM, "dist_new: out of memory");
     d->ops = &single_ops, d->rank = 0, d->size = 1;
     /* AUTO: MPI only under an MPI launcher, so that a plain run of an MPI
      * build never starts MPI and behaves as the build without it. */
@@ -53,6 +53,9 @@ qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
     *out = d;
     return QKV_OK;
 }
+
+/* the deprecated name (docs/core.md, "Names") */
+qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine) { return qkv_dist_new(out, engine); }
 
 void qkv_dist_free(qkv_dist *d)
 {
