@@ -355,14 +355,9 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
                            qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
                            qkv_tensor **weights)
 {
-    QKV_NEED(out, "mha_forward", "out");
-    *out = NULL;
-    if (weights) *weights = NULL;
-    QKV_NEED(c, "mha_forward", "ctx");
+    QKV_TRY(attn_out_args("mha_forward", c, out, weights));
     QKV_NEED(m, "mha_forward", "module");
-    QKV_NEED(query, "mha_forward", "query");
-    QKV_NEED(key, "mha_forward", "key");
-    QKV_NEED(value, "mha_forward", "value");
+    QKV_TRY(attn_qkv_args("mha_forward", query, key, value));
     if (!m->out_proj_weight || m->head_dim <= 0)
         return qkv_fail(QKV_ERR_STATE, "mha_forward: module is not initialised (call qkv_mha_init)");
     qkv_mha_args a = args ? *args : qkv_mha_args_default();

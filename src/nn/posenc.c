@@ -700,9 +700,7 @@ static qkv_status nn_learned_pos_init_body(qkv_nn_learned_pos *m, int64_t max_le
                                            qkv_rng *rng)
 {
     const char *fn = "nn_learned_pos_init";
-    QKV_NEED(m, fn, "module");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
+    QKV_TRY(qkv_nn_init_args(fn, m, p, rng, 1));
     if (max_len < 1 || d_model < 1)
         return qkv_fail(QKV_ERR_ARG, "%s: max_len %lld and d_model %lld must be positive", fn,
                         (long long)max_len, (long long)d_model);
