@@ -42,10 +42,7 @@ typedef struct {
 static qkv_status l2n_backward(qkv_ctx *c, void *p)
 {
     l2n_saved *s = p;
-    const float *dy = s->y->grad; // (rows,D)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,D)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,D) each
     const float *y = s->y->data; // (rows,D)
     int64_t D = s->D;
     for (int64_t r = 0; r < s->rows; r++) {

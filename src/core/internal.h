@@ -27,6 +27,15 @@ qkv_status qkv_fail_in(const char *fn, qkv_status s);
         if (s_ != QKV_OK) return s_;                                            \
     } while (0)
 
+/* The start of a backward with one input x of the output y: declares dy,
+ * y's gradient, and dx, x's (allocated on first use), and returns QKV_OK
+ * when there is nothing to do (y got no gradient, x needs none). */
+#define QKV_BACKWARD_ONE(c, y, x, dy, dx)                                       \
+    const float *dy = (y)->grad;                                                \
+    if (!dy || !(x)->requires_grad) return QKV_OK;                              \
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), (x));                         \
+    if (!dx) return QKV_ERR_NOMEM
+
 /* Elementwise and row loops over at least this many elements run on
  * OpenMP's threads (#pragma omp parallel for if (n >= QKV_PAR_MIN));
  * below it, waking the team costs more than it saves. Each element (or

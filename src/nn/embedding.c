@@ -16,10 +16,7 @@ typedef struct {
 static qkv_status emb_backward(qkv_ctx *c, void *p)
 {
     emb_saved *s = p;
-    const float *dy = s->y->grad; // (n,dim)
-    if (!dy || !s->w->requires_grad) return QKV_OK;
-    float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (num,dim)
-    if (!dw) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->w, dy, dw); // dy (n,dim), dw (num,dim)
     int64_t dim = s->dim, nblk = (dim + EMB_COLS - 1) / EMB_COLS;
     /* by blocks of columns on the threads: each element's sum runs over the
      * ids in order, whichever thread has its block */

@@ -217,10 +217,7 @@ typedef struct {
 static qkv_status positions_backward(qkv_ctx *c, void *p)
 {
     positions_saved *s = p;
-    const float *dy = s->y->grad; // (T,d)
-    if (!dy || !s->w->requires_grad) return QKV_OK;
-    float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (P,d)
-    if (!dw) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->w, dy, dw); // dy (T,d), dw (P,d)
     dw += s->offset * s->d;
     for (int64_t i = 0; i < s->T * s->d; i++) dw[i] += dy[i];
     return QKV_OK;
@@ -266,10 +263,7 @@ typedef struct {
 static qkv_status scale_backward(qkv_ctx *c, void *p)
 {
     scale_saved *s = p;
-    const float *dy = s->y->grad; // (n)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (n) each
     for (int64_t i = 0; i < s->n; i++) dx[i] += s->alpha * dy[i];
     return QKV_OK;
 }
@@ -306,10 +300,7 @@ typedef struct {
 static qkv_status catpos_backward(qkv_ctx *c, void *p)
 {
     catpos_saved *s = p;
-    const float *dy = s->y->grad; // (O,ia+ib)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (O,ia)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // dy (O,ia+ib), dx (O,ia)
     for (int64_t o = 0; o < s->O; o++)
         for (int64_t i = 0; i < s->ia; i++) dx[o * s->ia + i] += dy[o * (s->ia + s->ib) + i];
     return QKV_OK;
@@ -438,10 +429,7 @@ static void rope_rotate(const float *in, float *out, int accumulate, float sign,
 static qkv_status rope_backward(qkv_ctx *c, void *p)
 {
     rope_saved *s = p;
-    const float *dy = s->y->grad; // (rows,T,hd)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,T,hd)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,T,hd) each
     rope_rotate(dy, dx, 1, -1.0f, &s->g, &s->tb);
     return QKV_OK;
 }

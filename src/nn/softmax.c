@@ -16,10 +16,7 @@ typedef struct {
 static qkv_status softmax_backward(qkv_ctx *c, void *p)
 {
     softmax_saved *s = p;
-    const float *dy = s->y->grad; // (rows,S)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,S)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,S) each
     const float *y = s->y->data; // (rows,S)
     int64_t S = s->S;
     for (int64_t r = 0; r < s->rows; r++) {
