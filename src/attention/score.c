@@ -297,9 +297,7 @@ static qkv_status check_score(const qkv_score *sc)
 qkv_status qkv_score_forward(qkv_ctx *c, const qkv_score *sc, qkv_tensor *query,
                              qkv_tensor *keys, qkv_tensor **scores)
 {
-    QKV_NEED(scores, "score_forward", "scores");
-    *scores = NULL;
-    QKV_NEED(c, "score_forward", "ctx");
+    QKV_NEED_OUT_CTX(scores, c, "score_forward", "scores");
     QKV_NEED(sc, "score_forward", "sc");
     QKV_NEED(query, "score_forward", "query");
     QKV_NEED(keys, "score_forward", "keys");

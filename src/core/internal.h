@@ -21,6 +21,16 @@ qkv_status qkv_fail_in(const char *fn, qkv_status s);
         if ((ptr) == NULL) return qkv_fail(QKV_ERR_ARG, "%s: %s is NULL", fn, arg); \
     } while (0)
 
+/* An op's first checks, in this order: its output pointer out (argument
+ * arg of fn; then *out = NULL, so that every failure leaves it NULL) and
+ * its context c. */
+#define QKV_NEED_OUT_CTX(out, c, fn, arg)                                       \
+    do {                                                                        \
+        QKV_NEED(out, fn, arg);                                                 \
+        *(out) = NULL;                                                          \
+        QKV_NEED(c, fn, "ctx");                                                 \
+    } while (0)
+
 #define QKV_TRY(expr)                                                           \
     do {                                                                        \
         qkv_status s_ = (expr);                                                 \

@@ -95,9 +95,7 @@ qkv_status qkv_lm_forward(qkv_ctx *c, const qkv_lm *m, qkv_tensor *ids,
                           const qkv_tensor *key_padding_mask, qkv_tensor **logits)
 {
     const char *fn = "lm_forward";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(logits, c, fn, "logits");
     QKV_TRY(lm_ready(fn, m));
     QKV_TRY(seq_check_ids(fn, "ids", ids));
     QKV_TRY(seq_check_pad(fn, "key_padding_mask", key_padding_mask, ids));

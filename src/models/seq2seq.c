@@ -109,9 +109,7 @@ qkv_status qkv_seq2seq_encode(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
                               const qkv_tensor *src_padding_mask, qkv_tensor **memory)
 {
     const char *fn = "seq2seq_encode";
-    QKV_NEED(memory, fn, "memory");
-    *memory = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(memory, c, fn, "memory");
     QKV_TRY(s2s_ready(fn, m));
     return s2s_encode(fn, c, m, src, src_padding_mask, memory);
 }
@@ -121,9 +119,7 @@ qkv_status qkv_seq2seq_forward(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src
                                const qkv_tensor *tgt_padding_mask, qkv_tensor **logits)
 {
     const char *fn = "seq2seq_forward";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(logits, c, fn, "logits");
     QKV_TRY(s2s_ready(fn, m));
     QKV_TRY(seq_check_ids(fn, "src", src));
     QKV_TRY(seq_check_ids(fn, "tgt", tgt));

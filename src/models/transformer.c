@@ -363,9 +363,7 @@ qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
                                                  qkv_tensor **out)
 {
     const char *fn = "transformer_encoder_layer_forward";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(src, fn, "src");
     if (m->o.d_model <= 0)
@@ -431,9 +429,7 @@ qkv_status tfm_check_decoder_call(const char *fn, const char *init, qkv_ctx *c, 
                                   qkv_tensor *memory, const qkv_transformer_masks *masks,
                                   qkv_transformer_masks *mk, qkv_tensor **out)
 {
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(tgt, fn, "tgt");
     QKV_NEED(memory, fn, "memory");

@@ -281,9 +281,7 @@ void qkv_vit_free(qkv_vit *m)
 qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv_tensor **tokens)
 {
     const char *fn = "vit_features";
-    QKV_NEED(tokens, fn, "tokens");
-    *tokens = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(tokens, c, fn, "tokens");
     QKV_NEED(m, fn, "model");
     QKV_NEED(images, fn, "images");
     if (!m->conv_proj.weight)

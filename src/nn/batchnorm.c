@@ -187,9 +187,7 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
                           qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
                           int training, float momentum, float eps, qkv_tensor **y)
 {
-    QKV_NEED(y, "batch_norm", "y");
-    *y = NULL;
-    QKV_NEED(c, "batch_norm", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "batch_norm", "y");
     QKV_TRY(bn_check(x, running_mean, running_var, weight, bias, training, momentum, eps));
     int64_t N = x->shape[0], C = x->shape[1], S = qkv_tensor_numel(x) / (N * C);
     qkv_tensor *in[3] = {x, weight, bias};

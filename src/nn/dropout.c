@@ -31,9 +31,7 @@ static qkv_status dropout_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y)
 {
-    QKV_NEED(y, "dropout", "y");
-    *y = NULL;
-    QKV_NEED(c, "dropout", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "dropout", "y");
     QKV_NEED_F32(x, "dropout", "x");
     if (!(p >= 0.0f && p <= 1.0f))
         return qkv_fail(QKV_ERR_ARG, "dropout: p %g must be in [0,1]", (double)p);

@@ -49,9 +49,7 @@ static const char *position_str(const qkv_tensor *ids, int64_t k, char *buf, siz
 qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_t padding_idx,
                          qkv_tensor **y)
 {
-    QKV_NEED(y, "embedding", "y");
-    *y = NULL;
-    QKV_NEED(c, "embedding", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "embedding", "y");
     QKV_NEED_F32(weight, "embedding", "weight");
     QKV_TRY(qkv_need_dtype(ids, QKV_I64, "embedding", "ids"));
     char bw[64], bi[64], bp[64];

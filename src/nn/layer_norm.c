@@ -207,9 +207,7 @@ static qkv_status check_affine(const qkv_tensor *t, const char *arg, const qkv_t
 qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
                           float eps, qkv_tensor **y)
 {
-    QKV_NEED(y, "layer_norm", "y");
-    *y = NULL;
-    QKV_NEED(c, "layer_norm", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "layer_norm", "y");
     QKV_NEED_F32(x, "layer_norm", "x");
     char bx[64];
     if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)

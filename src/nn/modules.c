@@ -11,9 +11,7 @@
 
 qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y)
 {
-    QKV_NEED(y, "module_forward", "y");
-    *y = NULL;
-    QKV_NEED(c, "module_forward", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "module_forward", "y");
     QKV_NEED(m, "module_forward", "module");
     if (!m->forward)
         return qkv_fail(QKV_ERR_STATE, "module_forward: module has no forward (was its _init called?)");

@@ -19,9 +19,7 @@
 qkv_status qkv_patch_embed(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
                            qkv_tensor **y)
 {
-    QKV_NEED(y, FN, "y");
-    *y = NULL;
-    QKV_NEED(c, FN, "ctx");
+    QKV_NEED_OUT_CTX(y, c, FN, "y");
     QKV_NEED_F32(x, FN, "x");
     QKV_NEED_F32(w, FN, "w");
     if (b) QKV_NEED_F32(b, FN, "b");

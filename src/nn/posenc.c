@@ -53,9 +53,7 @@ qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
 
 qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe)
 {
-    QKV_NEED(pe, "sinusoidal", "pe");
-    *pe = NULL;
-    QKV_NEED(c, "sinusoidal", "ctx");
+    QKV_NEED_OUT_CTX(pe, c, "sinusoidal", "pe");
     QKV_TRY(sinusoidal_check(offset, T, d));
     int64_t shape[2] = {T, d};
     QKV_TRY(qkv_ctx_tensor(c, 2, shape, 0, pe));
@@ -169,9 +167,7 @@ qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t
                               int batch_first, qkv_tensor **y)
 {
     const char *fn = "add_positional";
-    QKV_NEED(y, fn, "y");
-    *y = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(y, c, fn, "y");
     QKV_NEED_F32(x, fn, "x");
     QKV_NEED_F32(pe, fn, "pe");
     seq_shape g = {0, 0, 0, 0};
@@ -226,9 +222,7 @@ static qkv_status positions_backward(qkv_ctx *c, void *p)
 qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
                          qkv_tensor **y)
 {
-    QKV_NEED(y, "positions", "y");
-    *y = NULL;
-    QKV_NEED(c, "positions", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "positions", "y");
     QKV_NEED_F32(weight, "positions", "weight");
     char bw[64];
     if (weight->ndim != 2)
@@ -270,9 +264,7 @@ static qkv_status scale_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y)
 {
-    QKV_NEED(y, "scale", "y");
-    *y = NULL;
-    QKV_NEED(c, "scale", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "scale", "y");
     QKV_NEED_F32(x, "scale", "x");
     if (!isfinite(alpha)) return qkv_fail(QKV_ERR_ARG, "scale: alpha %g is not finite", (double)alpha);
     qkv_tensor *in[1] = {x};
@@ -309,9 +301,7 @@ static qkv_status catpos_backward(qkv_ctx *c, void *p)
 qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
                             qkv_tensor **y)
 {
-    QKV_NEED(y, "cat_position", "y");
-    *y = NULL;
-    QKV_NEED(c, "cat_position", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "cat_position", "y");
     QKV_NEED_F32(x, "cat_position", "x");
     char bx[64];
     if (x->ndim != 2 && x->ndim != 3)
@@ -528,9 +518,7 @@ static qkv_status rope_build(qkv_ctx *c, const rope_geom *g, const qkv_rope_opts
 
 qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y)
 {
-    QKV_NEED(y, "rope", "y");
-    *y = NULL;
-    QKV_NEED(c, "rope", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "rope", "y");
     QKV_NEED_F32(x, "rope", "x");
     qkv_rope_opts o = opts ? *opts : qkv_rope_opts_default();
     rope_geom g;
@@ -629,9 +617,7 @@ qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_a
 qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
                           qkv_alibi_kind kind, qkv_tensor **bias)
 {
-    QKV_NEED(bias, "alibi_bias", "bias");
-    *bias = NULL;
-    QKV_NEED(c, "alibi_bias", "ctx");
+    QKV_NEED_OUT_CTX(bias, c, "alibi_bias", "bias");
     QKV_TRY(alibi_check(N, H, L, S, kind));
     int64_t shape[3] = {N * H, L, S};
     QKV_TRY(qkv_ctx_tensor(c, 3, shape, 0, bias));

@@ -51,9 +51,7 @@ static void softmax_row(const float *x, const uint8_t *mask, float *y, int64_t S
 qkv_status qkv_softmax(qkv_ctx *c, qkv_tensor *x, const qkv_tensor *key_padding_mask,
                        qkv_tensor **y)
 {
-    QKV_NEED(y, "softmax", "y");
-    *y = NULL;
-    QKV_NEED(c, "softmax", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "softmax", "y");
     QKV_NEED(x, "softmax", "x");
     const qkv_tensor *m = key_padding_mask;
     char bx[64], bm[64];

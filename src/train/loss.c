@@ -32,9 +32,7 @@ qkv_status qkv_loss_check_smoothing(const char *fn, double label_smoothing)
 static qkv_status loss_args(const char *fn, qkv_tensor **loss, qkv_ctx *c, const qkv_tensor *x,
                             const char *xname, const qkv_tensor *target, qkv_reduction r)
 {
-    QKV_NEED(loss, fn, "loss");
-    *loss = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(loss, c, fn, "loss");
     QKV_NEED(x, fn, xname);
     QKV_NEED(target, fn, "target");
     return qkv_loss_check_reduction(fn, r);

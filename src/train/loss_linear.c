@@ -141,9 +141,7 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
                                     qkv_reduction reduction, qkv_tensor **loss)
 {
     const char *fn = "linear_cross_entropy";
-    QKV_NEED(loss, fn, "loss");
-    *loss = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(loss, c, fn, "loss");
     QKV_NEED(x, fn, "x");
     QKV_NEED(weight, fn, "weight");
     QKV_NEED(target, fn, "target");
