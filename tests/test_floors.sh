@@ -5,13 +5,7 @@
 # its #include "X/..." lines name no folder below it, and the functions its
 # objects (BUILD/src/DIR/*.o) call that another folder defines come from a
 # folder above it. Each use that breaks the rule is printed.
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL tests/test_floors.sh: $*"; fail=$((fail + 1)); }
-tmp=$(mktemp -d /tmp/qkv_floors_XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+h_name=test_floors; . "$(dirname "$0")/harness.sh"
 
 # the src/ folders of the README's table, top to bottom
 floors=$(sed -n 's/^| `src\/\([a-z]*\)\/` |.*/\1/p' "$root/README.md")
@@ -56,5 +50,4 @@ for d in $floors; do
         [ -s "$tmp/up" ] && bad "$(cat "$tmp/up")" || ok
     done
 done
-echo "test_floors: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
