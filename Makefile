@@ -92,7 +92,7 @@ QKV_LIBS   := $(BLAS_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -fopenmp -lm
 ALL_CFLAGS  = $(QKV_CFLAGS) $(CFLAGS)
 
 # The library: every folder of src/ but the command (src/cli/), floor by floor.
-LIB_DIRS := core kernels io nn train attention models decode data dist
+LIB_DIRS := core kernels io dist nn train attention models decode data
 SRC  := $(sort $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)))
 OBJ  := $(SRC:%.c=$(B)/%.o)
 PLOT_SRC := $(sort $(wildcard src/plot/*.c))

@@ -49,7 +49,7 @@ static inline void bench_encoder_new(int64_t E, int64_t H, int64_t F, qkv_rng *r
     qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
     lo.dim_feedforward = F;
     lo.dropout = 0;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     TRY(qkv_params_new(p));
     TRY(qkv_transformer_encoder_layer_init(layer, &lo, *p, "", r));
     TRY(qkv_optim_new(o, *p, &oo));

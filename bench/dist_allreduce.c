@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 {
     int64_t P = argc > 1 ? atoll(argv[1]) : 54081;
     qkv_dist *d;
-    if (qkv_dist_init(&d, QKV_DIST_AUTO) || P <= 0) {
+    if (qkv_dist_new(&d, QKV_DIST_AUTO) || P <= 0) {
         fprintf(stderr, "dist_allreduce: %s\n", P <= 0 ? "P must be positive" : qkv_last_error());
         return 1;
     }

@@ -71,7 +71,7 @@ static void train(int64_t steps)
     qkv_lm m;
     model(&p, &m, CTX);
     qkv_optim *opt;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = 1e-3;
     TRY(qkv_optim_new(&opt, p, &oo));
     qkv_ctx *c;

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     qkv_rng r;
     qkv_seq2seq_rnn m;
     qkv_rng_seed(&r, 1);
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     int64_t *src = malloc((size_t)(B * L) * 8), *tin = malloc((size_t)(B * T) * 8);
     int64_t *tout = malloc((size_t)(B * T) * 8), *lens = malloc((size_t)B * 8);
     for (int64_t n = 0; n < B; n++) {

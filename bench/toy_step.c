@@ -26,7 +26,7 @@ int main(int argc, char **argv)
         qkv_rng r;
         qkv_toy_net net;
         qkv_rng_seed(&r, 1);
-        qkv_optim_opts oo = qkv_optim_adam_default();
+        qkv_optim_opts oo = qkv_optim_adam_opts_default();
         float *in = malloc((size_t)(B * T) * 4), *tg = malloc((size_t)(B * T) * 4);
         if (qkv_params_new(&p) || qkv_ctx_new(&c) || qkv_toy_net_init(&net, model, 1, 64, 5, 0, p, &r) ||
             qkv_optim_new(&o, p, &oo) || qkv_toy_generate(&r, QKV_TOY_PAIRS, B, T, 0.3f, in, tg)) {

@@ -49,7 +49,7 @@ static double qkv_steps(const cfg *g, int64_t *nparams)
     qkv_rng_seed(&r, 1);
     qkv_vit_opts vo = qkv_vit_opts_default(28, 28, 1, g->patch, 10);
     vo.d_model = g->d, vo.num_layers = g->layers, vo.nhead = g->heads, vo.dim_feedforward = g->ff;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     if (qkv_params_new(&p) || qkv_ctx_new(&c) || qkv_vit_init(&m, &vo, p, "", &r) ||
         qkv_optim_new(&o, p, &oo))
         return fail(), -1;

@@ -44,7 +44,7 @@ int main(void)
     if (qkv_backward(c, out, dout)) return fail("backward"); /* into every parameter's ->grad */
 
     qkv_optim *opt;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     if (qkv_optim_new(&opt, p, &oo) || qkv_optim_step(opt)) return fail("AdamW");
     printf("%d parameter tensors, %lld numbers; one AdamW step taken\n", qkv_params_count(p),
            (long long)qkv_params_numel(p));

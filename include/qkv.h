@@ -33,6 +33,17 @@ extern "C" {
 #endif
 #endif
 
+/* QKV_DEPRECATED("qkv_new_name") marks an old name kept as an alias of its
+ * new one until the next major version (docs/core.md, "Names"): it still
+ * links, and a call warns with the name to use instead. */
+#ifndef QKV_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define QKV_DEPRECATED(new_name) __attribute__((deprecated("use " new_name)))
+#else
+#define QKV_DEPRECATED(new_name)
+#endif
+#endif
+
 /* The library's version (qkv.pc says the same); qkv_version() gives the
  * version of the library actually linked. */
 #define QKV_VERSION "0.2.0"
@@ -269,6 +280,7 @@ QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qk
 #include "qkv/io.h"
 #include "qkv/nn.h"
 #include "qkv/posenc.h"
+#include "qkv/dist.h"
 #include "qkv/train.h"
 #include "qkv/transformer.h"
 #include "qkv/generate.h"
@@ -278,7 +290,6 @@ QKV_API qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qk
 #include "qkv/models.h"
 #include "qkv/vision.h"
 #include "qkv/cnn.h"
-#include "qkv/dist.h"
 #include "qkv/quant.h"
 #include "qkv/gguf.h"
 #include "qkv/llm.h"

@@ -106,10 +106,10 @@ static void test_api(void)
     qkv_tensor *pw;
     CHECK_OK(qkv_params_add(p, "", "w", 1, (int64_t[]){3}, &pw));
     qkv_optim *o = NULL;
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.beta2 = 1.0;
     BAD(QKV_ERR_ARG, "optim", qkv_optim_new(&o, p, &oo));
-    oo = qkv_optim_sgd_default(-0.1);
+    oo = qkv_optim_sgd_opts_default(-0.1);
     BAD(QKV_ERR_ARG, "optim", qkv_optim_new(&o, p, &oo));
     BAD(QKV_ERR_STATE, "backward", qkv_backward(c, x, NULL));
 

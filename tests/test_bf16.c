@@ -733,7 +733,7 @@ static double train_run(qkv_precision prec, double *first)
     qkv_transformer_layer_opts lo = qkv_transformer_layer_opts_default(E, H);
     lo.dim_feedforward = F;
     lo.dropout = 0;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = 3e-3;
     if (qkv_params_new(&pt) || qkv_params_new(&ps) || qkv_ctx_new(&c) || qkv_arena_new(&a, 0)) goto done;
     qkv_rng_seed(&r, 21);

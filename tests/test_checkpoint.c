@@ -219,7 +219,7 @@ static void test_checkpoint(const char *dir)
     qkv_params *p, *q;
     model_make(&p, 3);
     model_make(&q, 4);
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.amsgrad = 1;
     qkv_optim *o = NULL, *oq = NULL;
     CHECK_OK(qkv_optim_new(&o, p, &oo));
@@ -277,7 +277,7 @@ static void test_checkpoint(const char *dir)
 
     /* Another optimizer kind, or amsgrad off: refused, nothing changed. */
     qkv_optim *osgd = NULL, *oplain = NULL;
-    qkv_optim_opts sgd = qkv_optim_sgd_default(0.1), plain = qkv_optim_adam_default();
+    qkv_optim_opts sgd = qkv_optim_sgd_opts_default(0.1), plain = qkv_optim_adam_opts_default();
     sgd.momentum = 0.9;
     CHECK_OK(qkv_optim_new(&osgd, q, &sgd));
     CHECK_OK(qkv_optim_new(&oplain, q, &plain));
@@ -339,11 +339,11 @@ int main(void)
     char dir[] = "/tmp/qkv_ckpt_XXXXXX";
     if (mkdtemp(dir)) {
         snprintf(g_dir, sizeof g_dir, "%s", dir);
-        qkv_optim_opts adamw = qkv_optim_adamw_default();
+        qkv_optim_opts adamw = qkv_optim_adamw_opts_default();
         adamw.lr = 0.05;
         adamw.amsgrad = 1;
         test_resume(dir, adamw, "AdamW (amsgrad)");
-        qkv_optim_opts sgd = qkv_optim_sgd_default(0.1);
+        qkv_optim_opts sgd = qkv_optim_sgd_opts_default(0.1);
         sgd.momentum = 0.9;
         sgd.nesterov = 1;
         sgd.weight_decay = 1e-3;

@@ -526,7 +526,7 @@ static void test_buffers(void)
     for (int i = 0; i < 24; i++) dy[i] = (float)(i % 5) - 2.0f;
     CHECK_OK(qkv_backward(c, y, dy));
     CHECK(m.running_mean->grad[0] == 0.0f, "a buffer got a gradient");
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.weight_decay = 0.5;
     qkv_optim *opt;
     CHECK_OK(qkv_optim_new(&opt, p, &oo));

@@ -72,9 +72,9 @@ static qkv_status train(qkv_dist *d, int zero1, const char *from, const char *ck
     /* SGD with momentum sees the gradients' scale (a sum instead of a mean
      * over ranks fails); AdamW with clipping hardly would, and is what
      * ZeRO-1 shards (its two moments). */
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = 1e-2;
-    if (!zero1) oo = qkv_optim_sgd_default(1e-3), oo.momentum = 0.9;
+    if (!zero1) oo = qkv_optim_sgd_opts_default(1e-3), oo.momentum = 0.9;
     if (!s) s = qkv_optim_new(&o, p, &oo);
     qkv_train_pos pos = {0};
     if (!s && from) s = qkv_checkpoint_load(from, p, o, &pos, NULL);
@@ -173,7 +173,7 @@ enum { MAXP = 1 << 16 };
 static int worker(char **a)
 {
     qkv_dist *d;
-    if (qkv_dist_init(&d, QKV_DIST_MPI)) {
+    if (qkv_dist_new(&d, QKV_DIST_MPI)) {
         fprintf(stderr, "worker: %s\n", qkv_last_error());
         return 2;
     }
@@ -244,7 +244,7 @@ int main(int argc, char **argv)
 
     /* The single engine: rank 0 of 1; collectives leave buffers as they are. */
     qkv_dist *d;
-    CHECK_OK(qkv_dist_init(&d, QKV_DIST_SINGLE));
+    CHECK_OK(qkv_dist_new(&d, QKV_DIST_SINGLE));
     CHECK(qkv_dist_rank(d) == 0 && qkv_dist_size(d) == 1, "single engine: rank %d of %d",
           qkv_dist_rank(d), qkv_dist_size(d));
     float x[3] = {1.5f, -2, 3};
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
     CHECK_ERR(qkv_dist_allreduce(NULL, x, 3, QKV_DIST_SUM), QKV_ERR_ARG, "dist");
     CHECK_ERR(qkv_dist_broadcast(d, x, 4, 1), QKV_ERR_ARG, "root 1");
     qkv_dist *bad;
-    CHECK_ERR(qkv_dist_init(&bad, 7), QKV_ERR_ARG, "engine");
+    CHECK_ERR(qkv_dist_new(&bad, 7), QKV_ERR_ARG, "engine");
     int64_t b, c;
     qkv_dist_shard(NULL, 10, &b, &c);
     CHECK(b == 0 && c == 10, "shard of one rank: [%lld, +%lld)", (long long)b, (long long)c);

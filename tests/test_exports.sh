@@ -8,13 +8,7 @@
 # links. The declarations are listed by the compiler (gcc -aux-info), so one
 # written without QKV_API shows as declared but not exported.
 # BUILD/tests/test_exports runs this on BUILD (the Makefile writes it).
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL tests/test_exports.sh: $*"; fail=$((fail + 1)); }
-tmp=$(mktemp -d /tmp/qkv_exports_XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+h_name=test_exports; . "$(dirname "$0")/harness.sh"
 
 # The functions of include/ declared in files that match (or with -v, do not
 # match) the grep pattern given, one name a line, sorted.
@@ -61,5 +55,4 @@ compare "$build/libqkv.so" -v 'include/qkv/plot\.h:'
 compare "$build/libqkv-plot.so" 'include/qkv/plot\.h:'
 soname libqkv
 soname libqkv-plot
-echo "test_exports: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -347,7 +347,7 @@ static void refusals(void)
     CHECK_ERR(qkv_chat_apply("{{ messages }}", m, 1, 1, &out, NULL), QKV_ERR_ARG, "none llama.cpp recognises");
     CHECK(out == NULL, "a refused template leaves *out NULL");
     qkv_tokenizer *t = NULL;
-    CHECK_OK(qkv_tokenizer_bytes_init(&t));
+    CHECK_OK(qkv_tokenizer_bytes_new(&t));
     int64_t *ids = NULL, n = 0;
     CHECK_ERR(qkv_tokenizer_encode_special(t, "x", 1, 0, 1, &ids, &n), QKV_ERR_ARG, "GGUF vocabularies");
     qkv_tokenizer_free(t);

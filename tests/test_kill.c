@@ -61,7 +61,7 @@ static qkv_status train_run(const char *ck, int resume, int64_t steps, const cha
     qkv_params *p;
     model_make(&p, 3);
     qkv_optim *o;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.lr = 1e-2;
     qkv_status s = qkv_optim_new(&o, p, &oo);
     if (s) return s;
@@ -93,7 +93,7 @@ static int64_t ck_step(const char *ck)
     qkv_params *p;
     model_make(&p, 99);
     qkv_optim *o;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     qkv_train_pos pos = {-1, 0, 0, {0}};
     int ok = qkv_optim_new(&o, p, &oo) == QKV_OK && qkv_checkpoint_load(ck, p, o, &pos, NULL) == QKV_OK;
     if (!ok) fprintf(stderr, "  checkpoint load: %s\n", qkv_last_error());

@@ -196,7 +196,7 @@ static void test_tokenizer_text(void)
     CHECK_ERR(qkv_tokenizer_load_text(s, len - 3, &u), QKV_ERR_FORMAT, "(text)");
     CHECK_ERR(qkv_tokenizer_load_text("qkv-nope 1\n", 11, &u), QKV_ERR_FORMAT, "not a qkv tokenizer");
     free(s);
-    CHECK_OK(qkv_tokenizer_bytes_init(&b));
+    CHECK_OK(qkv_tokenizer_bytes_new(&b));
     CHECK_ERR(qkv_tokenizer_save_text(b, &s, &len), QKV_ERR_ARG, "only chars, bpe and words");
     qkv_tokenizer_free(t);
     qkv_tokenizer_free(u);

@@ -238,7 +238,7 @@ static void test_old_layout(void)
     for (int i = 0; i < 4; i++) vals[i] = old_layout_meta(path_in("old/lm.ckpt"), keys[i]);
     old_layout_one_line(vals[3]);
     CHECK(!strchr(vals[3], '\n') && strstr(vals[3], "context=16 batch=4 "), "lm.train on one line: '%s'", vals[3]);
-    old_layout_save(path_in("old/lm.ckpt"), path_in("old/lm.ckpt"), qkv_optim_adamw_default(), keys, (const char **)vals,
+    old_layout_save(path_in("old/lm.ckpt"), path_in("old/lm.ckpt"), qkv_optim_adamw_opts_default(), keys, (const char **)vals,
                     4);
     for (int i = 0; i < 4; i++) free(vals[i]);
     char *kind = old_layout_meta(path_in("old/lm.ckpt"), "kind");

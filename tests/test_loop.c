@@ -58,7 +58,7 @@ static qkv_status run(const char *from, const char *ckpt, int64_t steps, int64_t
     model_init(&m, p);
     m.nan_at = nan_at;
     qkv_optim *o;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     qkv_optim_new(&o, p, &oo);
     qkv_schedule sch = qkv_schedule_default(1e-2);
     sch.warmup_steps = 3;
@@ -109,7 +109,7 @@ static void test_hook_and_meta(const char *ck)
     model m;
     model_init(&m, p);
     qkv_optim *o;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     qkv_optim_new(&o, p, &oo);
     qkv_ctx *c;
     qkv_ctx_new(&c);
@@ -187,7 +187,7 @@ int main(void)
     CHECK_ERR(qkv_train(c, &t, &pos), QKV_ERR_ARG, "trainer->params is NULL");
     CHECK_ERR(qkv_train(c, NULL, &pos), QKV_ERR_ARG, "trainer is NULL");
     qkv_optim *o;
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     qkv_optim_new(&o, p, &oo);
     t = (qkv_trainer){.params = p, .optim = o, .batch = batch, .user = &m, .steps = 5, .checkpoint = ck};
     CHECK_ERR(qkv_train(c, &t, &pos), QKV_ERR_ARG, "checkpoint_every 0");

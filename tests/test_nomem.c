@@ -95,7 +95,7 @@ static qkv_status train_step(void)
     STEP(qkv_params_new(&p));
     STEP(qkv_ctx_new(&c));
     STEP(qkv_transformer_encoder_layer_init(&l, &lo, p, "", &rng));
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     STEP(qkv_optim_new(&o, p, &oo));
     qkv_ctx_set_training(c, 1);
     qkv_tensor *x, *y, *loss, *target;

@@ -18,7 +18,7 @@ static void test_bad_optim(void)
     model_make(&p, 1);
     qkv_params_new(&empty);
     qkv_optim *o = (qkv_optim *)1;
-    qkv_optim_opts a = qkv_optim_adam_default(), s = qkv_optim_sgd_default(0.1);
+    qkv_optim_opts a = qkv_optim_adam_opts_default(), s = qkv_optim_sgd_opts_default(0.1);
     CHECK_ERR(qkv_optim_new(NULL, p, &a), QKV_ERR_ARG, "out is NULL");
     CHECK_ERR(qkv_optim_new(&o, NULL, &a), QKV_ERR_ARG, "params is NULL");
     CHECK(o == NULL, "optim_new: *out not cleared on error");
@@ -51,7 +51,7 @@ static void test_bad_optim(void)
     bad[nb].o.momentum = 0.9;
     bad[nb].o.dampening = 0.1;
     bad[nb++].o.nesterov = 1;
-    BAD(qkv_optim_adamw_default(), beta1, NAN, "beta1 nan");
+    BAD(qkv_optim_adamw_opts_default(), beta1, NAN, "beta1 nan");
 #undef BAD
     for (int i = 0; i < nb; i++) CHECK_ERR(qkv_optim_new(&o, p, &bad[i].o), QKV_ERR_ARG, bad[i].needle);
     CHECK_OK(qkv_optim_new(&o, p, &a));
@@ -137,7 +137,7 @@ static void run_threads(int threads, float *out, float *norm)
         }
     }
     qkv_optim *o;
-    qkv_optim_opts a = qkv_optim_adamw_default();
+    qkv_optim_opts a = qkv_optim_adamw_opts_default();
     CHECK_OK(qkv_optim_new(&o, p, &a));
     int nt = omp_get_max_threads();
     omp_set_num_threads(threads);

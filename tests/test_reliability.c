@@ -175,7 +175,7 @@ static void test_checkpoint_meta(void)
     qkv_params *p;
     qkv_optim *o;
     model_make(&p, 2);
-    qkv_optim_opts ao = qkv_optim_adamw_default();
+    qkv_optim_opts ao = qkv_optim_adamw_opts_default();
     CHECK_OK(qkv_optim_new(&o, p, &ao));
     qkv_train_pos pos = {.step = 12, .epoch = 3, .batch = 4};
     qkv_rng r;
@@ -269,7 +269,7 @@ static void test_loop_nonfinite(void)
     qkv_optim *o;
     qkv_ctx *c;
     model_make(&p, 4);
-    qkv_optim_opts so = qkv_optim_sgd_default(0.1);
+    qkv_optim_opts so = qkv_optim_sgd_opts_default(0.1);
     so.momentum = 0.9;
     CHECK_OK(qkv_optim_new(&o, p, &so));
     CHECK_OK(qkv_ctx_new(&c));

@@ -333,7 +333,7 @@ static double train_reverse(qkv_rnn_attention kind, int steps, double *secs)
     qkv_seq2seq_rnn m;
     CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, p, "", &r));
     qkv_optim *opt = NULL;
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.lr = 1e-2;
     CHECK_OK(qkv_optim_new(&opt, p, &oo));
     qkv_ctx *c;

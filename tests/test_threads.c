@@ -40,7 +40,7 @@ static void run(int threads, result *res)
         qkv_tensor *t = qkv_params_at(p, i);
         qkv_rng_fill_normal(&r, t->data, qkv_tensor_numel(t), 0.0f, 0.5f);
     }
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     CHECK_OK(qkv_optim_new(&o, p, &oo));
     qkv_ctx_set_training(c, 1);
     qkv_ctx_set_seed(c, 3);

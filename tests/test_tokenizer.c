@@ -432,13 +432,13 @@ static void test_bad_args(const qkv_tokenizer *g)
     int64_t *ids, n, id = 0;
     char *s;
     size_t sl;
-    CHECK_ERR(qkv_tokenizer_bytes_init(NULL), QKV_ERR_ARG, "out is NULL");
+    CHECK_ERR(qkv_tokenizer_bytes_new(NULL), QKV_ERR_ARG, "out is NULL");
     CHECK_ERR(qkv_tokenizer_bpe_train("ab", 2, 256, &t), QKV_ERR_ARG, "vocab_size is 256");
     CHECK_ERR(qkv_tokenizer_chars_train("", 0, &t), QKV_ERR_ARG, "the text is empty");
     CHECK_ERR(qkv_tokenizer_encode(NULL, "a", 1, &ids, &n), QKV_ERR_ARG, "t is NULL");
     CHECK_ERR(qkv_tokenizer_open("sentencepiece:x", &t), QKV_ERR_ARG, "is not bytes, chars:FILE");
     CHECK_ERR(qkv_tokenizer_open("bpe:", &t), QKV_ERR_ARG, "needs a file");
-    CHECK_OK(qkv_tokenizer_bytes_init(&t));
+    CHECK_OK(qkv_tokenizer_bytes_new(&t));
     CHECK_ERR(qkv_tokenizer_special(t, "<|endoftext|>", &id), QKV_ERR_NOTFOUND, "no special token");
     int64_t out_of_range[] = {65, 256};
     CHECK_ERR(qkv_tokenizer_decode(t, out_of_range, 2, &s, &sl), QKV_ERR_ARG, "ids[1] = 256 is out of range (vocab size 256)");
@@ -549,7 +549,7 @@ int main(int argc, char **argv)
     }
 
     qkv_tokenizer *toks[4] = {NULL, NULL, NULL, g};
-    CHECK_OK(qkv_tokenizer_bytes_init(&toks[0]));
+    CHECK_OK(qkv_tokenizer_bytes_new(&toks[0]));
     char *corpus = malloc(1 << 16);
     size_t n = random_text(corpus, 3000);
     CHECK_OK(qkv_tokenizer_bpe_train(corpus, n, 400, &toks[1]));

@@ -39,7 +39,7 @@ static int toy_train(qkv_precision prec, uint64_t seed, const float *in, const f
     qkv_toy_net net = {0};
     qkv_rng r;
     qkv_rng_seed(&r, seed);
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.lr = 2e-3;
     if (qkv_params_new(&p) || qkv_ctx_new(&c) || qkv_ctx_set_precision(c, prec) ||
         qkv_toy_net_init(&net, QKV_TOY_ATTENTION, 1, 64, 5, 0, p, &r) || qkv_optim_new(&o, p, &oo))

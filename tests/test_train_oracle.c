@@ -138,9 +138,9 @@ static void parity_loss(const char *path, const char *file)
 static qkv_optim_opts opts_from_meta(qkv_safetensors *st)
 {
     const char *kind = qkv_safetensors_meta(st, "kind");
-    qkv_optim_opts o = qkv_optim_sgd_default(meta_dbl(st, "lr"));
-    if (kind && !strcmp(kind, "adam")) o = qkv_optim_adam_default();
-    if (kind && !strcmp(kind, "adamw")) o = qkv_optim_adamw_default();
+    qkv_optim_opts o = qkv_optim_sgd_opts_default(meta_dbl(st, "lr"));
+    if (kind && !strcmp(kind, "adam")) o = qkv_optim_adam_opts_default();
+    if (kind && !strcmp(kind, "adamw")) o = qkv_optim_adamw_opts_default();
     o.lr = meta_dbl(st, "lr");
     o.weight_decay = meta_dbl(st, "weight_decay");
     o.maximize = h_meta_int(st, "maximize");

@@ -66,7 +66,7 @@ static void run_file(const char *path, const char *label, double *worst_loss, do
         snprintf(name, sizeof name, "init.%s", w->name);
         CHECK_OK(qkv_safetensors_read_f32(st, name, w->data, qkv_tensor_numel(w)));
     }
-    qkv_optim_opts oo = adamw ? qkv_optim_adamw_default() : qkv_optim_adam_default();
+    qkv_optim_opts oo = adamw ? qkv_optim_adamw_opts_default() : qkv_optim_adam_opts_default();
     oo.lr = atof(qkv_safetensors_meta(st, "lr"));
     oo.weight_decay = atof(qkv_safetensors_meta(st, "weight_decay"));
     qkv_optim *o;

@@ -252,7 +252,7 @@ static void test_trained_model_loads_in_pytorch(void)
     mk.tgt_causal = QKV_CAUSAL_TOP_LEFT; /* PyTorch gets tgt_mask: the same mask */
 
     double before = eval_loss(&m, src, tgt, target, &mk, NULL);
-    qkv_optim_opts oo = qkv_optim_adam_default();
+    qkv_optim_opts oo = qkv_optim_adam_opts_default();
     oo.lr = 1e-2;
     qkv_optim *opt = NULL;
     CHECK_OK(qkv_optim_new(&opt, p, &oo));

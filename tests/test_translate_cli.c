@@ -386,7 +386,7 @@ static void test_old_layout(const char *o1)
     char ck[256];
     snprintf(path, sizeof path, "%s/checkpoint.safetensors", o1);
     snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
-    old_layout_save(path, ck, qkv_optim_adam_default(), NULL, NULL, 0);
+    old_layout_save(path, ck, qkv_optim_adam_opts_default(), NULL, NULL, 0);
     char *cfg = meta_of(o1, "translation.config"), *train = meta_of(o1, "translation.train");
     char text[4096];
     int n = snprintf(text, sizeof text, "kind translation\n%s%ssrc_tokenizer words.src\ntgt_tokenizer words.tgt\n",

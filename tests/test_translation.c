@@ -107,7 +107,7 @@ static void test_set(void)
 {
     qkv_translation_set *s = NULL;
     qkv_translation_counts c = {0};
-    CHECK_OK(qkv_translation_set_init(4, &s));
+    CHECK_OK(qkv_translation_set_new(4, &s));
     CHECK_OK(qkv_translation_add_pair(s, "%s", "x", &c));                /* empty English */
     CHECK_OK(qkv_translation_add_pair(s, "Open", "<b></b>", &c));       /* empty French */
     CHECK_OK(qkv_translation_add_pair(s, "a\x01" "b", "c", &c));        /* control */
@@ -121,14 +121,14 @@ static void test_set(void)
           "counts: read %lld empty %lld control %lld untranslated %lld too long %lld kept %lld", (long long)c.read,
           (long long)c.empty, (long long)c.control, (long long)c.untranslated, (long long)c.too_long, (long long)c.kept);
     qkv_translation_set_free(s);
-    CHECK_ERR(qkv_translation_set_init(0, &s), QKV_ERR_ARG, "max_words is 0");
+    CHECK_ERR(qkv_translation_set_new(0, &s), QKV_ERR_ARG, "max_words is 0");
 
     /* the split: many pairs, added in two orders, with repeats */
     enum { N = 4000 };
     char dirs[2][512];
     for (int order = 0; order < 2; order++) {
         qkv_translation_counts k = {0};
-        CHECK_OK(qkv_translation_set_init(12, &s));
+        CHECK_OK(qkv_translation_set_new(12, &s));
         for (int j = 0; j < N; j++) {
             int i = order ? N - 1 - j : j;
             char en[64], fr[64];
@@ -173,7 +173,7 @@ static void test_set(void)
     /* the split function itself: a fixed English text always gives the same split */
     CHECK(qkv_translation_split("Open file") == qkv_translation_split("Open file"), "split is not a function");
     CHECK_ERR(qkv_translation_write(NULL, "x", NULL), QKV_ERR_ARG, "s is NULL");
-    CHECK_OK(qkv_translation_set_init(3, &s));
+    CHECK_OK(qkv_translation_set_new(3, &s));
     qkv_translation_counts k = {0};
     CHECK_ERR(qkv_translation_write(s, "/nonexistent/dir", &k), QKV_ERR_IO, "/nonexistent/dir/train.tsv");
     CHECK_ERR(qkv_translation_add_mo(s, "/nonexistent.mo", &k), QKV_ERR_IO, "/nonexistent.mo");

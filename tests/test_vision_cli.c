@@ -221,7 +221,7 @@ static void test_old_layout(void)
     snprintf(line, sizeof line, "kind=mlp image=%lldx%lldx%lld classes=%lld mean=%s std=%s", c, h, w, k, mean, std);
     const char *keys[3] = {"kind", "vision.config", "vision.train"}, *vals[3] = {"mlp", line, old_layout_one_line(train)};
     mkdir(path_in("old"), 0777);
-    old_layout_save(path_in("mlp1/model.ckpt"), path_in("old/model.ckpt"), qkv_optim_adamw_default(), keys, vals, 3);
+    old_layout_save(path_in("mlp1/model.ckpt"), path_in("old/model.ckpt"), qkv_optim_adamw_opts_default(), keys, vals, 3);
     free(cfg), free(train);
     char *o1, *e1, *o2, *e2;
     int rc1 = qkv(&o1, &e1, "eval mlp1"), rc2 = qkv(&o2, &e2, "eval old");
@@ -247,7 +247,7 @@ static void test_strict_metadata(void)
     mkdir(path_in("strict"), 0777);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *keys[2] = {"kind", "vision.config"}, *vals[2] = {"mlp", bad[i][0]};
-        old_layout_save(path_in("mlp1/model.ckpt"), path_in("strict/model.ckpt"), qkv_optim_adamw_default(), keys, vals,
+        old_layout_save(path_in("mlp1/model.ckpt"), path_in("strict/model.ckpt"), qkv_optim_adamw_opts_default(), keys, vals,
                         2);
         char *o, *e;
         int rc = qkv(&o, &e, "eval strict");

@@ -61,7 +61,9 @@ typedef enum {
 
 typedef struct qkv_tokenizer qkv_tokenizer;
 
-QKV_API qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out);
+QKV_API qkv_status qkv_tokenizer_bytes_new(qkv_tokenizer **out);
+/* Deprecated alias (docs/core.md, "Names"). */
+QKV_API QKV_DEPRECATED("qkv_tokenizer_bytes_new") qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out);
 /* The code points of text[0, len) (valid UTF-8, at least one). */
 QKV_API qkv_status qkv_tokenizer_chars_train(const char *text, size_t len, qkv_tokenizer **out);
 /* Byte-level BPE with vocab_size ids in all (257 to 2^24): 256 bytes, up to
@@ -236,7 +238,10 @@ typedef struct {
 } qkv_translation_counts;
 
 typedef struct qkv_translation_set qkv_translation_set;
-QKV_API qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out);
+QKV_API qkv_status qkv_translation_set_new(int64_t max_words, qkv_translation_set **out);
+/* Deprecated alias (docs/core.md, "Names"). */
+QKV_API QKV_DEPRECATED("qkv_translation_set_new") qkv_status qkv_translation_set_init(int64_t max_words,
+                                                                                qkv_translation_set **out);
 QKV_API void qkv_translation_set_free(qkv_translation_set *s);
 /* Cleans and filters one pair (in that order: empty, control, untranslated,
  * too long), keeping it if it passes. */

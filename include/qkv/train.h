@@ -68,11 +68,15 @@ typedef struct {
 } qkv_optim_opts;
 
 /* torch.optim.SGD(lr=lr) defaults: momentum 0, dampening 0, weight_decay 0. */
-QKV_API qkv_optim_opts qkv_optim_sgd_default(double lr);
+QKV_API qkv_optim_opts qkv_optim_sgd_opts_default(double lr);
 /* torch.optim.Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0. */
-QKV_API qkv_optim_opts qkv_optim_adam_default(void);
+QKV_API qkv_optim_opts qkv_optim_adam_opts_default(void);
 /* torch.optim.AdamW defaults: as Adam but weight_decay 1e-2. */
-QKV_API qkv_optim_opts qkv_optim_adamw_default(void);
+QKV_API qkv_optim_opts qkv_optim_adamw_opts_default(void);
+/* Deprecated aliases of the three (docs/core.md, "Names"). */
+QKV_API QKV_DEPRECATED("qkv_optim_sgd_opts_default") qkv_optim_opts qkv_optim_sgd_default(double lr);
+QKV_API QKV_DEPRECATED("qkv_optim_adam_opts_default") qkv_optim_opts qkv_optim_adam_default(void);
+QKV_API QKV_DEPRECATED("qkv_optim_adamw_opts_default") qkv_optim_opts qkv_optim_adamw_default(void);
 
 /* An optimizer over every parameter of a store, in store order. Its state
  * (exp_avg, exp_avg_sq, max_exp_avg_sq or momentum_buffer per parameter) is
@@ -237,6 +241,63 @@ typedef struct {
  * and the last checkpoint written, which is left as it was. To resume, load
  * a checkpoint into params, optim and pos and call again. */
 QKV_API qkv_status qkv_train(qkv_ctx *c, const qkv_trainer *t, qkv_train_pos *pos);
+
+/* ---- data-parallel training over a qkv_dist (qkv/dist.h; the loop calls
+ * these, see qkv_trainer.dist) ---- */
+
+/* After each rank's batch function: mine is its status, units and loss
+ * its batch's. Every rank learns whether any failed: then all return an
+ * error naming the first failed rank, the step and that rank's message.
+ * Otherwise *total_units = sum units and *mean_loss = sum(loss * units) /
+ * sum units, summed in rank order (the same bits on every rank). */
+QKV_API qkv_status qkv_dist_batch_agree(qkv_dist *d, qkv_status mine, double units, double loss,
+                                        int64_t step, double *total_units, double *mean_loss);
+/* Every rank's status, before a collective step that a failed rank would
+ * miss (after reading data and setting up, say): QKV_OK on every rank
+ * when all are OK; otherwise every rank returns an error "WHAT: rank R of
+ * N failed: MSG" naming the first failed rank, MSG its mine_msg (NULL:
+ * its qkv_last_error()). Every rank must call it. One rank: returns mine. */
+QKV_API qkv_status qkv_dist_agree(qkv_dist *d, qkv_status mine, const char *mine_msg,
+                                  const char *what);
+/* Every buffer of params (an entry with requires_grad 0: BatchNorm's
+ * running statistics and num_batches_tracked) set to rank 0's, as
+ * PyTorch's DistributedDataParallel(broadcast_buffers=True) does, so that
+ * every rank's checkpointable state is the same. qkv_train calls it after
+ * every optimizer step; nothing moves when the store has no buffer. */
+QKV_API qkv_status qkv_dist_buffers_sync(qkv_dist *d, qkv_params *params);
+/* A qkv_batch_sum_fn (qkv_ctx_set_batch_sum) over the ranks of d (user):
+ * x (n doubles) summed over the ranks; weighted: sum_r w_r x_r / w_me with
+ * w_r rank r's units / all units of the step, as qkv_dist_batch_agree
+ * last saw them (a rank of weight 0 gets the plain sum). */
+QKV_API qkv_status qkv_dist_batch_sum(void *user, double *x, int64_t n, int weighted);
+/* Every gradient of params becomes the weighted mean over ranks:
+ * sum_r (units_r / sum units) * grad_r, so that per-rank mean losses over
+ * shards of a global batch give the gradient of the global batch's mean.
+ * Reduced in buckets of about bucket_floats (0: 1M floats), all started
+ * at once (MPI_Iallreduce) and waited in order. *total_units (may be NULL)
+ * gets sum units. */
+QKV_API qkv_status qkv_dist_grads_allreduce(qkv_dist *d, qkv_params *params, double units,
+                                            int64_t bucket_floats, double *total_units);
+/* A 64-bit hash of every parameter's bits, compared across ranks: QKV_OK
+ * when all agree, QKV_ERR_STATE naming the first differing rank otherwise
+ * (fn names the caller in the message). */
+QKV_API qkv_status qkv_dist_check_params(qkv_dist *d, qkv_params *params, int64_t step);
+
+/* ZeRO stage 1: this rank keeps (and updates) only its 1/size of the
+ * optimizer's state, a contiguous range of the parameters' elements in
+ * store order; qkv_dist_optim_step then all-gathers the parameters.
+ * Call after any checkpoint load (which needs the whole state). *saved_bytes
+ * (may be NULL) gets the bytes of state freed on this rank. */
+QKV_API qkv_status qkv_dist_zero1(qkv_dist *d, qkv_optim *o, int64_t *saved_bytes);
+/* qkv_optim_step, then (ZeRO-1) every rank's updated range to every rank.
+ * d NULL: one process (qkv_optim_step only). */
+QKV_API qkv_status qkv_dist_optim_step(qkv_dist *d, qkv_optim *o);
+/* qkv_checkpoint_save_meta written by rank 0 only (a ZeRO-1 state
+ * gathered to it first); every rank gets rank 0's status. d and meta may
+ * be NULL. */
+QKV_API qkv_status qkv_dist_checkpoint_save(qkv_dist *d, const char *path, qkv_params *params,
+                                            const qkv_optim *optim, const qkv_train_pos *pos,
+                                            const qkv_rng *rng, const qkv_checkpoint_meta *meta);
 
 #ifdef __cplusplus
 }

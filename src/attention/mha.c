@@ -99,6 +99,21 @@ typedef struct {
     int64_t N, L, S;
 } mha_dims;
 
+/* An argument with one entry per position of len (key_padding_mask: S,
+ * positions: L): (N,len) batched, (len) unbatched ("(S) = " in the
+ * message names it). */
+static qkv_status check_per_position(const qkv_tensor *t, const char *arg, const mha_dims *dm, int64_t len,
+                                     const char *unbatched)
+{
+    int ok = dm->batched ? t->ndim == 2 && t->shape[0] == dm->N && t->shape[1] == len
+                         : t->ndim == 1 && t->shape[0] == len;
+    if (ok) return QKV_OK;
+    char b[64];
+    return qkv_fail(QKV_ERR_SHAPE, "mha_forward: %s %s, expected %s(%lld,%lld)", arg,
+                    qkv_shape_str(t, b, sizeof b), dm->batched ? "" : unbatched,
+                    (long long)(dm->batched ? dm->N : len), (long long)len);
+}
+
 static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const qkv_tensor *k,
                                    const qkv_tensor *v, const qkv_mha_args *a, mha_dims *dm)
 {
@@ -140,12 +155,7 @@ static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const 
     if (kp) {
         if (kp->dtype != QKV_BOOL && kp->dtype != QKV_F32)
             return qkv_fail(QKV_ERR_DTYPE, "mha_forward: key_padding_mask must be BOOL or F32");
-        int ok = dm->batched ? kp->ndim == 2 && kp->shape[0] == dm->N && kp->shape[1] == dm->S
-                             : kp->ndim == 1 && kp->shape[0] == dm->S;
-        if (!ok)
-            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: key_padding_mask %s, expected %s(%lld,%lld)",
-                            qkv_shape_str(kp, b, sizeof b), dm->batched ? "" : "(S) = ",
-                            (long long)(dm->batched ? dm->N : dm->S), (long long)dm->S);
+        QKV_TRY(check_per_position(kp, "key_padding_mask", dm, dm->S, "(S) = "));
     }
     if (am) {
         if (am->dtype != QKV_BOOL && am->dtype != QKV_F32)
@@ -168,12 +178,7 @@ static qkv_status mha_check_inputs(const qkv_mha *m, const qkv_tensor *q, const 
     if (pos) {
         if (pos->dtype != QKV_I64 || !pos->idx)
             return qkv_fail(QKV_ERR_DTYPE, "mha_forward: positions must be I64");
-        int ok = dm->batched ? pos->ndim == 2 && pos->shape[0] == dm->N && pos->shape[1] == dm->L
-                             : pos->ndim == 1 && pos->shape[0] == dm->L;
-        if (!ok)
-            return qkv_fail(QKV_ERR_SHAPE, "mha_forward: positions %s, expected %s(%lld,%lld)",
-                            qkv_shape_str(pos, b, sizeof b), dm->batched ? "" : "(L) = ",
-                            (long long)(dm->batched ? dm->N : dm->L), (long long)dm->L);
+        QKV_TRY(check_per_position(pos, "positions", dm, dm->L, "(L) = "));
     }
     if (a->causal != QKV_CAUSAL_NONE && a->causal != QKV_CAUSAL_TOP_LEFT &&
         a->causal != QKV_CAUSAL_BOTTOM_RIGHT)
@@ -355,14 +360,9 @@ qkv_status qkv_mha_forward(qkv_ctx *c, const qkv_mha *m, qkv_tensor *query, qkv_
                            qkv_tensor *value, const qkv_mha_args *args, qkv_tensor **out,
                            qkv_tensor **weights)
 {
-    QKV_NEED(out, "mha_forward", "out");
-    *out = NULL;
-    if (weights) *weights = NULL;
-    QKV_NEED(c, "mha_forward", "ctx");
+    QKV_TRY(attn_out_args("mha_forward", c, out, weights));
     QKV_NEED(m, "mha_forward", "module");
-    QKV_NEED(query, "mha_forward", "query");
-    QKV_NEED(key, "mha_forward", "key");
-    QKV_NEED(value, "mha_forward", "value");
+    QKV_TRY(attn_qkv_args("mha_forward", query, key, value));
     if (!m->out_proj_weight || m->head_dim <= 0)
         return qkv_fail(QKV_ERR_STATE, "mha_forward: module is not initialised (call qkv_mha_init)");
     qkv_mha_args a = args ? *args : qkv_mha_args_default();

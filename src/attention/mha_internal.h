@@ -8,6 +8,27 @@
 #define QKV_MHA_INTERNAL_H
 #include "core/internal.h"
 
+/* An attention's first checks: out (then *out and *weights, which may be
+ * NULL, cleared) and the context. */
+static inline qkv_status attn_out_args(const char *fn, qkv_ctx *c, qkv_tensor **out, qkv_tensor **weights)
+{
+    QKV_NEED(out, fn, "out");
+    *out = NULL;
+    if (weights) *weights = NULL;
+    QKV_NEED(c, fn, "ctx");
+    return QKV_OK;
+}
+
+/* Its query, key and value, in that order. */
+static inline qkv_status attn_qkv_args(const char *fn, const qkv_tensor *q, const qkv_tensor *k,
+                                       const qkv_tensor *v)
+{
+    QKV_NEED(q, fn, "query");
+    QKV_NEED(k, fn, "key");
+    QKV_NEED(v, fn, "value");
+    return QKV_OK;
+}
+
 /* Which in-projection: the query's, the key's or the value's. */
 typedef enum { MHA_Q = 0, MHA_K = 1, MHA_V = 2 } mha_which;
 

@@ -42,10 +42,7 @@ typedef struct {
 static qkv_status l2n_backward(qkv_ctx *c, void *p)
 {
     l2n_saved *s = p;
-    const float *dy = s->y->grad; // (rows,D)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,D)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,D) each
     const float *y = s->y->data; // (rows,D)
     int64_t D = s->D;
     for (int64_t r = 0; r < s->rows; r++) {
@@ -300,9 +297,7 @@ static qkv_status check_score(const qkv_score *sc)
 qkv_status qkv_score_forward(qkv_ctx *c, const qkv_score *sc, qkv_tensor *query,
                              qkv_tensor *keys, qkv_tensor **scores)
 {
-    QKV_NEED(scores, "score_forward", "scores");
-    *scores = NULL;
-    QKV_NEED(c, "score_forward", "ctx");
+    QKV_NEED_OUT_CTX(scores, c, "score_forward", "scores");
     QKV_NEED(sc, "score_forward", "sc");
     QKV_NEED(query, "score_forward", "query");
     QKV_NEED(keys, "score_forward", "keys");

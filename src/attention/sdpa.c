@@ -284,13 +284,8 @@ static qkv_status sdpa_record(qkv_ctx *c, sdpa_saved saved)
 qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                     const qkv_sdpa_opts *opts, qkv_tensor **out, qkv_tensor **weights)
 {
-    QKV_NEED(out, "sdpa", "out");
-    *out = NULL;
-    if (weights) *weights = NULL;
-    QKV_NEED(c, "sdpa", "ctx");
-    QKV_NEED(q, "sdpa", "query");
-    QKV_NEED(k, "sdpa", "key");
-    QKV_NEED(v, "sdpa", "value");
+    QKV_TRY(attn_out_args("sdpa", c, out, weights));
+    QKV_TRY(attn_qkv_args("sdpa", q, k, v));
     qkv_sdpa_opts o = opts ? *opts : qkv_sdpa_opts_default();
     if (!weights) o.need_weights = 0; /* NULL: don't compute them */
     qkv_attn_desc d = {0};

@@ -123,7 +123,7 @@ static int translation(int argc, char **argv)
     char *list = qkv_cli_read_all("data translation", a.operands[0], &len);
     if (!list) return QKV_EXIT_FAILURE;
     qkv_translation_set *set = NULL;
-    if (qkv_translation_set_init(max_words, &set) != QKV_OK) {
+    if (qkv_translation_set_new(max_words, &set) != QKV_OK) {
         qkv_cli_report("data translation", "%s", qkv_last_error());
         return free(list), QKV_EXIT_FAILURE;
     }

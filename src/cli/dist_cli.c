@@ -6,7 +6,7 @@
 
 qkv_status qkv_cli_dist_start(const char *cmd, qkv_dist **d)
 {
-    qkv_status s = qkv_dist_init(d, QKV_DIST_AUTO);
+    qkv_status s = qkv_dist_new(d, QKV_DIST_AUTO);
     if (s) {
         qkv_cli_report(cmd, "%s", qkv_last_error());
         return s;

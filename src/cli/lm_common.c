@@ -34,7 +34,7 @@ qkv_status lm_model_init(lm_model *m, const qkv_lm_opts *o, qkv_tokenizer *tok, 
 static qkv_status load_tokenizer(const char *path, char **spec, char **text, qkv_tokenizer **tok)
 {
     QKV_CLI_TRY(qkv_checkpoint_read_meta(path, "lm.tokenizer", spec));
-    if (!strcmp(*spec, "bytes")) return qkv_tokenizer_bytes_init(tok);
+    if (!strcmp(*spec, "bytes")) return qkv_tokenizer_bytes_new(tok);
     if (!strncmp(*spec, "gpt2:", 5)) return qkv_tokenizer_gpt2_load(*spec + 5, tok);
     if (strcmp(*spec, "chars") && strcmp(*spec, "bpe"))
         return qkv_cli_fail(QKV_ERR_FORMAT, "%s: lm.tokenizer '%.40s' is not bytes, chars, bpe or gpt2:DIR",

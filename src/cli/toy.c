@@ -211,7 +211,7 @@ static qkv_status run_one(const toy_opts *o, const toy_set *train, const toy_set
     if (!s) s = qkv_ctx_set_precision(c, o->precision);
     if (!s) s = qkv_ctx_set_precision(run.eval, o->precision);
     if (!s) s = qkv_toy_net_init(&net, r->model, 1 + P, 64, 5, o->scaled, p, &rng);
-    qkv_optim_opts oo = qkv_optim_adam_default(); /* lr 1e-3 */
+    qkv_optim_opts oo = qkv_optim_adam_opts_default(); /* lr 1e-3 */
     if (!s) s = qkv_optim_new(&opt, p, &oo);
     r->params = qkv_params_numel(p);
     if (o->log && !s)

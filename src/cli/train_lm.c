@@ -531,7 +531,7 @@ static qkv_status lm_setup(train_run *t)
     r->y = malloc((size_t)(o->r.batch * o->r.context) * sizeof *r->y);
     if (!r->x || !r->y) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     t->params = st->model.p;
-    t->optim = qkv_optim_adamw_default();
+    t->optim = qkv_optim_adamw_opts_default();
     t->optim.lr = o->r.lr;
     t->optim.weight_decay = o->r.weight_decay;
     t->sched = (qkv_schedule){.base_lr = o->r.lr, .warmup_steps = o->r.warmup, .decay = QKV_SCHEDULE_COSINE,

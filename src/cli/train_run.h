@@ -50,7 +50,7 @@ struct train_run {
     qkv_dist *dist;
     /* setup's */
     qkv_params *params;
-    qkv_optim_opts optim;  /* AdamW (qkv_optim_adamw_default) or Adam, lr, weight decay */
+    qkv_optim_opts optim;  /* AdamW (qkv_optim_adamw_opts_default) or Adam, lr, weight decay */
     qkv_schedule sched;
     int has_schedule;
     qkv_precision precision;

@@ -472,7 +472,7 @@ static qkv_status tr_setup(train_run *t)
     if (o->epochs) m->cfg.steps = o->epochs * nb;
     QKV_CLI_TRY(mt_config_format(&m->cfg, t->config, sizeof t->config, t->train, sizeof t->train));
     t->params = m->p;
-    t->optim = qkv_optim_adam_default();
+    t->optim = qkv_optim_adam_opts_default();
     t->optim.lr = m->cfg.lr;
     int64_t window = m->cfg.steps / 20 < LOG_WINDOW ? m->cfg.steps / 20 : LOG_WINDOW;
     st->r = (tr_run){o, m, &st->ts, &st->vs, &st->vp, nb, NULL, -1, 0, t, NULL, 0, 0, window > 0 ? window : 1,

@@ -413,7 +413,7 @@ static qkv_status vt_setup(train_run *t)
     r->order = malloc((size_t)st->train->n * sizeof *r->order);
     if (!r->x || !r->y || !r->order) return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory");
     t->params = st->model.p;
-    t->optim = qkv_optim_adamw_default();
+    t->optim = qkv_optim_adamw_opts_default();
     t->optim.lr = o->r.lr;
     t->optim.weight_decay = o->r.weight_decay;
     t->sched = (qkv_schedule){.base_lr = o->r.lr, .warmup_steps = o->r.warmup, .decay = QKV_SCHEDULE_COSINE,

@@ -21,11 +21,30 @@ qkv_status qkv_fail_in(const char *fn, qkv_status s);
         if ((ptr) == NULL) return qkv_fail(QKV_ERR_ARG, "%s: %s is NULL", fn, arg); \
     } while (0)
 
+/* An op's first checks, in this order: its output pointer out (argument
+ * arg of fn; then *out = NULL, so that every failure leaves it NULL) and
+ * its context c. */
+#define QKV_NEED_OUT_CTX(out, c, fn, arg)                                       \
+    do {                                                                        \
+        QKV_NEED(out, fn, arg);                                                 \
+        *(out) = NULL;                                                          \
+        QKV_NEED(c, fn, "ctx");                                                 \
+    } while (0)
+
 #define QKV_TRY(expr)                                                           \
     do {                                                                        \
         qkv_status s_ = (expr);                                                 \
         if (s_ != QKV_OK) return s_;                                            \
     } while (0)
+
+/* The start of a backward with one input x of the output y: declares dy,
+ * y's gradient, and dx, x's (allocated on first use), and returns QKV_OK
+ * when there is nothing to do (y got no gradient, x needs none). */
+#define QKV_BACKWARD_ONE(c, y, x, dy, dx)                                       \
+    const float *dy = (y)->grad;                                                \
+    if (!dy || !(x)->requires_grad) return QKV_OK;                              \
+    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), (x));                         \
+    if (!dx) return QKV_ERR_NOMEM
 
 /* Elementwise and row loops over at least this many elements run on
  * OpenMP's threads (#pragma omp parallel for if (n >= QKV_PAR_MIN));

@@ -69,31 +69,20 @@ static qkv_status params_add_entry(const char *fn, qkv_params *p, const char *pr
     return QKV_OK;
 }
 
-static qkv_status params_add_body(qkv_params *p, const char *prefix, const char *name, int ndim,
-                                  const int64_t *shape, qkv_tensor **out)
-{
-    return params_add_entry("params_add", p, prefix, name, ndim, shape, 1, out);
-}
-
 qkv_status qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim,
                           const int64_t *shape, qkv_tensor **out)
 {
-    return qkv_fail_in("params_add", params_add_body(p, prefix, name, ndim, shape, out));
+    return qkv_fail_in("params_add", params_add_entry("params_add", p, prefix, name, ndim, shape, 1, out));
 }
 
 /* A buffer is an entry with requires_grad 0: it keeps a (zero) gradient
  * buffer so that every loop over the store stays uniform, ops record no
  * gradient path to it, and the optimizers skip it. */
-static qkv_status params_add_buffer_body(qkv_params *p, const char *prefix, const char *name, int ndim,
-                                         const int64_t *shape, qkv_tensor **out)
-{
-    return params_add_entry("params_add_buffer", p, prefix, name, ndim, shape, 0, out);
-}
-
 qkv_status qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
                                  const int64_t *shape, qkv_tensor **out)
 {
-    return qkv_fail_in("params_add_buffer", params_add_buffer_body(p, prefix, name, ndim, shape, out));
+    static const char fn[] = "params_add_buffer";
+    return qkv_fail_in(fn, params_add_entry(fn, p, prefix, name, ndim, shape, 0, out));
 }
 
 int qkv_params_count(const qkv_params *p) { return p ? p->n : 0; }

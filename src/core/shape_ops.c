@@ -51,9 +51,7 @@ static qkv_status permute_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_permute(qkv_ctx *c, qkv_tensor *x, const int *perm, qkv_tensor **y)
 {
-    QKV_NEED(y, "permute", "y");
-    *y = NULL;
-    QKV_NEED(c, "permute", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "permute", "y");
     QKV_NEED(x, "permute", "x");
     QKV_NEED(perm, "permute", "perm");
     if (x->dtype != QKV_F32) return qkv_fail(QKV_ERR_DTYPE, "permute: x is not F32");
@@ -86,9 +84,7 @@ qkv_status qkv_permute(qkv_ctx *c, qkv_tensor *x, const int *perm, qkv_tensor **
 
 static qkv_status reshape_body(qkv_ctx *c, qkv_tensor *x, int ndim, const int64_t *shape, qkv_tensor **y)
 {
-    QKV_NEED(y, "reshape", "y");
-    *y = NULL;
-    QKV_NEED(c, "reshape", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "reshape", "y");
     QKV_NEED(x, "reshape", "x");
     /* A view: its gradient is its base's, so no tape entry is needed. */
     return qkv_tensor_view(qkv_ctx_arena(c), x, ndim, shape, y);
@@ -131,9 +127,7 @@ static qkv_status append_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_append_row(qkv_ctx *c, qkv_tensor *x, qkv_tensor *row, qkv_tensor **y)
 {
-    QKV_NEED(y, "append_row", "y");
-    *y = NULL;
-    QKV_NEED(c, "append_row", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "append_row", "y");
     QKV_NEED(x, "append_row", "x");
     char bx[64], br[64];
     if (x->dtype != QKV_F32 || (row && row->dtype != QKV_F32))

@@ -101,31 +101,34 @@ qkv_status qkv_tensor_new_uninit(qkv_arena *a, int ndim, const int64_t *shape, q
     return QKV_OK;
 }
 
+/* A header of dtype dt over the caller's elems (argument arg of fn). */
+static qkv_status tensor_wrap(qkv_arena *a, const char *fn, const char *arg, qkv_dtype dt, void *elems,
+                              int ndim, const int64_t *shape, qkv_tensor **out)
+{
+    QKV_NEED(elems, fn, arg);
+    QKV_TRY(tensor_header(a, fn, dt, ndim, shape, out));
+    if (dt == QKV_F32) (*out)->data = elems;
+    else if (dt == QKV_BOOL) (*out)->mask = elems;
+    else (*out)->idx = elems;
+    return QKV_OK;
+}
+
 qkv_status qkv_tensor_wrap(qkv_arena *a, float *data, int ndim, const int64_t *shape,
                            qkv_tensor **out)
 {
-    QKV_NEED(data, "tensor_wrap", "data");
-    QKV_TRY(tensor_header(a, "tensor_wrap", QKV_F32, ndim, shape, out));
-    (*out)->data = data;
-    return QKV_OK;
+    return tensor_wrap(a, "tensor_wrap", "data", QKV_F32, data, ndim, shape, out);
 }
 
 qkv_status qkv_tensor_wrap_bool(qkv_arena *a, uint8_t *mask, int ndim, const int64_t *shape,
                                 qkv_tensor **out)
 {
-    QKV_NEED(mask, "tensor_wrap_bool", "mask");
-    QKV_TRY(tensor_header(a, "tensor_wrap_bool", QKV_BOOL, ndim, shape, out));
-    (*out)->mask = mask;
-    return QKV_OK;
+    return tensor_wrap(a, "tensor_wrap_bool", "mask", QKV_BOOL, mask, ndim, shape, out);
 }
 
 qkv_status qkv_tensor_wrap_i64(qkv_arena *a, int64_t *idx, int ndim, const int64_t *shape,
                                qkv_tensor **out)
 {
-    QKV_NEED(idx, "tensor_wrap_i64", "idx");
-    QKV_TRY(tensor_header(a, "tensor_wrap_i64", QKV_I64, ndim, shape, out));
-    (*out)->idx = idx;
-    return QKV_OK;
+    return tensor_wrap(a, "tensor_wrap_i64", "idx", QKV_I64, idx, ndim, shape, out);
 }
 
 /* A view: same dtype, data at an offset, gradient through the root base. */

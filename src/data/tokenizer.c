@@ -148,14 +148,17 @@ void qkv_tokenizer_free(qkv_tokenizer *t)
     free(t);
 }
 
-qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out)
+qkv_status qkv_tokenizer_bytes_new(qkv_tokenizer **out)
 {
-    QKV_NEED(out, "tokenizer_bytes_init", "out");
+    QKV_NEED(out, "tokenizer_bytes_new", "out");
     *out = NULL;
-    QKV_TRY(new_tok(QKV_TOKENIZER_BYTES, out, "tokenizer_bytes_init"));
+    QKV_TRY(new_tok(QKV_TOKENIZER_BYTES, out, "tokenizer_bytes_new"));
     (*out)->vocab_size = 256;
     return QKV_OK;
 }
+
+/* the deprecated name (docs/core.md, "Names") */
+qkv_status qkv_tokenizer_bytes_init(qkv_tokenizer **out) { return qkv_tokenizer_bytes_new(out); }
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -481,7 +484,7 @@ qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
     QKV_NEED(out, fn, "out");
     *out = NULL;
     QKV_NEED(spec, fn, "spec");
-    if (!strcmp(spec, "bytes")) return qkv_tokenizer_bytes_init(out);
+    if (!strcmp(spec, "bytes")) return qkv_tokenizer_bytes_new(out);
     qkv_tokenizer_kind want;
     const char *arg;
     if (!strncmp(spec, "chars:", 6)) want = QKV_TOKENIZER_CHARS, arg = spec + 6;

@@ -41,9 +41,9 @@ static int tr_split(uint64_t h)
 
 int qkv_translation_split(const char *english) { return english ? tr_split(tr_hash(english)) : 0; }
 
-qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out)
+qkv_status qkv_translation_set_new(int64_t max_words, qkv_translation_set **out)
 {
-    static const char fn[] = "translation_set_init";
+    static const char fn[] = "translation_set_new";
     QKV_NEED(out, fn, "out");
     *out = NULL;
     if (max_words < 1)
@@ -52,6 +52,12 @@ qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out
     if (!*out) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     (*out)->max_words = max_words;
     return QKV_OK;
+}
+
+/* the deprecated name (docs/core.md, "Names") */
+qkv_status qkv_translation_set_init(int64_t max_words, qkv_translation_set **out)
+{
+    return qkv_translation_set_new(max_words, out);
 }
 
 void qkv_translation_set_free(qkv_translation_set *s)

@@ -29,14 +29,14 @@ static void s_finalize(qkv_dist *d) {}
 static const qkv_dist_ops single_ops = {"single", s_allreduce, s_iallreduce, s_wait_all, s_broadcast,
                                         s_allgather, s_allgatherv, s_gatherv, s_barrier, s_finalize};
 
-qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
+qkv_status qkv_dist_new(qkv_dist **out, qkv_dist_engine engine)
 {
-    QKV_NEED(out, "dist_init", "out");
+    QKV_NEED(out, "dist_new", "out");
     *out = NULL;
     if (engine != QKV_DIST_AUTO && engine != QKV_DIST_SINGLE && engine != QKV_DIST_MPI)
-        return qkv_fail(QKV_ERR_ARG, "dist_init: unknown engine %d", (int)engine);
+        return qkv_fail(QKV_ERR_ARG, "dist_new: unknown engine %d", (int)engine);
     qkv_dist *d = calloc(1, sizeof *d);
-    if (!d) return qkv_fail(QKV_ERR_NOMEM, "dist_init: out of memory");
+    if (!d) return qkv_fail(QKV_ERR_NOMEM, "dist_new: out of memory");
     d->ops = &single_ops, d->rank = 0, d->size = 1;
     /* AUTO: MPI only under an MPI launcher, so that a plain run of an MPI
      * build never starts MPI and behaves as the build without it. */
@@ -53,6 +53,9 @@ qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine)
     *out = d;
     return QKV_OK;
 }
+
+/* the deprecated name (docs/core.md, "Names") */
+qkv_status qkv_dist_init(qkv_dist **out, qkv_dist_engine engine) { return qkv_dist_new(out, engine); }
 
 void qkv_dist_free(qkv_dist *d)
 {
@@ -81,6 +84,27 @@ qkv_status qkv_dist_scratch(qkv_dist *d, int64_t n, float **out)
     *out = d->flat;
     return QKV_OK;
 }
+
+qkv_status qkv_dist_iallreduce(qkv_dist *d, float *x, int64_t n, int k)
+{
+    return d->ops->iallreduce(d, x, n, k);
+}
+
+qkv_status qkv_dist_wait_all(qkv_dist *d, int nreq) { return d->ops->wait_all(d, nreq); }
+
+qkv_status qkv_dist_allgatherv(qkv_dist *d, float *buf, const int64_t *counts, const int64_t *displs)
+{
+    return d->ops->allgatherv(d, buf, counts, displs);
+}
+
+qkv_status qkv_dist_gatherv(qkv_dist *d, const float *send, float *recv, const int64_t *counts,
+                            const int64_t *displs, int root)
+{
+    return d->ops->gatherv(d, send, recv, counts, displs, root);
+}
+
+double qkv_dist_weight(const qkv_dist *d) { return d->weight; }
+void qkv_dist_set_weight(qkv_dist *d, double w) { d->weight = w; }
 
 static qkv_status allreduce(qkv_dist *d, void *x, int64_t n, qkv_dist_op op, int f64, const char *fn)
 {
@@ -135,9 +159,19 @@ qkv_status qkv_dist_barrier(qkv_dist *d)
     return d->ops->barrier(d);
 }
 
+int qkv_dist_started(const qkv_dist *d)
+{
+    return d->ops && d->size >= 1 && d->rank >= 0 && d->rank < d->size;
+}
+
 void qkv_dist_shard(const qkv_dist *d, int64_t n, int64_t *begin, int64_t *count)
 {
-    int64_t r = qkv_dist_rank(d), size = qkv_dist_size(d);
+    qkv_dist_shard_of(n, qkv_dist_rank(d), qkv_dist_size(d), begin, count);
+}
+
+void qkv_dist_shard_of(int64_t n, int rank, int nranks, int64_t *begin, int64_t *count)
+{
+    int64_t r = rank, size = nranks;
     if (n < 0) n = 0;
     int64_t q = n / size, extra = n % size;
     int64_t b = r * q + (r < extra ? r : extra), c = q + (r < extra);

@@ -2,7 +2,7 @@
  * dist_mpi.c: MPI). Another engine is one more table of these functions. */
 #ifndef QKV_DIST_INTERNAL_H
 #define QKV_DIST_INTERNAL_H
-#include "core/internal.h"
+#include "dist/comm.h"
 
 typedef struct qkv_dist_ops {
     const char *name;
@@ -28,12 +28,9 @@ struct qkv_dist {
     void *engine; /* the engine's own state (MPI requests) */
     float *flat;  /* (flat_cap) scratch: packed gradients, gathered parameters */
     int64_t flat_cap;
-    double weight; /* this rank's units / all units at the last qkv_dist_batch_agree */
+    double weight; /* qkv_dist_weight (comm.h) */
     int broken;    /* qkv_dist_set_broken: do not finalize */
 };
-
-/* d->flat with room for n floats (kept for the next call). */
-qkv_status qkv_dist_scratch(qkv_dist *d, int64_t n, float **out);
 
 /* The MPI engine (dist_mpi.c): QKV_ERR_ARG when built without MPI. */
 qkv_status qkv_dist_mpi_start(qkv_dist *d);

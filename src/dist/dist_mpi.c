@@ -16,7 +16,7 @@ int qkv_dist_has_mpi(void) { return 0; }
 qkv_status qkv_dist_mpi_start(qkv_dist *d)
 {
     (void)d;
-    return qkv_fail(QKV_ERR_ARG, "dist_init: this qkv was built without MPI (build with make MPI=1 "
+    return qkv_fail(QKV_ERR_ARG, "dist_new: this qkv was built without MPI (build with make MPI=1 "
                     "after apt-get install libopenmpi-dev openmpi-bin)");
 }
 #else
@@ -156,7 +156,7 @@ qkv_status qkv_dist_mpi_start(qkv_dist *d)
 {
     int inited = 0, fin = 0;
     MPI_Finalized(&fin);
-    if (fin) return qkv_fail(QKV_ERR_STATE, "dist_init: MPI was already finalized in this process");
+    if (fin) return qkv_fail(QKV_ERR_STATE, "dist_new: MPI was already finalized in this process");
     MPI_Initialized(&inited);
     if (!inited) {
         int provided;
@@ -168,7 +168,7 @@ qkv_status qkv_dist_mpi_start(qkv_dist *d)
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     d->engine = calloc(1, sizeof(mpi_state));
-    if (!d->engine) return qkv_fail(QKV_ERR_NOMEM, "dist_init: out of memory");
+    if (!d->engine) return qkv_fail(QKV_ERR_NOMEM, "dist_new: out of memory");
     d->ops = &mpi_ops;
     users++;
     return QKV_OK;

@@ -304,16 +304,32 @@ static int jp_grow(json_parser *p, void **items, size_t n, size_t *cap, size_t e
     return 0;
 }
 
+/* At c (after blanks): consumes it, 1; otherwise 0. */
+static int jp_eat(json_parser *p, char c)
+{
+    jp_skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == c) {
+        p->pos++;
+        return 1;
+    }
+    return 0;
+}
+
+/* After an array's item or an object's member: ',' (1: another follows),
+ * close (0: the end) or an error (-1) saying what was expected. */
+static int jp_after_item(json_parser *p, char close, const char *expected)
+{
+    if (jp_eat(p, ',')) return 1;
+    if (jp_eat(p, close)) return 0;
+    return jp_unexpected(p, expected);
+}
+
 static int jp_array(json_parser *p, int depth, json_value *v)
 {
     size_t cap = 0;
     v->type = JSON_ARRAY;
     p->pos++;
-    jp_skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == ']') {
-        p->pos++;
-        return 0;
-    }
+    if (jp_eat(p, ']')) return 0;
     for (;;) {
         if (p->lim.max_array && v->u.arr.n == p->lim.max_array)
             return jp_fail(p, v->pos, "array with more than %zu items", p->lim.max_array);
@@ -321,16 +337,8 @@ static int jp_array(json_parser *p, int depth, json_value *v)
             return -1;
         /* Counted before parsing so that json_free sees a partial item. */
         if (jp_value(p, depth + 1, &v->u.arr.items[v->u.arr.n++])) return -1;
-        jp_skip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == ']') {
-            p->pos++;
-            return 0;
-        }
-        return jp_unexpected(p, "',' or ']' in array");
+        int more = jp_after_item(p, ']', "',' or ']' in array");
+        if (more <= 0) return more;
     }
 }
 
@@ -350,25 +358,13 @@ static int jp_object(json_parser *p, int depth, json_value *v)
     size_t cap = 0;
     v->type = JSON_OBJECT;
     p->pos++;
-    jp_skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == '}') {
-        p->pos++;
-        return 0;
-    }
+    if (jp_eat(p, '}')) return 0;
     for (;;) {
         if (jp_grow(p, (void **)&v->u.obj.items, v->u.obj.n, &cap, sizeof(json_member)))
             return -1;
         if (jp_member(p, depth, &v->u.obj.items[v->u.obj.n++])) return -1;
-        jp_skip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == '}') {
-            p->pos++;
-            return 0;
-        }
-        return jp_unexpected(p, "',' or '}' in object");
+        int more = jp_after_item(p, '}', "',' or '}' in object");
+        if (more <= 0) return more;
     }
 }
 

@@ -42,13 +42,21 @@ static qkv_status cnn_check(const qkv_cnn_opts *o)
     return QKV_OK;
 }
 
+/* The pointer arguments of qkv_cnn_init and qkv_mlp_init, in order. */
+static qkv_status net_args(const char *fn, const void *net, const void *o, const qkv_params *p,
+                           const qkv_rng *rng)
+{
+    QKV_NEED(net, fn, "net");
+    QKV_NEED(o, fn, "opts");
+    QKV_NEED(p, fn, "params");
+    QKV_NEED(rng, fn, "rng");
+    return QKV_OK;
+}
+
 qkv_status qkv_cnn_init(qkv_cnn *net, const qkv_cnn_opts *o, qkv_params *p, const char *prefix,
                         qkv_rng *rng)
 {
-    QKV_NEED(net, "cnn_init", "net");
-    QKV_NEED(o, "cnn_init", "opts");
-    QKV_NEED(p, "cnn_init", "params");
-    QKV_NEED(rng, "cnn_init", "rng");
+    QKV_TRY(net_args("cnn_init", net, o, p, rng));
     QKV_TRY(cnn_check(o));
     memset(net, 0, sizeof *net);
     net->o = *o;
@@ -91,10 +99,7 @@ void qkv_cnn_free(qkv_cnn *net)
 qkv_status qkv_mlp_init(qkv_mlp *net, const qkv_mlp_opts *o, qkv_params *p, const char *prefix,
                         qkv_rng *rng)
 {
-    QKV_NEED(net, "mlp_init", "net");
-    QKV_NEED(o, "mlp_init", "opts");
-    QKV_NEED(p, "mlp_init", "params");
-    QKV_NEED(rng, "mlp_init", "rng");
+    QKV_TRY(net_args("mlp_init", net, o, p, rng));
     if (o->layers < 0 || o->layers > QKV_MLP_MAX_HIDDEN)
         return qkv_fail(QKV_ERR_ARG, "mlp_init: layers %d must be in [0,%d]", o->layers, QKV_MLP_MAX_HIDDEN);
     if (o->in_features < 1 || o->num_classes < 1)

@@ -597,9 +597,7 @@ qkv_status qkv_transformer_decoder_only_forward_cached(qkv_ctx *c,
                                                        qkv_tensor **out)
 {
     const char *fn = "transformer_decoder_only_forward_cached";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_TRY(check_decoder_only(fn, m, kc));
     const qkv_transformer_encoder *s = &m->stack;
     cached_stack st = {&s->o, s->layers, encoder_layer_run, s->num_layers,
@@ -715,9 +713,7 @@ qkv_status qkv_transformer_decoder_forward_cached(qkv_ctx *c, const qkv_transfor
                                                   qkv_tensor **out)
 {
     const char *fn = "transformer_decoder_forward_cached";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_TRY(check_decoder(fn, m, kc));
     if (kc->mem_len < 1)
         return qkv_fail(QKV_ERR_STATE, "%s: no memory in the cache (call "

@@ -95,9 +95,7 @@ qkv_status qkv_lm_forward(qkv_ctx *c, const qkv_lm *m, qkv_tensor *ids,
                           const qkv_tensor *key_padding_mask, qkv_tensor **logits)
 {
     const char *fn = "lm_forward";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(logits, c, fn, "logits");
     QKV_TRY(lm_ready(fn, m));
     QKV_TRY(seq_check_ids(fn, "ids", ids));
     QKV_TRY(seq_check_pad(fn, "key_padding_mask", key_padding_mask, ids));
@@ -129,21 +127,7 @@ qkv_status lm_hidden_cached(const char *fn, qkv_ctx *c, const qkv_lm *m, qkv_kv_
 qkv_status qkv_lm_forward_cached(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, qkv_tensor *ids,
                                  const qkv_tensor *key_padding_mask, qkv_tensor **logits)
 {
-    const char *fn = "lm_forward_cached";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_TRY(lm_ready(fn, m));
-    int was;
-    QKV_TRY(tfm_infer_begin(fn, c, &was));
-    qkv_tensor *h; // (N,T,E)
-    qkv_status s = lm_hidden_cached(fn, c, m, kc, ids, key_padding_mask, &h);
-    if (s == QKV_OK) { /* the head with the cache's bf16 weights too, if set */
-        const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
-        s = lm_logits(c, m, h, logits);
-        qkv_ctx_set_bf16_weights(c, w0);
-    }
-    qkv_ctx_set_grad(c, was);
-    return s;
+    return seq_forward_cached("lm_forward_cached", c, m, NULL, kc, ids, key_padding_mask, logits);
 }
 
 void qkv_lm_free(qkv_lm *m)

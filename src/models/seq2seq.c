@@ -109,9 +109,7 @@ qkv_status qkv_seq2seq_encode(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src,
                               const qkv_tensor *src_padding_mask, qkv_tensor **memory)
 {
     const char *fn = "seq2seq_encode";
-    QKV_NEED(memory, fn, "memory");
-    *memory = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(memory, c, fn, "memory");
     QKV_TRY(s2s_ready(fn, m));
     return s2s_encode(fn, c, m, src, src_padding_mask, memory);
 }
@@ -121,9 +119,7 @@ qkv_status qkv_seq2seq_forward(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *src
                                const qkv_tensor *tgt_padding_mask, qkv_tensor **logits)
 {
     const char *fn = "seq2seq_forward";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(logits, c, fn, "logits");
     QKV_TRY(s2s_ready(fn, m));
     QKV_TRY(seq_check_ids(fn, "src", src));
     QKV_TRY(seq_check_ids(fn, "tgt", tgt));
@@ -192,21 +188,7 @@ qkv_status qkv_seq2seq_forward_cached(qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_c
                                       qkv_tensor *tgt, const qkv_tensor *tgt_padding_mask,
                                       qkv_tensor **logits)
 {
-    const char *fn = "seq2seq_forward_cached";
-    QKV_NEED(logits, fn, "logits");
-    *logits = NULL;
-    QKV_TRY(s2s_ready(fn, m));
-    int was;
-    QKV_TRY(tfm_infer_begin(fn, c, &was));
-    qkv_tensor *h; // (N,T,E)
-    qkv_status s = s2s_hidden_cached(fn, c, m, kc, tgt, tgt_padding_mask, &h);
-    if (s == QKV_OK) { /* the head with the cache's bf16 weights too, if set */
-        const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
-        s = s2s_logits(c, m, h, logits);
-        qkv_ctx_set_bf16_weights(c, w0);
-    }
-    qkv_ctx_set_grad(c, was);
-    return s;
+    return seq_forward_cached("seq2seq_forward_cached", c, NULL, m, kc, tgt, tgt_padding_mask, logits);
 }
 
 void qkv_seq2seq_free(qkv_seq2seq *m)

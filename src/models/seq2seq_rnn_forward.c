@@ -329,9 +329,7 @@ qkv_status qkv_seq2seq_rnn_loss(qkv_ctx *c, qkv_tensor *logits, qkv_tensor *tgt_
                                 int64_t ignore_index, qkv_tensor **loss)
 {
     const char *fn = "seq2seq_rnn_loss";
-    QKV_NEED(loss, fn, "loss");
-    *loss = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(loss, c, fn, "loss");
     QKV_NEED(logits, fn, "logits");
     QKV_TRY(check_tgt_out(fn, logits, "logits", 3, tgt_out));
     int64_t NT = logits->shape[0] * logits->shape[1];

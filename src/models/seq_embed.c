@@ -5,7 +5,8 @@
  * prompt starts at position 0, as it would alone), in the full forwards
  * and in the cached ones alike. Rotary positions (the LM's) add no table
  * here: the self-attentions rotate q and k by the same rule (mha.c from
- * the padding mask, kvcache.c from the cache's padding). */
+ * the padding mask, kvcache.c from the cache's padding). And the last part
+ * of both cached forwards (seq_forward_cached). */
 #include <string.h>
 #include "models/seq_internal.h"
 
@@ -154,4 +155,25 @@ qkv_status seq_repeat_rows(qkv_ctx *c, const qkv_tensor *x, int64_t B, qkv_tenso
     for (int64_t r = 0; r < N * B; r++)
         memcpy(dst + (size_t)(r * row) * es, src + (size_t)((r / B) * row) * es, (size_t)row * es);
     return QKV_OK;
+}
+
+qkv_status seq_forward_cached(const char *fn, qkv_ctx *c, const qkv_lm *lm, const qkv_seq2seq *s2s,
+                              qkv_kv_cache *kc, qkv_tensor *ids, const qkv_tensor *pad,
+                              qkv_tensor **logits)
+{
+    QKV_NEED(logits, fn, "logits");
+    *logits = NULL;
+    QKV_TRY(lm ? lm_ready(fn, lm) : s2s_ready(fn, s2s));
+    int was;
+    QKV_TRY(tfm_infer_begin(fn, c, &was));
+    qkv_tensor *h; // (N,T,E)
+    qkv_status s = lm ? lm_hidden_cached(fn, c, lm, kc, ids, pad, &h)
+                      : s2s_hidden_cached(fn, c, s2s, kc, ids, pad, &h);
+    if (s == QKV_OK) { /* the head with the cache's bf16 weights too, if set */
+        const qkv_bf16_weights *w0 = qkv_ctx_set_bf16_weights(c, kc->weights);
+        s = lm ? lm_logits(c, lm, h, logits) : s2s_logits(c, s2s, h, logits);
+        qkv_ctx_set_bf16_weights(c, w0);
+    }
+    qkv_ctx_set_grad(c, was);
+    return s;
 }

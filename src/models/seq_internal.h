@@ -67,6 +67,13 @@ qkv_status s2s_hidden_cached(const char *fn, qkv_ctx *c, const qkv_seq2seq *m,
                              qkv_kv_cache *kc, qkv_tensor *tgt, const qkv_tensor *pad,
                              qkv_tensor **h);
 qkv_status s2s_logits(qkv_ctx *c, const qkv_seq2seq *m, qkv_tensor *h, qkv_tensor **logits);
+/* qkv_lm_forward_cached (lm given) or qkv_seq2seq_forward_cached (s2s
+ * given, lm NULL): logits and the model checked, then in inference mode
+ * the hidden states of ids over the cache and the output layer, with the
+ * cache's bf16 weights too, if set. */
+qkv_status seq_forward_cached(const char *fn, qkv_ctx *c, const qkv_lm *lm, const qkv_seq2seq *s2s,
+                              qkv_kv_cache *kc, qkv_tensor *ids, const qkv_tensor *pad,
+                              qkv_tensor **logits);
 /* Encodes src (N,S) (checked) and sets the cache's memory (emptying the
  * cache), each row repeated B times (beam search; B = 1 otherwise). */
 qkv_status s2s_begin(const char *fn, qkv_ctx *c, const qkv_seq2seq *m, qkv_kv_cache *kc,

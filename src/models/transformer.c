@@ -279,30 +279,38 @@ qkv_status tfm_attn_masked(qkv_ctx *c, const qkv_mha *m, tfm_attn_kind kind, qkv
     return qkv_mha_forward(c, m, x, mem, mem, &a, y, NULL);
 }
 
-/* _sa_block / _mha_block: dropout(attn(x, ...)), attn from the caller. */
-static qkv_status attn_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_mha *m,
-                             tfm_attn_kind kind, const tfm_attn *at, qkv_tensor *x, qkv_tensor **y)
+/* An attention sublayer with its residual and norm n (block_in, block_out)
+ * around _sa_block / _mha_block: dropout(attn(x, ...)), attn from the caller. */
+static qkv_status attn_sublayer(qkv_ctx *c, const qkv_transformer_layer_opts *o,
+                                const qkv_nn_layernorm *n, const qkv_mha *m, tfm_attn_kind kind,
+                                const tfm_attn *at, qkv_tensor *x, qkv_tensor **y)
 {
     qkv_tensor *h; // like x
-    QKV_TRY(at->fn(c, m, kind, x, at->arg, &h));
-    return qkv_dropout(c, h, o->dropout, y);
+    QKV_TRY(block_in(c, o, n, x, &h));
+    QKV_TRY(at->fn(c, m, kind, h, at->arg, &h));
+    QKV_TRY(qkv_dropout(c, h, o->dropout, &h));
+    return block_out(c, o, n, x, h, y);
 }
 
-/* _ff_block: dropout(linear2(dropout(act(linear1(x))))). */
-static qkv_status ff_block(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_nn_linear *l1,
-                           const qkv_nn_linear *l2, qkv_tensor *x, qkv_tensor **y)
+/* The feed-forward sublayer with its residual and norm n around _ff_block:
+ * dropout(linear2(dropout(act(linear1(x))))). */
+static qkv_status ff_sublayer(qkv_ctx *c, const qkv_transformer_layer_opts *o, const qkv_nn_layernorm *n,
+                              const qkv_nn_linear *l1, const qkv_nn_linear *l2, qkv_tensor *x,
+                              qkv_tensor **y)
 {
-    qkv_tensor *h; // (...,dim_feedforward)
+    qkv_tensor *in, *h; // like x, (...,dim_feedforward)
+    QKV_TRY(block_in(c, o, n, x, &in));
     if (o->activation == QKV_ACTIVATION_RELU) {
-        QKV_TRY(qkv_linear_relu(c, x, l1->weight, l1->bias, &h));
+        QKV_TRY(qkv_linear_relu(c, in, l1->weight, l1->bias, &h));
     } else {
-        QKV_TRY(qkv_linear(c, x, l1->weight, l1->bias, &h));
+        QKV_TRY(qkv_linear(c, in, l1->weight, l1->bias, &h));
         QKV_TRY(qkv_activation_apply(c, o->activation, h, &h));
     }
     QKV_TRY(qkv_dropout(c, h, o->dropout, &h));
     qkv_tensor *f; // (...,d_model)
     QKV_TRY(qkv_linear(c, h, l2->weight, l2->bias, &f));
-    return qkv_dropout(c, f, o->dropout, y);
+    QKV_TRY(qkv_dropout(c, f, o->dropout, &f));
+    return block_out(c, o, n, x, f, y);
 }
 
 /* ---- TransformerEncoderLayer ------------------------------------------- */
@@ -344,13 +352,8 @@ qkv_status tfm_encoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_encoder_
                                       qkv_tensor *x, const tfm_attn *at, qkv_tensor **out)
 {
     const qkv_transformer_layer_opts *o = &m->o;
-    qkv_tensor *h; // like x
-    QKV_TRY(block_in(c, o, &m->norm1, x, &h));
-    QKV_TRY(attn_block(c, o, &m->self_attn, TFM_ATTN_ENCODER_SELF, at, h, &h));
-    QKV_TRY(block_out(c, o, &m->norm1, x, h, &x));
-    QKV_TRY(block_in(c, o, &m->norm2, x, &h));
-    QKV_TRY(ff_block(c, o, &m->linear1, &m->linear2, h, &h));
-    return block_out(c, o, &m->norm2, x, h, out);
+    QKV_TRY(attn_sublayer(c, o, &m->norm1, &m->self_attn, TFM_ATTN_ENCODER_SELF, at, x, &x));
+    return ff_sublayer(c, o, &m->norm2, &m->linear1, &m->linear2, x, out);
 }
 
 qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
@@ -360,9 +363,7 @@ qkv_status qkv_transformer_encoder_layer_forward(qkv_ctx *c,
                                                  qkv_tensor **out)
 {
     const char *fn = "transformer_encoder_layer_forward";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(src, fn, "src");
     if (m->o.d_model <= 0)
@@ -418,16 +419,9 @@ qkv_status tfm_decoder_layer_run_attn(qkv_ctx *c, const qkv_transformer_decoder_
                                       qkv_tensor *x, const tfm_attn *at, qkv_tensor **out)
 {
     const qkv_transformer_layer_opts *o = &m->o;
-    qkv_tensor *h; // like x
-    QKV_TRY(block_in(c, o, &m->norm1, x, &h));
-    QKV_TRY(attn_block(c, o, &m->self_attn, TFM_ATTN_DECODER_SELF, at, h, &h));
-    QKV_TRY(block_out(c, o, &m->norm1, x, h, &x));
-    QKV_TRY(block_in(c, o, &m->norm2, x, &h));
-    QKV_TRY(attn_block(c, o, &m->multihead_attn, TFM_ATTN_CROSS, at, h, &h));
-    QKV_TRY(block_out(c, o, &m->norm2, x, h, &x));
-    QKV_TRY(block_in(c, o, &m->norm3, x, &h));
-    QKV_TRY(ff_block(c, o, &m->linear1, &m->linear2, h, &h));
-    return block_out(c, o, &m->norm3, x, h, out);
+    QKV_TRY(attn_sublayer(c, o, &m->norm1, &m->self_attn, TFM_ATTN_DECODER_SELF, at, x, &x));
+    QKV_TRY(attn_sublayer(c, o, &m->norm2, &m->multihead_attn, TFM_ATTN_CROSS, at, x, &x));
+    return ff_sublayer(c, o, &m->norm3, &m->linear1, &m->linear2, x, out);
 }
 
 qkv_status tfm_check_decoder_call(const char *fn, const char *init, qkv_ctx *c, const void *m,
@@ -435,9 +429,7 @@ qkv_status tfm_check_decoder_call(const char *fn, const char *init, qkv_ctx *c, 
                                   qkv_tensor *memory, const qkv_transformer_masks *masks,
                                   qkv_transformer_masks *mk, qkv_tensor **out)
 {
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(tgt, fn, "tgt");
     QKV_NEED(memory, fn, "memory");

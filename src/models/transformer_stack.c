@@ -153,9 +153,7 @@ static qkv_status encoder_check(const char *fn, qkv_ctx *c, const qkv_transforme
                                 const char *name, qkv_tensor *src, const qkv_transformer_masks *mk,
                                 qkv_tensor **out)
 {
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(src, fn, name);
     if (m->o.d_model <= 0)
@@ -299,9 +297,7 @@ qkv_status qkv_transformer_forward(qkv_ctx *c, const qkv_transformer *m, qkv_ten
                                    qkv_tensor **out)
 {
     const char *fn = "transformer_forward";
-    QKV_NEED(out, fn, "out");
-    *out = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(out, c, fn, "out");
     QKV_NEED(m, fn, "module");
     QKV_NEED(src, fn, "src");
     QKV_NEED(tgt, fn, "tgt");

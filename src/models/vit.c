@@ -113,10 +113,7 @@ typedef struct {
 static qkv_status pool_backward(qkv_ctx *c, void *p)
 {
     pool_saved *s = p;
-    const float *dy = s->y->grad; // (N,D)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (N,S,D)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // dy (N,D), dx (N,S,D)
     int64_t S = s->S, D = s->D;
     float inv = 1.0f / (float)S;
     for (int64_t n = 0; n < s->N; n++)
@@ -284,9 +281,7 @@ void qkv_vit_free(qkv_vit *m)
 qkv_status qkv_vit_features(qkv_ctx *c, const qkv_vit *m, qkv_tensor *images, qkv_tensor **tokens)
 {
     const char *fn = "vit_features";
-    QKV_NEED(tokens, fn, "tokens");
-    *tokens = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(tokens, c, fn, "tokens");
     QKV_NEED(m, fn, "model");
     QKV_NEED(images, fn, "images");
     if (!m->conv_proj.weight)

@@ -197,9 +197,7 @@ static qkv_status act_backward(qkv_ctx *c, void *p)
 static qkv_status activation(qkv_ctx *c, const char *fn, qkv_activation kind, qkv_tensor *x,
                              qkv_tensor **y)
 {
-    QKV_NEED(y, fn, "y");
-    *y = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(y, c, fn, "y");
     QKV_NEED_F32(x, fn, "x");
     qkv_tensor *in[1] = {x};
     int rec = qkv_ctx_recording(c, in, 1);

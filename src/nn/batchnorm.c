@@ -125,15 +125,7 @@ static qkv_status bn_backward(qkv_ctx *c, void *p)
 /* Checks an optional (C) argument. */
 static qkv_status check_channel_vec(const qkv_tensor *t, const char *arg, const qkv_tensor *x, int64_t C)
 {
-    if (!t) return QKV_OK;
-    QKV_NEED_F32(t, "batch_norm", arg);
-    if (t->ndim != 1 || t->shape[0] != C) {
-        char bt[64], bx[64];
-        return qkv_fail(QKV_ERR_SHAPE, "batch_norm: %s %s does not match x %s channels, expected (%lld,)",
-                        arg, qkv_shape_str(t, bt, sizeof bt), qkv_shape_str(x, bx, sizeof bx),
-                        (long long)C);
-    }
-    return QKV_OK;
+    return qkv_check_vec_c("batch_norm", t, arg, x, C, " channels");
 }
 
 static qkv_status bn_check(const qkv_tensor *x, const qkv_tensor *rm, const qkv_tensor *rv,
@@ -195,9 +187,7 @@ qkv_status qkv_batch_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *running_mean,
                           qkv_tensor *running_var, qkv_tensor *weight, qkv_tensor *bias,
                           int training, float momentum, float eps, qkv_tensor **y)
 {
-    QKV_NEED(y, "batch_norm", "y");
-    *y = NULL;
-    QKV_NEED(c, "batch_norm", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "batch_norm", "y");
     QKV_TRY(bn_check(x, running_mean, running_var, weight, bias, training, momentum, eps));
     int64_t N = x->shape[0], C = x->shape[1], S = qkv_tensor_numel(x) / (N * C);
     qkv_tensor *in[3] = {x, weight, bias};

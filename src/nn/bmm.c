@@ -79,9 +79,7 @@ qkv_status qkv_bmm_ex(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int trans_b, flo
 
 qkv_status qkv_bmm(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
 {
-    QKV_NEED(y, "bmm", "y");
-    *y = NULL;
-    QKV_NEED(c, "bmm", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "bmm", "y");
     QKV_NEED(a, "bmm", "a");
     QKV_NEED(b, "bmm", "b");
     char ba[64], bb[64];

@@ -46,9 +46,7 @@ static int trailing_match(const qkv_tensor *big, const qkv_tensor *small)
 
 qkv_status qkv_add(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, qkv_tensor **y)
 {
-    QKV_NEED(y, "add", "y");
-    *y = NULL;
-    QKV_NEED(c, "add", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "add", "y");
     QKV_NEED_F32(a, "add", "a");
     QKV_NEED_F32(b, "add", "b");
     /* Addition commutes: put the larger shape first. */
@@ -125,9 +123,7 @@ static qkv_status cat_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_cat(qkv_ctx *c, qkv_tensor *a, qkv_tensor *b, int dim, qkv_tensor **y)
 {
-    QKV_NEED(y, "cat", "y");
-    *y = NULL;
-    QKV_NEED(c, "cat", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "cat", "y");
     QKV_NEED_F32(a, "cat", "a");
     QKV_NEED_F32(b, "cat", "b");
     char ba[64], bb[64];

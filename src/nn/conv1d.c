@@ -59,9 +59,7 @@ static qkv_status conv_check(const qkv_tensor *x, const qkv_tensor *w, const qkv
 qkv_status qkv_conv1d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, int64_t stride,
                       int64_t padding, int64_t dilation, qkv_tensor **y)
 {
-    QKV_NEED(y, "conv1d", "y");
-    *y = NULL;
-    QKV_NEED(c, "conv1d", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "conv1d", "y");
     qkv_conv_geom g;
     QKV_TRY(conv_check(x, w, b, stride, padding, dilation, &g));
     int64_t shape3[3] = {g.N, g.Cout, g.Wout};

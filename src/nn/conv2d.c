@@ -382,9 +382,7 @@ static qkv_status conv2d_check(const qkv_tensor *x, const qkv_tensor *w, const q
 qkv_status qkv_conv2d(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b, const int64_t *stride,
                       const int64_t *padding, const int64_t *dilation, qkv_tensor **y)
 {
-    QKV_NEED(y, "conv2d", "y");
-    *y = NULL;
-    QKV_NEED(c, "conv2d", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "conv2d", "y");
     qkv_conv_geom g;
     QKV_TRY(conv2d_check(x, w, b, stride, padding, dilation, &g));
     int64_t shape[4] = {g.N, g.Cout, g.Hout, g.Wout};

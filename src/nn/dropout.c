@@ -21,10 +21,7 @@ static inline float keep_factor(uint64_t seed, int64_t i, float p, float scale)
 static qkv_status dropout_backward(qkv_ctx *c, void *p)
 {
     dropout_saved *s = p;
-    const float *dy = s->y->grad; // (n)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (n) each
     if (s->p >= 1.0f) return QKV_OK; /* every element dropped */
     float scale = 1.0f / (1.0f - s->p);
     QKV_PAR_FOR(s->n >= QKV_PAR_MIN,
@@ -34,9 +31,7 @@ static qkv_status dropout_backward(qkv_ctx *c, void *p)
 
 qkv_status qkv_dropout(qkv_ctx *c, qkv_tensor *x, float p, qkv_tensor **y)
 {
-    QKV_NEED(y, "dropout", "y");
-    *y = NULL;
-    QKV_NEED(c, "dropout", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "dropout", "y");
     QKV_NEED_F32(x, "dropout", "x");
     if (!(p >= 0.0f && p <= 1.0f))
         return qkv_fail(QKV_ERR_ARG, "dropout: p %g must be in [0,1]", (double)p);

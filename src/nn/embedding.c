@@ -16,10 +16,7 @@ typedef struct {
 static qkv_status emb_backward(qkv_ctx *c, void *p)
 {
     emb_saved *s = p;
-    const float *dy = s->y->grad; // (n,dim)
-    if (!dy || !s->w->requires_grad) return QKV_OK;
-    float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (num,dim)
-    if (!dw) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->w, dy, dw); // dy (n,dim), dw (num,dim)
     int64_t dim = s->dim, nblk = (dim + EMB_COLS - 1) / EMB_COLS;
     /* by blocks of columns on the threads: each element's sum runs over the
      * ids in order, whichever thread has its block */
@@ -52,9 +49,7 @@ static const char *position_str(const qkv_tensor *ids, int64_t k, char *buf, siz
 qkv_status qkv_embedding(qkv_ctx *c, qkv_tensor *weight, qkv_tensor *ids, int64_t padding_idx,
                          qkv_tensor **y)
 {
-    QKV_NEED(y, "embedding", "y");
-    *y = NULL;
-    QKV_NEED(c, "embedding", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "embedding", "y");
     QKV_NEED_F32(weight, "embedding", "weight");
     QKV_TRY(qkv_need_dtype(ids, QKV_I64, "embedding", "ids"));
     char bw[64], bi[64], bp[64];

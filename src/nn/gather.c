@@ -98,10 +98,7 @@ typedef struct {
 static qkv_status gather_backward(qkv_ctx *c, void *p)
 {
     gather_saved *s = p;
-    const float *dy = s->y->grad;
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x);
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx);
     walk(&s->m, dy, dx, qkv_tensor_numel(s->y), 1);
     return QKV_OK;
 }

@@ -201,23 +201,13 @@ static qkv_status ln_backward(qkv_ctx *c, void *p)
 /* Checks an optional (C) parameter of layer_norm. */
 static qkv_status check_affine(const qkv_tensor *t, const char *arg, const qkv_tensor *x, int64_t C)
 {
-    if (!t) return QKV_OK;
-    QKV_NEED_F32(t, "layer_norm", arg);
-    if (t->ndim != 1 || t->shape[0] != C) {
-        char bt[64], bx[64];
-        return qkv_fail(QKV_ERR_SHAPE, "layer_norm: %s %s does not match x %s, expected (%lld,)",
-                        arg, qkv_shape_str(t, bt, sizeof bt), qkv_shape_str(x, bx, sizeof bx),
-                        (long long)C);
-    }
-    return QKV_OK;
+    return qkv_check_vec_c("layer_norm", t, arg, x, C, "");
 }
 
 qkv_status qkv_layer_norm(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias,
                           float eps, qkv_tensor **y)
 {
-    QKV_NEED(y, "layer_norm", "y");
-    *y = NULL;
-    QKV_NEED(c, "layer_norm", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "layer_norm", "y");
     QKV_NEED_F32(x, "layer_norm", "x");
     char bx[64];
     if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)

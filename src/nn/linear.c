@@ -193,9 +193,7 @@ qkv_status qkv_linear_check_shapes(const char *fn, const qkv_tensor *x, const qk
 static qkv_status linear_check(const char *fn, qkv_ctx *c, const qkv_tensor *x, const qkv_tensor *w,
                                const qkv_tensor *b, qkv_tensor **y)
 {
-    QKV_NEED(y, fn, "y");
-    *y = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(y, c, fn, "y");
     QKV_NEED(x, fn, "x");
     QKV_NEED(w, fn, "weight");
     return qkv_linear_check_shapes(fn, x, w, b);

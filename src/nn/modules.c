@@ -11,22 +11,11 @@
 
 qkv_status qkv_module_forward(qkv_ctx *c, qkv_module *m, qkv_tensor *x, qkv_tensor **y)
 {
-    QKV_NEED(y, "module_forward", "y");
-    *y = NULL;
-    QKV_NEED(c, "module_forward", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "module_forward", "y");
     QKV_NEED(m, "module_forward", "module");
     if (!m->forward)
         return qkv_fail(QKV_ERR_STATE, "module_forward: module has no forward (was its _init called?)");
     return m->forward(c, m, x, y);
-}
-
-/* Checks the arguments every _init with parameters shares. */
-static qkv_status init_common(const char *fn, const void *m, qkv_params *p, qkv_rng *rng, int need_rng)
-{
-    QKV_NEED(m, fn, "module");
-    QKV_NEED(p, fn, "params");
-    if (need_rng) QKV_NEED(rng, fn, "rng");
-    return QKV_OK;
 }
 
 /* ---- Linear ----------------------------------------------------------------- */
@@ -40,7 +29,7 @@ static qkv_status linear_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qk
 static qkv_status nn_linear_init_body(qkv_nn_linear *m, int64_t in_features, int64_t out_features,
                                       int bias, qkv_params *p, const char *prefix, qkv_rng *rng)
 {
-    QKV_TRY(init_common("nn_linear_init", m, p, rng, 1));
+    QKV_TRY(qkv_nn_init_args("nn_linear_init", m, p, rng, 1));
     if (in_features < 1 || out_features < 1)
         return qkv_fail(QKV_ERR_ARG, "nn_linear_init: in_features %lld and out_features %lld must be positive",
                         (long long)in_features, (long long)out_features);
@@ -82,7 +71,7 @@ static qkv_status conv1d_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qk
 qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *m, const qkv_conv1d_opts *o, qkv_params *p,
                               const char *prefix, qkv_rng *rng)
 {
-    QKV_TRY(init_common("nn_conv1d_init", m, p, rng, 1));
+    QKV_TRY(qkv_nn_init_args("nn_conv1d_init", m, p, rng, 1));
     QKV_NEED(o, "nn_conv1d_init", "opts");
     if (o->in_channels < 1 || o->out_channels < 1 || o->kernel_size < 1)
         return qkv_fail(QKV_ERR_ARG, "nn_conv1d_init: in_channels %lld, out_channels %lld and "
@@ -124,7 +113,7 @@ static qkv_status conv2d_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qk
 qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_params *p,
                               const char *prefix, qkv_rng *rng)
 {
-    QKV_TRY(init_common("nn_conv2d_init", m, p, rng, 1));
+    QKV_TRY(qkv_nn_init_args("nn_conv2d_init", m, p, rng, 1));
     QKV_NEED(o, "nn_conv2d_init", "opts");
     const int64_t *k = o->kernel_size, *s = o->stride, *pd = o->padding, *d = o->dilation;
     if (o->in_channels < 1 || o->out_channels < 1 || k[0] < 1 || k[1] < 1)
@@ -249,7 +238,7 @@ static qkv_status nn_embedding_init_body(qkv_nn_embedding *m, int64_t num_embedd
                                          int64_t embedding_dim, int64_t padding_idx, qkv_params *p,
                                          const char *prefix, qkv_rng *rng)
 {
-    QKV_TRY(init_common("nn_embedding_init", m, p, rng, 1));
+    QKV_TRY(qkv_nn_init_args("nn_embedding_init", m, p, rng, 1));
     if (num_embeddings < 1 || embedding_dim < 1)
         return qkv_fail(QKV_ERR_ARG, "nn_embedding_init: num_embeddings %lld and embedding_dim %lld "
                         "must be positive", (long long)num_embeddings, (long long)embedding_dim);

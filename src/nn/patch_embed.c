@@ -19,9 +19,7 @@
 qkv_status qkv_patch_embed(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b,
                            qkv_tensor **y)
 {
-    QKV_NEED(y, FN, "y");
-    *y = NULL;
-    QKV_NEED(c, FN, "ctx");
+    QKV_NEED_OUT_CTX(y, c, FN, "y");
     QKV_NEED_F32(x, FN, "x");
     QKV_NEED_F32(w, FN, "w");
     if (b) QKV_NEED_F32(b, FN, "b");
@@ -65,9 +63,7 @@ static qkv_status nn_patch_embed_init_body(qkv_nn_patch_embed *m, int64_t in_cha
                                            qkv_rng *rng)
 {
     const char *fn = "nn_patch_embed_init";
-    QKV_NEED(m, fn, "module");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
+    QKV_TRY(qkv_nn_init_args(fn, m, p, rng, 1));
     if (in_channels < 1 || embed_dim < 1 || patch < 1)
         return qkv_fail(QKV_ERR_ARG, "%s: in_channels %lld, embed_dim %lld, patch %lld: each must be >= 1",
                         fn, (long long)in_channels, (long long)embed_dim, (long long)patch);

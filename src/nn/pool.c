@@ -134,9 +134,7 @@ qkv_status qkv_max_pool2d(qkv_ctx *c, qkv_tensor *x, const int64_t *kernel_size,
                           const int64_t *stride, const int64_t *padding, const int64_t *dilation,
                           int ceil_mode, qkv_tensor **y)
 {
-    QKV_NEED(y, "max_pool2d", "y");
-    *y = NULL;
-    QKV_NEED(c, "max_pool2d", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "max_pool2d", "y");
     pool_geom g;
     QKV_TRY(pool_check(x, kernel_size, stride, padding, dilation, ceil_mode, &g));
     int64_t shape[4] = {x->ndim == 4 ? x->shape[0] : 1, x->shape[x->ndim - 3], g.Hout, g.Wout};

@@ -53,9 +53,7 @@ qkv_status qkv_sinusoidal_fill(int64_t offset, int64_t T, int64_t d, float *pe)
 
 qkv_status qkv_sinusoidal(qkv_ctx *c, int64_t offset, int64_t T, int64_t d, qkv_tensor **pe)
 {
-    QKV_NEED(pe, "sinusoidal", "pe");
-    *pe = NULL;
-    QKV_NEED(c, "sinusoidal", "ctx");
+    QKV_NEED_OUT_CTX(pe, c, "sinusoidal", "pe");
     QKV_TRY(sinusoidal_check(offset, T, d));
     int64_t shape[2] = {T, d};
     QKV_TRY(qkv_ctx_tensor(c, 2, shape, 0, pe));
@@ -169,9 +167,7 @@ qkv_status qkv_add_positional(qkv_ctx *c, qkv_tensor *x, qkv_tensor *pe, int64_t
                               int batch_first, qkv_tensor **y)
 {
     const char *fn = "add_positional";
-    QKV_NEED(y, fn, "y");
-    *y = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(y, c, fn, "y");
     QKV_NEED_F32(x, fn, "x");
     QKV_NEED_F32(pe, fn, "pe");
     seq_shape g = {0, 0, 0, 0};
@@ -217,10 +213,7 @@ typedef struct {
 static qkv_status positions_backward(qkv_ctx *c, void *p)
 {
     positions_saved *s = p;
-    const float *dy = s->y->grad; // (T,d)
-    if (!dy || !s->w->requires_grad) return QKV_OK;
-    float *dw = qkv_tensor_grad(qkv_ctx_arena(c), s->w); // (P,d)
-    if (!dw) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->w, dy, dw); // dy (T,d), dw (P,d)
     dw += s->offset * s->d;
     for (int64_t i = 0; i < s->T * s->d; i++) dw[i] += dy[i];
     return QKV_OK;
@@ -229,9 +222,7 @@ static qkv_status positions_backward(qkv_ctx *c, void *p)
 qkv_status qkv_positions(qkv_ctx *c, qkv_tensor *weight, int64_t offset, int64_t T,
                          qkv_tensor **y)
 {
-    QKV_NEED(y, "positions", "y");
-    *y = NULL;
-    QKV_NEED(c, "positions", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "positions", "y");
     QKV_NEED_F32(weight, "positions", "weight");
     char bw[64];
     if (weight->ndim != 2)
@@ -266,19 +257,14 @@ typedef struct {
 static qkv_status scale_backward(qkv_ctx *c, void *p)
 {
     scale_saved *s = p;
-    const float *dy = s->y->grad; // (n)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (n)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (n) each
     for (int64_t i = 0; i < s->n; i++) dx[i] += s->alpha * dy[i];
     return QKV_OK;
 }
 
 qkv_status qkv_scale(qkv_ctx *c, qkv_tensor *x, float alpha, qkv_tensor **y)
 {
-    QKV_NEED(y, "scale", "y");
-    *y = NULL;
-    QKV_NEED(c, "scale", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "scale", "y");
     QKV_NEED_F32(x, "scale", "x");
     if (!isfinite(alpha)) return qkv_fail(QKV_ERR_ARG, "scale: alpha %g is not finite", (double)alpha);
     qkv_tensor *in[1] = {x};
@@ -306,10 +292,7 @@ typedef struct {
 static qkv_status catpos_backward(qkv_ctx *c, void *p)
 {
     catpos_saved *s = p;
-    const float *dy = s->y->grad; // (O,ia+ib)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (O,ia)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // dy (O,ia+ib), dx (O,ia)
     for (int64_t o = 0; o < s->O; o++)
         for (int64_t i = 0; i < s->ia; i++) dx[o * s->ia + i] += dy[o * (s->ia + s->ib) + i];
     return QKV_OK;
@@ -318,9 +301,7 @@ static qkv_status catpos_backward(qkv_ctx *c, void *p)
 qkv_status qkv_cat_position(qkv_ctx *c, qkv_tensor *x, qkv_posidx kind, int channels_first,
                             qkv_tensor **y)
 {
-    QKV_NEED(y, "cat_position", "y");
-    *y = NULL;
-    QKV_NEED(c, "cat_position", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "cat_position", "y");
     QKV_NEED_F32(x, "cat_position", "x");
     char bx[64];
     if (x->ndim != 2 && x->ndim != 3)
@@ -438,10 +419,7 @@ static void rope_rotate(const float *in, float *out, int accumulate, float sign,
 static qkv_status rope_backward(qkv_ctx *c, void *p)
 {
     rope_saved *s = p;
-    const float *dy = s->y->grad; // (rows,T,hd)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,T,hd)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,T,hd) each
     rope_rotate(dy, dx, 1, -1.0f, &s->g, &s->tb);
     return QKV_OK;
 }
@@ -540,9 +518,7 @@ static qkv_status rope_build(qkv_ctx *c, const rope_geom *g, const qkv_rope_opts
 
 qkv_status qkv_rope(qkv_ctx *c, qkv_tensor *x, const qkv_rope_opts *opts, qkv_tensor **y)
 {
-    QKV_NEED(y, "rope", "y");
-    *y = NULL;
-    QKV_NEED(c, "rope", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "rope", "y");
     QKV_NEED_F32(x, "rope", "x");
     qkv_rope_opts o = opts ? *opts : qkv_rope_opts_default();
     rope_geom g;
@@ -641,9 +617,7 @@ qkv_status qkv_alibi_bias_fill(int64_t N, int64_t H, int64_t L, int64_t S, qkv_a
 qkv_status qkv_alibi_bias(qkv_ctx *c, int64_t N, int64_t H, int64_t L, int64_t S,
                           qkv_alibi_kind kind, qkv_tensor **bias)
 {
-    QKV_NEED(bias, "alibi_bias", "bias");
-    *bias = NULL;
-    QKV_NEED(c, "alibi_bias", "ctx");
+    QKV_NEED_OUT_CTX(bias, c, "alibi_bias", "bias");
     QKV_TRY(alibi_check(N, H, L, S, kind));
     int64_t shape[3] = {N * H, L, S};
     QKV_TRY(qkv_ctx_tensor(c, 3, shape, 0, bias));
@@ -700,9 +674,7 @@ static qkv_status nn_learned_pos_init_body(qkv_nn_learned_pos *m, int64_t max_le
                                            qkv_rng *rng)
 {
     const char *fn = "nn_learned_pos_init";
-    QKV_NEED(m, fn, "module");
-    QKV_NEED(p, fn, "params");
-    QKV_NEED(rng, fn, "rng");
+    QKV_TRY(qkv_nn_init_args(fn, m, p, rng, 1));
     if (max_len < 1 || d_model < 1)
         return qkv_fail(QKV_ERR_ARG, "%s: max_len %lld and d_model %lld must be positive", fn,
                         (long long)max_len, (long long)d_model);

@@ -233,9 +233,7 @@ static qkv_status infer_lengths(const side_t *l, const qkv_tensor *x, int64_t *l
 qkv_status qkv_rearrange(qkv_ctx *c, qkv_tensor *x, const char *pattern, const char *sizes,
                          qkv_tensor **y)
 {
-    QKV_NEED(y, FN, "y");
-    *y = NULL;
-    QKV_NEED(c, FN, "ctx");
+    QKV_NEED_OUT_CTX(y, c, FN, "y");
     QKV_NEED_F32(x, FN, "x");
     QKV_NEED(pattern, FN, "pattern");
     const char *arrow = strstr(pattern, "->");

@@ -16,10 +16,7 @@ typedef struct {
 static qkv_status softmax_backward(qkv_ctx *c, void *p)
 {
     softmax_saved *s = p;
-    const float *dy = s->y->grad; // (rows,S)
-    if (!dy || !s->x->requires_grad) return QKV_OK;
-    float *dx = qkv_tensor_grad(qkv_ctx_arena(c), s->x); // (rows,S)
-    if (!dx) return QKV_ERR_NOMEM;
+    QKV_BACKWARD_ONE(c, s->y, s->x, dy, dx); // (rows,S) each
     const float *y = s->y->data; // (rows,S)
     int64_t S = s->S;
     for (int64_t r = 0; r < s->rows; r++) {
@@ -54,9 +51,7 @@ static void softmax_row(const float *x, const uint8_t *mask, float *y, int64_t S
 qkv_status qkv_softmax(qkv_ctx *c, qkv_tensor *x, const qkv_tensor *key_padding_mask,
                        qkv_tensor **y)
 {
-    QKV_NEED(y, "softmax", "y");
-    *y = NULL;
-    QKV_NEED(c, "softmax", "ctx");
+    QKV_NEED_OUT_CTX(y, c, "softmax", "y");
     QKV_NEED(x, "softmax", "x");
     const qkv_tensor *m = key_padding_mask;
     char bx[64], bm[64];

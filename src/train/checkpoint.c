@@ -337,35 +337,39 @@ static qkv_status meta_str(const ckpt_file *f, const char *key, const char **v)
     return QKV_OK;
 }
 
-static qkv_status meta_i64(const ckpt_file *f, const char *key, int64_t *out)
+/* Metadata key as a number written exactly as a save writes it: into *i an
+ * integer ("%lld": no sign, space or leading zero), or (i NULL) into *d a
+ * finite double ("%.17g"). */
+static qkv_status meta_num(const ckpt_file *f, const char *key, int64_t *i, double *d)
 {
     const char *v;
     QKV_TRY(meta_str(f, key, &v));
     char *end, back[VAL_LEN];
     errno = 0;
-    long long x = strtoll(v, &end, 10);
-    /* Strict: exactly as a save writes it (no sign, space or leading zero). */
-    if (!errno && end != v && !*end) snprintf(back, sizeof back, "%lld", x);
-    if (errno || end == v || *end || strcmp(back, v) != 0)
-        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not an integer written "
-                       "canonically", key, v);
-    *out = x;
+    long long xi = 0;
+    double xd = 0;
+    if (i) xi = strtoll(v, &end, 10);
+    else xd = strtod(v, &end);
+    int ok = !errno && end != v && !*end && (i || isfinite(xd));
+    if (ok && i) snprintf(back, sizeof back, "%lld", xi);
+    else if (ok) snprintf(back, sizeof back, "%.17g", xd);
+    if (!ok || strcmp(back, v) != 0)
+        return ck_fail(f, QKV_ERR_FORMAT, i ? "metadata '%s' = '%s' is not an integer written canonically"
+                                            : "metadata '%s' = '%s' is not a finite number written "
+                                              "as a save writes it (%%.17g)", key, v);
+    if (i) *i = xi;
+    else *d = xd;
     return QKV_OK;
+}
+
+static qkv_status meta_i64(const ckpt_file *f, const char *key, int64_t *out)
+{
+    return meta_num(f, key, out, NULL);
 }
 
 static qkv_status meta_f64(const ckpt_file *f, const char *key, double *out)
 {
-    const char *v;
-    QKV_TRY(meta_str(f, key, &v));
-    char *end, back[VAL_LEN];
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!errno && end != v && !*end) snprintf(back, sizeof back, "%.17g", x);
-    if (errno || end == v || *end || !isfinite(x) || strcmp(back, v) != 0)
-        return ck_fail(f, QKV_ERR_FORMAT, "metadata '%s' = '%s' is not a finite number written "
-                       "as a save writes it (%%.17g)", key, v);
-    *out = x;
-    return QKV_OK;
+    return meta_num(f, key, NULL, out);
 }
 
 static qkv_status meta_flag(const ckpt_file *f, const char *key, int *out)

@@ -20,6 +20,24 @@ qkv_status qkv_loss_check_reduction(const char *fn, qkv_reduction r)
     return QKV_OK;
 }
 
+qkv_status qkv_loss_check_smoothing(const char *fn, double label_smoothing)
+{
+    if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+        return qkv_fail(QKV_ERR_ARG, "%s: label_smoothing %g outside [0,1]", fn, label_smoothing);
+    return QKV_OK;
+}
+
+/* The arguments every loss of this file takes, in order: loss (NULL
+ * first), ctx, its input (named xname), target and the reduction. */
+static qkv_status loss_args(const char *fn, qkv_tensor **loss, qkv_ctx *c, const qkv_tensor *x,
+                            const char *xname, const qkv_tensor *target, qkv_reduction r)
+{
+    QKV_NEED_OUT_CTX(loss, c, fn, "loss");
+    QKV_NEED(x, fn, xname);
+    QKV_NEED(target, fn, "target");
+    return qkv_loss_check_reduction(fn, r);
+}
+
 qkv_status qkv_loss_tensor(qkv_ctx *c, qkv_reduction r, const qkv_tensor *like, int rec,
                               qkv_tensor **loss)
 {
@@ -60,12 +78,7 @@ static qkv_status mse_backward(qkv_ctx *c, void *p)
 qkv_status qkv_mse_loss(qkv_ctx *c, qkv_tensor *input, qkv_tensor *target,
                         qkv_reduction reduction, qkv_tensor **loss)
 {
-    QKV_NEED(loss, "mse_loss", "loss");
-    *loss = NULL;
-    QKV_NEED(c, "mse_loss", "ctx");
-    QKV_NEED(input, "mse_loss", "input");
-    QKV_NEED(target, "mse_loss", "target");
-    QKV_TRY(qkv_loss_check_reduction("mse_loss", reduction));
+    QKV_TRY(loss_args("mse_loss", loss, c, input, "input", target, reduction));
     if (input->dtype != QKV_F32 || target->dtype != QKV_F32 ||
         (qkv_tensor_numel(input) > 0 && (!input->data || !target->data)))
         return qkv_fail(QKV_ERR_DTYPE, "mse_loss: input and target must be F32");
@@ -289,15 +302,8 @@ qkv_status qkv_cross_entropy(qkv_ctx *c, qkv_tensor *logits, const qkv_tensor *t
                              int64_t ignore_index, double label_smoothing,
                              qkv_reduction reduction, qkv_tensor **loss)
 {
-    QKV_NEED(loss, "cross_entropy", "loss");
-    *loss = NULL;
-    QKV_NEED(c, "cross_entropy", "ctx");
-    QKV_NEED(logits, "cross_entropy", "logits");
-    QKV_NEED(target, "cross_entropy", "target");
-    QKV_TRY(qkv_loss_check_reduction("cross_entropy", reduction));
-    if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-        return qkv_fail(QKV_ERR_ARG, "cross_entropy: label_smoothing %g outside [0,1]",
-                        label_smoothing);
+    QKV_TRY(loss_args("cross_entropy", loss, c, logits, "logits", target, reduction));
+    QKV_TRY(qkv_loss_check_smoothing("cross_entropy", label_smoothing));
     ce_dims d;
     QKV_TRY(ce_check_shapes(logits, target, &d));
     QKV_TRY(qkv_ce_check_labels("cross_entropy", target, d.C, ignore_index));

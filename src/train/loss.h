@@ -6,6 +6,8 @@
 
 /* r is one of QKV_REDUCTION_MEAN, _SUM, _NONE; else an error naming fn. */
 qkv_status qkv_loss_check_reduction(const char *fn, qkv_reduction r);
+/* label_smoothing is in [0,1]; else an error naming fn. */
+qkv_status qkv_loss_check_smoothing(const char *fn, double label_smoothing);
 /* Every label of y (I64) is ignore or in [0,C); else an error naming fn,
  * the first label that is not and its position in y. */
 qkv_status qkv_ce_check_labels(const char *fn, const qkv_tensor *y, int64_t C, int64_t ignore);

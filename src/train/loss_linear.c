@@ -141,15 +141,12 @@ qkv_status qkv_linear_cross_entropy(qkv_ctx *c, qkv_tensor *x, qkv_tensor *weigh
                                     qkv_reduction reduction, qkv_tensor **loss)
 {
     const char *fn = "linear_cross_entropy";
-    QKV_NEED(loss, fn, "loss");
-    *loss = NULL;
-    QKV_NEED(c, fn, "ctx");
+    QKV_NEED_OUT_CTX(loss, c, fn, "loss");
     QKV_NEED(x, fn, "x");
     QKV_NEED(weight, fn, "weight");
     QKV_NEED(target, fn, "target");
     QKV_TRY(qkv_loss_check_reduction(fn, reduction));
-    if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-        return qkv_fail(QKV_ERR_ARG, "%s: label_smoothing %g outside [0,1]", fn, label_smoothing);
+    QKV_TRY(qkv_loss_check_smoothing(fn, label_smoothing));
     QKV_TRY(lce_check(fn, x, weight, bias, target));
     int64_t V = weight->shape[0], K = weight->shape[1], M = qkv_tensor_numel(target);
     QKV_TRY(qkv_ce_check_labels(fn, target, V, ignore_index));

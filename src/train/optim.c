@@ -12,7 +12,7 @@
 #include "kernels/rows.h"
 #include "train/optim_internal.h"
 
-qkv_optim_opts qkv_optim_sgd_default(double lr)
+qkv_optim_opts qkv_optim_sgd_opts_default(double lr)
 {
     qkv_optim_opts o = {0};
     o.kind = QKV_OPTIM_SGD;
@@ -23,20 +23,25 @@ qkv_optim_opts qkv_optim_sgd_default(double lr)
     return o;
 }
 
-qkv_optim_opts qkv_optim_adam_default(void)
+qkv_optim_opts qkv_optim_adam_opts_default(void)
 {
-    qkv_optim_opts o = qkv_optim_sgd_default(1e-3);
+    qkv_optim_opts o = qkv_optim_sgd_opts_default(1e-3);
     o.kind = QKV_OPTIM_ADAM;
     return o;
 }
 
-qkv_optim_opts qkv_optim_adamw_default(void)
+qkv_optim_opts qkv_optim_adamw_opts_default(void)
 {
-    qkv_optim_opts o = qkv_optim_adam_default();
+    qkv_optim_opts o = qkv_optim_adam_opts_default();
     o.kind = QKV_OPTIM_ADAMW;
     o.weight_decay = 1e-2;
     return o;
 }
+
+/* the deprecated names (docs/core.md, "Names") */
+qkv_optim_opts qkv_optim_sgd_default(double lr) { return qkv_optim_sgd_opts_default(lr); }
+qkv_optim_opts qkv_optim_adam_default(void) { return qkv_optim_adam_opts_default(); }
+qkv_optim_opts qkv_optim_adamw_default(void) { return qkv_optim_adamw_opts_default(); }
 
 const char *qkv_optim_kind_name(qkv_optim_kind k)
 {

@@ -19,7 +19,7 @@ static qkv_optim *O;
 static void make_store(qkv_params **p, qkv_optim **o, int amsgrad)
 {
     qkv_tensor *w, *b;
-    qkv_optim_opts oo = qkv_optim_adamw_default();
+    qkv_optim_opts oo = qkv_optim_adamw_opts_default();
     oo.amsgrad = amsgrad;
     if (qkv_params_new(p) != QKV_OK ||
         qkv_params_add(*p, "head.", "weight", 2, (int64_t[]){3, 2}, &w) != QKV_OK || /* w is (3,2) */
