@@ -54,7 +54,9 @@ typedef enum {
     QKV_TOKENIZER_CHARS,
     QKV_TOKENIZER_BPE,
     QKV_TOKENIZER_GPT2,
-    QKV_TOKENIZER_WORDS
+    QKV_TOKENIZER_WORDS,
+    QKV_TOKENIZER_GGUF_GPT2, /* a GGUF file's "gpt2" vocabulary (below) */
+    QKV_TOKENIZER_GGUF_LLAMA /* a GGUF file's "llama" vocabulary (below) */
 } qkv_tokenizer_kind;
 
 typedef struct qkv_tokenizer qkv_tokenizer;
@@ -112,6 +114,76 @@ QKV_API qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text
  * U+FFFD. Byte-level ids cut inside a character give its bytes as they are. */
 QKV_API qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
                                         char **text, size_t *len);
+
+/* ---- tokenizers of GGUF files, as llama.cpp's (src/data/tokenizer_vocab.c,
+ * tokenizer_spm.c, tokenizer_llama_pre.c, tokenizer_gguf.c) ------------------
+ * tokenizer.ggml.model "gpt2": byte-level BPE with the file's tokens and
+ * merges after the pre-tokenizer tokenizer.ggml.pre names (default, gpt2,
+ * smollm, llama3 and their aliases; another name is refused, named);
+ * "llama": SentencePiece's BPE with the file's scores, spaces as U+2581, a
+ * space put first when add_space_prefix says so, and bytes as <0xXX> tokens
+ * where no token covers a piece. Token types (tokenizer.ggml.token_type):
+ * control, user-defined and unknown tokens are cut out of the text before
+ * the rest, the longest first; with parse_special 0 only the user-defined
+ * ones are. decode writes what llama.cpp's token_to_piece writes with
+ * special on (control tokens' texts included), so decode(encode(x)) == x
+ * for valid UTF-8 x (a "llama" vocabulary with add_space_prefix adds the
+ * space in front); gpt2 reads invalid UTF-8 bytes as U+FFFD, as llama.cpp. */
+typedef struct qkv_gguf qkv_gguf;
+/* A vocabulary in memory: what the GGUF keys tokenizer.ggml.* hold. */
+typedef struct {
+    const char *model;             /* "gpt2" or "llama" */
+    const char *pre;               /* gpt2's pre-tokenizer (NULL or "": "default") */
+    int64_t n_tokens;              /* 1 to 2^24 */
+    const char *const *tokens;     /* the texts as the file has them */
+    const size_t *token_lens;      /* their lengths (NULL: NUL-terminated) */
+    const float *scores;           /* llama: n_tokens scores (NULL: all 0) */
+    const int32_t *types;          /* 1 normal 2 unknown 3 control 4 user-defined 5 unused 6 byte (NULL: all 1) */
+    int64_t n_merges;              /* gpt2: merges "A B", in rank order */
+    const char *const *merges;
+    const size_t *merge_lens;      /* NULL: NUL-terminated */
+    int64_t bos, eos, unk, pad, eot; /* ids, -1 for none (eot -1: found by name as llama.cpp does) */
+    int add_bos, add_eos, add_space_prefix; /* 0 or 1; -1: llama.cpp's default for the model */
+} qkv_vocab_spec;
+QKV_API qkv_status qkv_tokenizer_from_vocab(const qkv_vocab_spec *v, qkv_tokenizer **out);
+/* The tokenizer of a GGUF file's metadata (tokenizer.ggml.*; ids absent from
+ * it take llama.cpp's defaults). */
+QKV_API qkv_status qkv_tokenizer_from_gguf(const qkv_gguf *g, qkv_tokenizer **out);
+/* encode with llama.cpp's two switches: add_special puts BOS (and EOS) where
+ * the vocabulary adds them; parse_special reads control tokens' texts in
+ * text as those tokens. qkv_tokenizer_encode is this with both 0. Other
+ * kinds take only 0, 0. */
+QKV_API qkv_status qkv_tokenizer_encode_special(const qkv_tokenizer *t, const char *text, size_t len,
+                                                int add_special, int parse_special, int64_t **ids,
+                                                int64_t *n);
+/* A GGUF tokenizer's special ids (-1: none) and switches. qkv_tokenizer_special
+ * also takes "bos", "eos", "eot", "unk", "pad" or a special token's text. */
+typedef struct {
+    int64_t bos, eos, eot, unk, pad;
+    int add_bos, add_eos, add_space_prefix;
+} qkv_tokenizer_info;
+QKV_API qkv_status qkv_tokenizer_info_of(const qkv_tokenizer *t, qkv_tokenizer_info *info);
+/* 1 if id ends generation (EOS, EOT, or one of llama.cpp's end names such
+ * as <|im_end|> and <end_of_turn>); 0 otherwise and for other kinds. */
+QKV_API int qkv_tokenizer_is_eog(const qkv_tokenizer *t, int64_t id);
+
+/* ---- chat templates (src/data/chat.c) ----------------------------------
+ * llama.cpp's C formatting of known templates (llm_chat_apply_template):
+ * tmpl is a template's name ("chatml", "gemma") or a GGUF file's
+ * tokenizer.chat_template text, recognised by the substrings llama.cpp
+ * looks for (<|im_start|>: chatml; <start_of_turn>: gemma); a template
+ * recognised as another of llama.cpp's, or none, is QKV_ERR_ARG naming
+ * it. add_assistant ends the prompt with the assistant's opening.
+ * *out is malloc'd and NUL-terminated (free() it), *out_len its length. */
+typedef struct {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} qkv_chat_message;
+QKV_API qkv_status qkv_chat_apply(const char *tmpl, const qkv_chat_message *messages, int64_t n,
+                                  int add_assistant, char **out, size_t *out_len);
+/* The name of the template tmpl is recognised as ("chatml", "gemma", or
+ * another of llama.cpp's names; "unknown" if none). */
+QKV_API const char *qkv_chat_template_name(const char *tmpl);
 
 /* ---- GNU gettext catalogues (src/data/mo.c, docs/translation_data.md) --- */
 

@@ -74,6 +74,34 @@ int64_t tok_pairmap_get(const tok_pairmap *m, int64_t l, int64_t r)
     }
 }
 
+static uint64_t str_hash(const unsigned char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+qkv_status tok_strmap_init(tok_strmap *m, int64_t n, const char *fn)
+{
+    m->cap = 16;
+    while (m->cap < 2 * (size_t)n) m->cap *= 2;
+    m->slot = malloc(m->cap * sizeof *m->slot);
+    if (!m->slot) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for a map of %" PRId64 " strings", fn, n);
+    memset(m->slot, 0xff, m->cap * sizeof *m->slot);
+    return QKV_OK;
+}
+
+int64_t *tok_strmap_slot(const tok_strmap *m, const unsigned char *bytes, const int64_t *off, const unsigned char *s,
+                         size_t n)
+{
+    for (size_t h = (size_t)str_hash(s, n);; h++) {
+        int64_t *e = &m->slot[h & (m->cap - 1)];
+        if (*e < 0) return e;
+        size_t l = (size_t)(off[*e + 1] - off[*e]);
+        if (l == n && !memcmp(bytes + off[*e], s, n)) return e;
+    }
+}
+
 qkv_status tok_read_file(const char *path, char **text, size_t *len, const char *fn)
 {
     FILE *f = fopen(path, "rb");
@@ -115,6 +143,7 @@ void qkv_tokenizer_free(qkv_tokenizer *t)
 {
     if (!t) return;
     free(t->chars), free(t->merges), free(t->tok_bytes), free(t->tok_off), free(t->wmap);
+    free(t->raw), free(t->raw_off), free(t->rmap.slot), free(t->attr), free(t->scores), free(t->specials);
     tok_pairmap_free(&t->ranks);
     free(t);
 }
@@ -183,6 +212,11 @@ qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64
     QKV_NEED(name, fn, "name");
     QKV_NEED(id, fn, "id");
     if (t->kind == QKV_TOKENIZER_WORDS && tok_words_special(name) >= 0) return *id = tok_words_special(name), QKV_OK;
+    if (t->kind == QKV_TOKENIZER_GGUF_GPT2 || t->kind == QKV_TOKENIZER_GGUF_LLAMA) {
+        *id = tok_vocab_special(t, name);
+        if (*id < 0) return qkv_fail(QKV_ERR_NOTFOUND, "%s: this tokenizer has no special token '%.64s'", fn, name);
+        return QKV_OK;
+    }
     if (strcmp(name, EOT) || t->eot < 0)
         return qkv_fail(QKV_ERR_NOTFOUND, "%s: this tokenizer has no special token '%.64s'", fn, name);
     *id = t->eot;
@@ -191,6 +225,12 @@ qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64
 
 qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len, int64_t **ids,
                                 int64_t *n)
+{
+    return qkv_tokenizer_encode_special(t, text, len, 0, 0, ids, n);
+}
+
+qkv_status qkv_tokenizer_encode_special(const qkv_tokenizer *t, const char *text, size_t len, int add_special,
+                                        int parse_special, int64_t **ids, int64_t *n)
 {
     static const char fn[] = "tokenizer_encode";
     QKV_NEED(ids, fn, "ids");
@@ -201,6 +241,8 @@ qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t
     const unsigned char *s = (const unsigned char *)text;
     tok_ids a = {0};
     qkv_status st = QKV_OK;
+    if ((add_special || parse_special) && t->kind != QKV_TOKENIZER_GGUF_GPT2 && t->kind != QKV_TOKENIZER_GGUF_LLAMA)
+        return qkv_fail(QKV_ERR_ARG, "%s: add_special and parse_special are for GGUF vocabularies' tokenizers", fn);
     if (t->kind == QKV_TOKENIZER_BYTES) {
         for (size_t i = 0; i < len && st == QKV_OK; i++) st = tok_ids_push(&a, s[i], fn);
     } else if (t->kind == QKV_TOKENIZER_CHARS) {
@@ -215,6 +257,8 @@ qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t
         }
     } else if (t->kind == QKV_TOKENIZER_WORDS) {
         st = tok_words_encode(t, text, len, &a);
+    } else if (t->kind == QKV_TOKENIZER_GGUF_GPT2 || t->kind == QKV_TOKENIZER_GGUF_LLAMA) {
+        st = tok_vocab_encode(t, text, len, add_special, parse_special, &a);
     } else {
         for (size_t i = 0; i < len && st == QKV_OK;) {
             size_t l = tok_pretok_next(s + i, len - i);

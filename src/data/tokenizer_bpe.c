@@ -257,7 +257,7 @@ qkv_status tok_bpe_parse(const char *path, char *text, qkv_tokenizer **out)
 
 /* GPT-2's bytes_to_unicode(): the printable bytes stand for themselves,
  * the others (0..32, 127..160, 173) for 256, 257, ... in order. */
-static void byte_unicode(uint32_t enc[256], int dec[0x144])
+void tok_gpt2_bytes(uint32_t enc[256], int dec[0x144])
 {
     int n = 0;
     for (int i = 0; i < 0x144; i++) dec[i] = -1;
@@ -268,28 +268,21 @@ static void byte_unicode(uint32_t enc[256], int dec[0x144])
     }
 }
 
-/* A map from byte strings to ids, over t->tok_bytes. */
-typedef struct {
-    int64_t *slot;
-    size_t cap;
-} strmap;
+/* A map from byte strings to ids, over t->tok_bytes: tok_strmap's slot for
+ * s[0, n); add >= 0 goes into an empty slot. Returns the id found, or -1. */
+typedef tok_strmap strmap;
 
 static int64_t strmap_find(const strmap *m, const qkv_tokenizer *t, const unsigned char *s, size_t n, int64_t add)
 {
-    for (size_t h = (size_t)fnv(s, n);; h++) {
-        int64_t *e = &m->slot[h & (m->cap - 1)];
-        if (*e < 0) {
-            if (add >= 0) *e = add;
-            return -1;
-        }
-        size_t l = (size_t)(t->tok_off[*e + 1] - t->tok_off[*e]);
-        if (l == n && !memcmp(t->tok_bytes + t->tok_off[*e], s, n)) return *e;
-    }
+    int64_t *e = tok_strmap_slot(m, t->tok_bytes, t->tok_off, s, n);
+    if (*e >= 0) return *e;
+    if (add >= 0) *e = add;
+    return -1;
 }
 
 /* key's GPT-2 characters back to bytes (in place: never longer); -1 if a
  * character is outside the 256. */
-static int64_t key_bytes(const char *key, size_t klen, const int dec[0x144], unsigned char *o)
+int64_t tok_gpt2_text_bytes(const char *key, size_t klen, const int dec[0x144], unsigned char *o)
 {
     size_t n = 0;
     for (size_t i = 0, l; i < klen; i += l) {
@@ -325,15 +318,11 @@ static qkv_status gpt2_encoder(const char *path, qkv_tokenizer *t, strmap *map, 
     t->tok_off = calloc((size_t)V + 1, sizeof *t->tok_off);
     const json_member **by_id = calloc((size_t)V, sizeof *by_id);
     t->tok_bytes = malloc(total + 1);
-    map->cap = 16;
-    while (map->cap < 2 * (size_t)V) map->cap *= 2;
-    map->slot = malloc(map->cap * sizeof *map->slot);
-    if (!t->tok_off || !by_id || !t->tok_bytes || !map->slot) {
+    if (!t->tok_off || !by_id || !t->tok_bytes || tok_strmap_init(map, V, fn) != QKV_OK) {
         free(by_id);
         st = qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
-    memset(map->slot, 0xff, map->cap * sizeof *map->slot);
     for (size_t i = 0; i < v->u.obj.n && st == QKV_OK; i++) {
         const json_member *m = &v->u.obj.items[i];
         const json_value *x = &m->val;
@@ -349,7 +338,7 @@ static qkv_status gpt2_encoder(const char *path, qkv_tokenizer *t, strmap *map, 
     }
     for (int64_t id = 0; id < V && st == QKV_OK; id++) {
         const json_member *m = by_id[id];
-        int64_t n = key_bytes(m->key, m->key_len, dec, t->tok_bytes + t->tok_off[id]);
+        int64_t n = tok_gpt2_text_bytes(m->key, m->key_len, dec, t->tok_bytes + t->tok_off[id]);
         if (n <= 0) {
             st = qkv_fail(QKV_ERR_FORMAT, "%s: %s: token \"%.40s\" is empty or not in GPT-2's byte alphabet", fn,
                           path, m->key);
@@ -396,8 +385,8 @@ static qkv_status gpt2_merges(const char *path, qkv_tokenizer *t, const strmap *
         if (sp && sp > p && sp + 1 < e && !memchr(sp + 1, ' ', (size_t)(e - sp - 1))) {
             /* the right token's bytes go just after the left's (only when
              * the left one decoded: a is -1 otherwise) */
-            int64_t a = key_bytes(p, (size_t)(sp - p), dec, buf);
-            int64_t b = a > 0 ? key_bytes(sp + 1, (size_t)(e - sp - 1), dec, buf + a) : -1;
+            int64_t a = tok_gpt2_text_bytes(p, (size_t)(sp - p), dec, buf);
+            int64_t b = a > 0 ? tok_gpt2_text_bytes(sp + 1, (size_t)(e - sp - 1), dec, buf + a) : -1;
             if (a > 0 && b > 0) {
                 ids[0] = strmap_find(map, t, buf, (size_t)a, -1);
                 ids[1] = strmap_find(map, t, buf + a, (size_t)b, -1);
@@ -437,7 +426,7 @@ qkv_status qkv_tokenizer_gpt2_load(const char *dir, qkv_tokenizer **out)
     t->kind = QKV_TOKENIZER_GPT2, t->eot = -1;
     uint32_t enc[256];
     int dec[0x144];
-    byte_unicode(enc, dec);
+    tok_gpt2_bytes(enc, dec);
     strmap map = {0};
     snprintf(path, dl + 16, "%s/encoder.json", dir);
     qkv_status st = gpt2_encoder(path, t, &map, dec);

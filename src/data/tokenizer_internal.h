@@ -30,6 +30,18 @@ void tok_pairmap_free(tok_pairmap *m);
 qkv_status tok_pairmap_put(tok_pairmap *m, int64_t left, int64_t right, int64_t val);
 int64_t tok_pairmap_get(const tok_pairmap *m, int64_t left, int64_t right); /* -1 if absent */
 
+/* An open-addressing map from byte strings to ids, the strings being
+ * bytes[off[id] .. off[id + 1]) of some table (cap a power of two, at most
+ * half full, -1 empty). tok_strmap_slot: the slot holding s[0, n)'s id, or
+ * the empty slot where it would go. */
+typedef struct {
+    int64_t *slot;
+    size_t cap;
+} tok_strmap;
+qkv_status tok_strmap_init(tok_strmap *m, int64_t n, const char *fn);
+int64_t *tok_strmap_slot(const tok_strmap *m, const unsigned char *bytes, const int64_t *off, const unsigned char *s,
+                         size_t n);
+
 struct qkv_tokenizer {
     qkv_tokenizer_kind kind;
     int64_t vocab_size;
@@ -52,6 +64,33 @@ struct qkv_tokenizer {
     int64_t *wmap;
     size_t wmap_cap;
     int lower, split_punct;
+    /* gguf_gpt2 and gguf_llama (tokenizer_vocab.c, tokenizer_gguf.c): each
+     * id's text as the file stores it (raw/raw_off; tok_bytes/tok_off hold
+     * what it decodes to), a map from that text to the id (the last id of a
+     * text wins, as in llama.cpp), llama.cpp's token attributes (TOK_A_*),
+     * the scores (llama), the ids split out of text before the rest
+     * (control, user-defined, unknown: the longest first), the
+     * pre-tokenizer (gpt2) and the specials. byte_id[b] is the id of byte
+     * b (gpt2: its GPT-2 character; llama: <0xXX>), -1 if none. */
+    unsigned char *raw;
+    int64_t *raw_off;
+    tok_strmap rmap;
+    unsigned char *attr;
+    float *scores;
+    int64_t *specials, nspecials;
+    int pre, ignore_merges, add_bos, add_eos, add_space_prefix;
+    int64_t bos, eos, unk, pad;
+};
+
+/* llama.cpp's token attributes (llama_token_attr) from the file's types. */
+enum {
+    TOK_A_UNDEFINED = 0,
+    TOK_A_UNKNOWN = 1,
+    TOK_A_UNUSED = 2,
+    TOK_A_NORMAL = 4,
+    TOK_A_CONTROL = 8,
+    TOK_A_USER = 16,
+    TOK_A_BYTE = 32
 };
 
 /* GPT-2's pre-tokenisation: the length in bytes of the piece that starts at
@@ -68,6 +107,30 @@ int tok_cp_class(int32_t cp);
 uint32_t tok_lower_cp(uint32_t cp);
 /* Writes cp's UTF-8 (1..4 bytes) into out; returns its length. */
 int tok_utf8_encode(uint32_t cp, unsigned char *out);
+
+/* GPT-2's byte alphabet: enc[b] is byte b's character, dec[c] the byte of
+ * character c (-1 if none). tok_gpt2_text_bytes: text in that alphabet back
+ * to bytes in o (never longer); -1 if a character is outside it. */
+void tok_gpt2_bytes(uint32_t enc[256], int dec[0x144]);
+int64_t tok_gpt2_text_bytes(const char *text, size_t len, const int dec[0x144], unsigned char *o);
+
+/* GGUF "gpt2" pre-tokenizers (tokenizer_llama_pre.c): the kind named name
+ * (NULL or "": "default"), or -1; *ignore_merges and *add_bos get what
+ * llama.cpp sets for it. tok_llama_pre_split calls fn on each piece of
+ * text[0, len) in order (UTF-8, invalid bytes as U+FFFD); stops at fn's
+ * first error. */
+int tok_llama_pre_find(const char *name, int *ignore_merges, int *add_bos);
+const char *tok_llama_pre_names(void);
+qkv_status tok_llama_pre_split(int pre, const char *text, size_t len,
+                               qkv_status (*fn)(const unsigned char *, size_t, void *), void *arg);
+/* GGUF tokenizers' encode (tokenizer_vocab.c). */
+qkv_status tok_vocab_encode(const qkv_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                            tok_ids *ids);
+/* A GGUF tokenizer's special id by name (qkv_tokenizer_special), or -1. */
+int64_t tok_vocab_special(const qkv_tokenizer *t, const char *name);
+/* SentencePiece's merges on one fragment (tokenizer_spm.c): text[0, len)
+ * with spaces already as U+2581. */
+qkv_status tok_spm_encode(const qkv_tokenizer *t, const unsigned char *text, size_t len, tok_ids *ids);
 
 /* The BPE merge loop on one piece: ids[0..*n) are its symbols; merges the
  * lowest-ranked adjacent pair, all its occurrences left to right, until no
