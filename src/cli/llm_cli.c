@@ -10,27 +10,67 @@
 #include <unistd.h>
 #include "cli/llm_cli.h"
 
+/* w requantized from FP32 to type t (a new buffer kept in lm->bufs). */
+static qkv_status requantize(llm_cli_model *lm, qkv_llm_weight *w, qkv_qtype t)
+{
+    if (w->type != QKV_Q_F32 || w->cols % qkv_qtype_block_elems(t)) return QKV_OK; /* left in FP32 */
+    void *dst = malloc(qkv_qtype_row_bytes(t, w->cols) * (size_t)w->rows);
+    void **bufs = realloc(lm->bufs, (size_t)(lm->nbuf + 1) * sizeof *bufs);
+    if (!dst || !bufs) {
+        free(dst);
+        if (bufs) lm->bufs = bufs;
+        return qkv_cli_fail(QKV_ERR_NOMEM, "out of memory requantizing");
+    }
+    lm->bufs = bufs;
+    lm->bufs[lm->nbuf++] = dst;
+    QKV_CLI_TRY(qkv_quantize(t, w->data, dst, w->rows * w->cols));
+    w->type = t, w->data = dst;
+    return QKV_OK;
+}
+
+int llm_cli_open_weights(const char *cmd, const char *path, int weights, llm_cli_model *lm)
+{
+    if (weights == LLM_CLI_STORED) return llm_cli_open(cmd, path, lm);
+    if (llm_cli_open(cmd, path, lm)) return 1;
+    qkv_llm_free(&lm->m); /* again, every weight dequantized to FP32 */
+    qkv_status s = qkv_llm_load_gguf(path, 1, &lm->m);
+    for (int64_t i = 0; !s && weights != LLM_CLI_F32 && i < lm->m.cfg.n_layer; i++) {
+        qkv_llm_layer *l = &lm->m.layers[i];
+        qkv_llm_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (int k = 0; !s && k < 7; k++) s = requantize(lm, ws[k], (qkv_qtype)weights);
+    }
+    if (!s && weights != LLM_CLI_F32) s = requantize(lm, &lm->m.output, (qkv_qtype)weights);
+    if (s) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", qkv_cli_last_error());
+        llm_cli_close(lm);
+        return qkv_cli_report(cmd, "%s: %s", path, msg);
+    }
+    return 0;
+}
+
 int llm_cli_open(const char *cmd, const char *path, llm_cli_model *lm)
 {
     memset(lm, 0, sizeof *lm);
     if (access(path, R_OK) != 0) return qkv_cli_report(cmd, "cannot open %s: %s", path, strerror(errno));
     qkv_gguf *g = NULL;
-    if (qkv_gguf_open(path, &g)) return qkv_cli_report(cmd, "%s", qkv_last_error());
+    /* the model first: an unsupported architecture is named before the tokenizer is read */
+    qkv_status s = qkv_llm_load_gguf(path, 0, &lm->m);
+    if (!s) s = qkv_gguf_open(path, &g);
     const char *t = NULL;
     size_t tl = 0;
-    if (qkv_gguf_meta_find(g, "tokenizer.chat_template") >= 0 &&
+    if (!s && qkv_gguf_meta_find(g, "tokenizer.chat_template") >= 0 &&
         qkv_gguf_get_str(g, "tokenizer.chat_template", &t, &tl) == QKV_OK && (lm->tmpl = malloc(tl + 1))) {
         memcpy(lm->tmpl, t, tl);
         lm->tmpl[tl] = 0;
     }
-    qkv_status s = qkv_tokenizer_from_gguf(g, &lm->tok);
-    qkv_gguf_close(g);
-    if (!s) s = qkv_llm_load_gguf(path, 0, &lm->m);
+    if (!s) s = qkv_tokenizer_from_gguf(g, &lm->tok);
+    if (g) qkv_gguf_close(g);
     if (s) {
-        qkv_tokenizer_free(lm->tok);
-        free(lm->tmpl);
-        memset(lm, 0, sizeof *lm);
-        return qkv_cli_report(cmd, "%s: %s", path, qkv_last_error());
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", qkv_last_error());
+        llm_cli_close(lm);
+        return qkv_cli_report(cmd, "%s: %s", path, msg);
     }
     lm->vocab = lm->m.cfg.vocab;
     return 0;
@@ -41,6 +81,8 @@ void llm_cli_close(llm_cli_model *lm)
     qkv_llm_free(&lm->m);
     qkv_tokenizer_free(lm->tok);
     free(lm->tmpl);
+    for (int64_t i = 0; i < lm->nbuf; i++) free(lm->bufs[i]);
+    free(lm->bufs);
     memset(lm, 0, sizeof *lm);
 }
 

@@ -17,12 +17,21 @@ typedef struct {
     qkv_tokenizer *tok;
     char *tmpl;
     int64_t vocab;
+    void **bufs; /* requantized weights (llm_cli_open_weights) */
+    int64_t nbuf;
 } llm_cli_model;
 
 /* Opens path (a message on stderr naming cmd and what failed: a missing
  * file, not a GGUF file, an unsupported architecture ...; returns 1). */
 int llm_cli_open(const char *cmd, const char *path, llm_cli_model *lm);
 void llm_cli_close(llm_cli_model *lm);
+/* The same with the weights as stored (LLM_CLI_STORED), dequantized to FP32
+ * (LLM_CLI_F32, gguf-py's values), or dequantized and requantized by qkv
+ * (qkv_quantize, llama.cpp's reference quantizer) to a qkv_qtype such as
+ * QKV_Q_Q8_0 or QKV_Q_Q4_1: the layers' seven matrices and the output
+ * projection; the embedding lookup and the norms stay FP32. */
+enum { LLM_CLI_STORED = -1, LLM_CLI_F32 = -2 };
+int llm_cli_open_weights(const char *cmd, const char *path, int weights, llm_cli_model *lm);
 
 /* Sampling: temperature 0 is greedy (argmax, the lowest id on ties).
  * Before the draw, as llama.cpp's default sampler chain: the repetition

@@ -25,6 +25,9 @@ const char qkv_cli_perplexity_usage[] =
     "      --to T                end at fraction T of FILE's bytes (default 1), the same\n"
     "                            (--from 0.95: the last 5% of the file)\n"
     "  -j, --threads N           OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "      --weights stored|f32|q8_0|q4_1|q4_0   the weights as the file stores them\n"
+    "                            (default), dequantized to FP32, or dequantized and\n"
+    "                            requantized by qkv (llama.cpp's reference quantizer)\n"
     "  -h, --help                show this usage\n"
     "  exit status: 0 success; 1 a model or file that cannot be read, a text that is not\n"
     "  UTF-8 or shorter than one chunk; 2 usage\n";
@@ -32,16 +35,20 @@ const char qkv_cli_perplexity_usage[] =
 typedef struct {
     const char *model, *file;
     int64_t ctx, chunks, threads;
+    int weights;
     double from, to;
 } ppl_opts;
 
 static int parse(int argc, char **argv, ppl_opts *o)
 {
-    enum { CHUNKS = 256, FROM, TO };
+    enum { CHUNKS = 256, FROM, TO, WEIGHTS };
     static const struct option options[] = {
         {"ctx-size", required_argument, NULL, 'c'}, {"chunks", required_argument, NULL, CHUNKS},
         {"from", required_argument, NULL, FROM},   {"to", required_argument, NULL, TO},
-        {"threads", required_argument, NULL, 'j'}, QKV_CLI_HELP_OPTION};
+        {"threads", required_argument, NULL, 'j'}, {"weights", required_argument, NULL, WEIGHTS},
+        QKV_CLI_HELP_OPTION};
+    static const char *const wnames[] = {"stored", "f32", "q8_0", "q4_1", "q4_0"};
+    static const int wvals[] = {LLM_CLI_STORED, LLM_CLI_F32, QKV_Q_Q8_0, QKV_Q_Q4_1, QKV_Q_Q4_0};
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_perplexity_usage, options, 2, 2);
     int c;
@@ -52,6 +59,7 @@ static int parse(int argc, char **argv, ppl_opts *o)
         case FROM: o->from = qkv_cli_double(&a, 0, 1, 0); break;
         case TO: o->to = qkv_cli_double(&a, 0, 1, 0); break;
         case 'j': o->threads = qkv_cli_int(&a, 1, 1024); break;
+        case WEIGHTS: o->weights = wvals[qkv_cli_choice(&a, wnames, 5)]; break;
         }
     }
     if (c < 0) return a.status;
@@ -98,7 +106,7 @@ static int report(const char *what)
 
 int qkv_cli_perplexity(int argc, char **argv)
 {
-    ppl_opts o = {.ctx = 512, .to = 1};
+    ppl_opts o = {.ctx = 512, .to = 1, .weights = LLM_CLI_STORED};
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     size_t len;
@@ -114,7 +122,7 @@ int qkv_cli_perplexity(int argc, char **argv)
         qkv_cli_report("perplexity", "%s is not valid UTF-8 (byte %lld)", o.file, (long long)(lo + bad));
         goto done;
     }
-    if (llm_cli_open("perplexity", o.model, &lm)) goto done;
+    if (llm_cli_open_weights("perplexity", o.model, o.weights, &lm)) goto done;
     qkv_tokenizer_info info;
     if (qkv_tokenizer_info_of(lm.tok, &info) || qkv_tokenizer_encode_special(lm.tok, text + lo, hi - lo, 1, 0, &ids, &n)) {
         report(o.file);
@@ -122,13 +130,13 @@ int qkv_cli_perplexity(int argc, char **argv)
     }
     int64_t nchunk = n / o.ctx;
     if (o.chunks > 0 && o.chunks < nchunk) nchunk = o.chunks;
-    fprintf(stderr, "qkv perplexity: %lld tokens, %lld chunks of %lld\n", (long long)n, (long long)(n / o.ctx),
-            (long long)o.ctx);
     if (nchunk < 1) {
         qkv_cli_report("perplexity", "%s has %lld tokens: fewer than one chunk of %lld (--ctx-size)", o.file,
                        (long long)n, (long long)o.ctx);
         goto done;
     }
+    fprintf(stderr, "qkv perplexity: %lld tokens, %lld chunks of %lld\n", (long long)n, (long long)(n / o.ctx),
+            (long long)o.ctx);
     llm_cli_sampling s = llm_cli_sampling_default();
     s.ctx_size = o.ctx, s.threads = o.threads;
     logits = malloc((size_t)(o.ctx * lm.vocab) * sizeof *logits);
