@@ -139,91 +139,91 @@ static void run_case(int k, const char *fn, const char *arg, const char *val, in
 static void call_case(int k, result *r)
 {
     switch (k) {
-    case 0: r->status = qkv_arena_new(NULL, (size_t)1); break;
-    case 1: r->status = qkv_arena_new((qkv_arena **)g_nulls, (size_t)-1); break;
-    case 2: r->status = qkv_arena_new((qkv_arena **)g_nulls, SIZE_MAX); break;
-    case 3: qkv_arena_free(NULL); break;
-    case 4: qkv_arena_reset(NULL); break;
+    case 0: (void)qkv_arena_new(NULL, (size_t)1); break;
+    case 1: (void)qkv_arena_new((qkv_arena **)g_nulls, (size_t)-1); break;
+    case 2: (void)qkv_arena_new((qkv_arena **)g_nulls, SIZE_MAX); break;
+    case 3: (void)qkv_arena_free(NULL); break;
+    case 4: (void)qkv_arena_reset(NULL); break;
     case 5: r->ret_null = qkv_arena_alloc(NULL, (size_t)1) == NULL; break;
     case 6: r->ret_null = qkv_arena_alloc((qkv_arena *)g_arena, (size_t)-1) == NULL; break;
     case 7: r->ret_null = qkv_arena_alloc((qkv_arena *)g_arena, SIZE_MAX) == NULL; break;
     case 8: (void)qkv_arena_used(NULL); break;
     case 9: (void)qkv_arena_peak(NULL); break;
     case 10: (void)qkv_arena_get_mark(NULL); break;
-    case 11: qkv_arena_release(NULL, (qkv_arena_mark){0}); break;
+    case 11: (void)qkv_arena_release(NULL, (qkv_arena_mark){0}); break;
     case 12: (void)qkv_tensor_numel(NULL); break;
     case 13: r->ret_null = qkv_shape_str(NULL, g_buf, (size_t)1) == NULL; break;
     case 14: r->ret_null = qkv_shape_str((const qkv_tensor *)g_t, NULL, (size_t)1) == NULL; break;
-    case 15: r->status = qkv_tensor_new(NULL, (qkv_dtype)1, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 16: r->status = qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 17: r->status = qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 18: r->status = qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 19: r->status = qkv_tensor_wrap(NULL, (float *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 20: r->status = qkv_tensor_wrap((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 21: r->status = qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 22: r->status = qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 23: r->status = qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 24: r->status = qkv_tensor_wrap_bool(NULL, (uint8_t *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 25: r->status = qkv_tensor_wrap_bool((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 26: r->status = qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 27: r->status = qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 28: r->status = qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 29: r->status = qkv_tensor_wrap_i64(NULL, (int64_t *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 30: r->status = qkv_tensor_wrap_i64((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 31: r->status = qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 32: r->status = qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 33: r->status = qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 34: r->status = qkv_tensor_view(NULL, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 35: r->status = qkv_tensor_view((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 36: r->status = qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 37: r->status = qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 38: r->status = qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 39: r->status = qkv_tensor_narrow(NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 40: r->status = qkv_tensor_narrow((qkv_arena *)g_arena, NULL, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 41: r->status = qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 42: r->status = qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 43: r->status = qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, NULL); break;
+    case 15: (void)qkv_tensor_new(NULL, (qkv_dtype)1, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 16: (void)qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 17: (void)qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 18: (void)qkv_tensor_new((qkv_arena *)g_arena, (qkv_dtype)1, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 19: (void)qkv_tensor_wrap(NULL, (float *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 20: (void)qkv_tensor_wrap((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 21: (void)qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 22: (void)qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 23: (void)qkv_tensor_wrap((qkv_arena *)g_arena, (float *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 24: (void)qkv_tensor_wrap_bool(NULL, (uint8_t *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 25: (void)qkv_tensor_wrap_bool((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 26: (void)qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 27: (void)qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 28: (void)qkv_tensor_wrap_bool((qkv_arena *)g_arena, (uint8_t *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 29: (void)qkv_tensor_wrap_i64(NULL, (int64_t *)g_zero, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 30: (void)qkv_tensor_wrap_i64((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 31: (void)qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 32: (void)qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 33: (void)qkv_tensor_wrap_i64((qkv_arena *)g_arena, (int64_t *)g_zero, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 34: (void)qkv_tensor_view(NULL, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 35: (void)qkv_tensor_view((qkv_arena *)g_arena, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 36: (void)qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 37: (void)qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 38: (void)qkv_tensor_view((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 39: (void)qkv_tensor_narrow(NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 40: (void)qkv_tensor_narrow((qkv_arena *)g_arena, NULL, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 41: (void)qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 42: (void)qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 43: (void)qkv_tensor_narrow((qkv_arena *)g_arena, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, NULL); break;
     case 44: r->ret_null = qkv_tensor_grad(NULL, (qkv_tensor *)g_t) == NULL; break;
     case 45: r->ret_null = qkv_tensor_grad((qkv_arena *)g_arena, NULL) == NULL; break;
-    case 46: r->status = qkv_tensor_set_requires_grad(NULL, (int)1); break;
-    case 47: r->status = qkv_tensor_set_requires_grad((qkv_tensor *)g_t, (int)-1); break;
-    case 48: r->status = qkv_tensor_set_requires_grad((qkv_tensor *)g_t, INT_MAX); break;
-    case 49: r->status = qkv_tensor_read_grad(NULL, (float *)g_zero, (int64_t)1); break;
-    case 50: r->status = qkv_tensor_read_grad((const qkv_tensor *)g_t, NULL, (int64_t)1); break;
-    case 51: r->status = qkv_tensor_read_grad((const qkv_tensor *)g_t, (float *)g_zero, (int64_t)-1); break;
-    case 52: qkv_rng_seed(NULL, (uint64_t)1); break;
+    case 46: (void)qkv_tensor_set_requires_grad(NULL, (int)1); break;
+    case 47: (void)qkv_tensor_set_requires_grad((qkv_tensor *)g_t, (int)-1); break;
+    case 48: (void)qkv_tensor_set_requires_grad((qkv_tensor *)g_t, INT_MAX); break;
+    case 49: (void)qkv_tensor_read_grad(NULL, (float *)g_zero, (int64_t)1); break;
+    case 50: (void)qkv_tensor_read_grad((const qkv_tensor *)g_t, NULL, (int64_t)1); break;
+    case 51: (void)qkv_tensor_read_grad((const qkv_tensor *)g_t, (float *)g_zero, (int64_t)-1); break;
+    case 52: (void)qkv_rng_seed(NULL, (uint64_t)1); break;
     case 53: (void)qkv_rng_next(NULL); break;
     case 54: (void)qkv_rng_uniform(NULL); break;
     case 55: (void)qkv_rng_normal(NULL); break;
-    case 56: qkv_rng_fill_uniform(NULL, (float *)g_zero, (int64_t)1, 1, 1); break;
-    case 57: qkv_rng_fill_uniform((qkv_rng *)&g_rng, NULL, (int64_t)1, 1, 1); break;
-    case 58: qkv_rng_fill_uniform((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, 1, 1); break;
-    case 59: qkv_rng_fill_normal(NULL, (float *)g_zero, (int64_t)1, 1, 1); break;
-    case 60: qkv_rng_fill_normal((qkv_rng *)&g_rng, NULL, (int64_t)1, 1, 1); break;
-    case 61: qkv_rng_fill_normal((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, 1, 1); break;
-    case 62: r->status = qkv_init_xavier_uniform(NULL, (qkv_tensor *)g_t, 1); break;
-    case 63: r->status = qkv_init_xavier_uniform((qkv_rng *)&g_rng, NULL, 1); break;
-    case 64: r->status = qkv_init_xavier_normal(NULL, (qkv_tensor *)g_t, 1); break;
-    case 65: r->status = qkv_init_xavier_normal((qkv_rng *)&g_rng, NULL, 1); break;
-    case 66: r->status = qkv_init_linear_default(NULL, (qkv_tensor *)g_t); break;
-    case 67: r->status = qkv_init_linear_default((qkv_rng *)&g_rng, NULL); break;
-    case 68: r->status = qkv_init_uniform(NULL, (qkv_tensor *)g_t, 1, 1); break;
-    case 69: r->status = qkv_init_uniform((qkv_rng *)&g_rng, NULL, 1, 1); break;
-    case 70: r->status = qkv_init_constant(NULL, 1); break;
-    case 71: r->status = qkv_params_new(NULL); break;
-    case 72: qkv_params_free(NULL); break;
-    case 73: r->status = qkv_params_add(NULL, "x", "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 74: r->status = qkv_params_add((qkv_params *)g_params, NULL, "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 75: r->status = qkv_params_add((qkv_params *)g_params, "x", NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 76: r->status = qkv_params_add((qkv_params *)g_params, "x", "x", (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 77: r->status = qkv_params_add((qkv_params *)g_params, "x", "x", (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 78: r->status = qkv_params_add((qkv_params *)g_params, "x", "x", (int)1, (const int64_t *)g_ones, NULL); break;
-    case 79: r->status = qkv_params_add_buffer(NULL, "x", "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 80: r->status = qkv_params_add_buffer((qkv_params *)g_params, NULL, "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 81: r->status = qkv_params_add_buffer((qkv_params *)g_params, "x", NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 82: r->status = qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 83: r->status = qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 84: r->status = qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)1, (const int64_t *)g_ones, NULL); break;
+    case 56: (void)qkv_rng_fill_uniform(NULL, (float *)g_zero, (int64_t)1, 1, 1); break;
+    case 57: (void)qkv_rng_fill_uniform((qkv_rng *)&g_rng, NULL, (int64_t)1, 1, 1); break;
+    case 58: (void)qkv_rng_fill_uniform((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, 1, 1); break;
+    case 59: (void)qkv_rng_fill_normal(NULL, (float *)g_zero, (int64_t)1, 1, 1); break;
+    case 60: (void)qkv_rng_fill_normal((qkv_rng *)&g_rng, NULL, (int64_t)1, 1, 1); break;
+    case 61: (void)qkv_rng_fill_normal((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, 1, 1); break;
+    case 62: (void)qkv_init_xavier_uniform(NULL, (qkv_tensor *)g_t, 1); break;
+    case 63: (void)qkv_init_xavier_uniform((qkv_rng *)&g_rng, NULL, 1); break;
+    case 64: (void)qkv_init_xavier_normal(NULL, (qkv_tensor *)g_t, 1); break;
+    case 65: (void)qkv_init_xavier_normal((qkv_rng *)&g_rng, NULL, 1); break;
+    case 66: (void)qkv_init_linear_default(NULL, (qkv_tensor *)g_t); break;
+    case 67: (void)qkv_init_linear_default((qkv_rng *)&g_rng, NULL); break;
+    case 68: (void)qkv_init_uniform(NULL, (qkv_tensor *)g_t, 1, 1); break;
+    case 69: (void)qkv_init_uniform((qkv_rng *)&g_rng, NULL, 1, 1); break;
+    case 70: (void)qkv_init_constant(NULL, 1); break;
+    case 71: (void)qkv_params_new(NULL); break;
+    case 72: (void)qkv_params_free(NULL); break;
+    case 73: (void)qkv_params_add(NULL, "x", "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 74: (void)qkv_params_add((qkv_params *)g_params, NULL, "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 75: (void)qkv_params_add((qkv_params *)g_params, "x", NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 76: (void)qkv_params_add((qkv_params *)g_params, "x", "x", (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 77: (void)qkv_params_add((qkv_params *)g_params, "x", "x", (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 78: (void)qkv_params_add((qkv_params *)g_params, "x", "x", (int)1, (const int64_t *)g_ones, NULL); break;
+    case 79: (void)qkv_params_add_buffer(NULL, "x", "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 80: (void)qkv_params_add_buffer((qkv_params *)g_params, NULL, "x", (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 81: (void)qkv_params_add_buffer((qkv_params *)g_params, "x", NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 82: (void)qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 83: (void)qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 84: (void)qkv_params_add_buffer((qkv_params *)g_params, "x", "x", (int)1, (const int64_t *)g_ones, NULL); break;
     case 85: (void)qkv_params_count(NULL); break;
     case 86: r->ret_null = qkv_params_at(NULL, (int)1) == NULL; break;
     case 87: r->ret_null = qkv_params_at((qkv_params *)g_params, (int)-1) == NULL; break;
@@ -232,362 +232,362 @@ static void call_case(int k, result *r)
     case 90: r->ret_null = qkv_params_find((qkv_params *)g_params, NULL) == NULL; break;
     case 91: (void)qkv_params_numel(NULL); break;
     case 92: (void)qkv_params_numel_trainable(NULL); break;
-    case 93: qkv_params_zero_grad(NULL); break;
-    case 94: r->status = qkv_ctx_new(NULL); break;
-    case 95: qkv_ctx_free(NULL); break;
-    case 96: qkv_ctx_reset(NULL); break;
+    case 93: (void)qkv_params_zero_grad(NULL); break;
+    case 94: (void)qkv_ctx_new(NULL); break;
+    case 95: (void)qkv_ctx_free(NULL); break;
+    case 96: (void)qkv_ctx_reset(NULL); break;
     case 97: r->ret_null = qkv_ctx_arena(NULL) == NULL; break;
-    case 98: qkv_ctx_set_training(NULL, (int)1); break;
-    case 99: qkv_ctx_set_training((qkv_ctx *)g_ctx, (int)-1); break;
-    case 100: qkv_ctx_set_training((qkv_ctx *)g_ctx, INT_MAX); break;
+    case 98: (void)qkv_ctx_set_training(NULL, (int)1); break;
+    case 99: (void)qkv_ctx_set_training((qkv_ctx *)g_ctx, (int)-1); break;
+    case 100: (void)qkv_ctx_set_training((qkv_ctx *)g_ctx, INT_MAX); break;
     case 101: (void)qkv_ctx_training(NULL); break;
-    case 102: qkv_ctx_set_seed(NULL, (uint64_t)1); break;
-    case 103: qkv_ctx_set_batch_sum((qkv_ctx *)g_ctx, NULL, (void *)g_zero); break;
-    case 104: qkv_ctx_set_grad(NULL, (int)1); break;
-    case 105: qkv_ctx_set_grad((qkv_ctx *)g_ctx, (int)-1); break;
-    case 106: qkv_ctx_set_grad((qkv_ctx *)g_ctx, INT_MAX); break;
-    case 107: qkv_ctx_set_capture(NULL, (int)1); break;
-    case 108: qkv_ctx_set_capture((qkv_ctx *)g_ctx, (int)-1); break;
-    case 109: qkv_ctx_set_capture((qkv_ctx *)g_ctx, INT_MAX); break;
+    case 102: (void)qkv_ctx_set_seed(NULL, (uint64_t)1); break;
+    case 103: (void)qkv_ctx_set_batch_sum((qkv_ctx *)g_ctx, NULL, (void *)g_zero); break;
+    case 104: (void)qkv_ctx_set_grad(NULL, (int)1); break;
+    case 105: (void)qkv_ctx_set_grad((qkv_ctx *)g_ctx, (int)-1); break;
+    case 106: (void)qkv_ctx_set_grad((qkv_ctx *)g_ctx, INT_MAX); break;
+    case 107: (void)qkv_ctx_set_capture(NULL, (int)1); break;
+    case 108: (void)qkv_ctx_set_capture((qkv_ctx *)g_ctx, (int)-1); break;
+    case 109: (void)qkv_ctx_set_capture((qkv_ctx *)g_ctx, INT_MAX); break;
     case 110: (void)qkv_ctx_capturing(NULL); break;
     case 111: (void)qkv_ctx_captured_count(NULL); break;
     case 112: r->ret_null = qkv_ctx_captured(NULL, (int)1) == NULL; break;
     case 113: r->ret_null = qkv_ctx_captured((const qkv_ctx *)g_ctx, (int)-1) == NULL; break;
     case 114: r->ret_null = qkv_ctx_captured((const qkv_ctx *)g_ctx, INT_MAX) == NULL; break;
-    case 115: r->status = qkv_ctx_set_precision(NULL, (qkv_precision)1); break;
+    case 115: (void)qkv_ctx_set_precision(NULL, (qkv_precision)1); break;
     case 116: (void)qkv_ctx_precision(NULL); break;
-    case 117: r->status = qkv_backward(NULL, (qkv_tensor *)g_t, (const float *)g_zero); break;
-    case 118: r->status = qkv_backward((qkv_ctx *)g_ctx, NULL, (const float *)g_zero); break;
-    case 119: r->status = qkv_backward((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
-    case 120: qkv_set_reference((int)-1); break;
-    case 121: qkv_set_reference(INT_MAX); break;
-    case 122: r->status = qkv_linear(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 123: r->status = qkv_linear((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 124: r->status = qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 125: r->status = qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 126: r->status = qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 127: r->status = qkv_permute(NULL, (qkv_tensor *)g_t, (const int *)g_zero, (qkv_tensor **)g_tens); break;
-    case 128: r->status = qkv_permute((qkv_ctx *)g_ctx, NULL, (const int *)g_zero, (qkv_tensor **)g_tens); break;
-    case 129: r->status = qkv_permute((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 130: r->status = qkv_permute((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int *)g_zero, NULL); break;
-    case 131: r->status = qkv_reshape(NULL, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 132: r->status = qkv_reshape((qkv_ctx *)g_ctx, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 133: r->status = qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 134: r->status = qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)1, NULL, (qkv_tensor **)g_tens); break;
-    case 135: r->status = qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, NULL); break;
-    case 136: r->status = qkv_append_row(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 137: r->status = qkv_append_row((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 138: r->status = qkv_append_row((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 139: r->status = qkv_append_row((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 140: r->status = qkv_sdpa(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 141: r->status = qkv_sdpa((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 142: r->status = qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 143: r->status = qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 144: r->status = qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 145: r->status = qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 146: r->status = qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, NULL); break;
+    case 117: (void)qkv_backward(NULL, (qkv_tensor *)g_t, (const float *)g_zero); break;
+    case 118: (void)qkv_backward((qkv_ctx *)g_ctx, NULL, (const float *)g_zero); break;
+    case 119: (void)qkv_backward((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
+    case 120: (void)qkv_set_reference((int)-1); break;
+    case 121: (void)qkv_set_reference(INT_MAX); break;
+    case 122: (void)qkv_linear(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 123: (void)qkv_linear((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 124: (void)qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 125: (void)qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 126: (void)qkv_linear((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 127: (void)qkv_permute(NULL, (qkv_tensor *)g_t, (const int *)g_zero, (qkv_tensor **)g_tens); break;
+    case 128: (void)qkv_permute((qkv_ctx *)g_ctx, NULL, (const int *)g_zero, (qkv_tensor **)g_tens); break;
+    case 129: (void)qkv_permute((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 130: (void)qkv_permute((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int *)g_zero, NULL); break;
+    case 131: (void)qkv_reshape(NULL, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 132: (void)qkv_reshape((qkv_ctx *)g_ctx, NULL, (int)1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 133: (void)qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)-1, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 134: (void)qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)1, NULL, (qkv_tensor **)g_tens); break;
+    case 135: (void)qkv_reshape((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int)1, (const int64_t *)g_ones, NULL); break;
+    case 136: (void)qkv_append_row(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 137: (void)qkv_append_row((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 138: (void)qkv_append_row((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 139: (void)qkv_append_row((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 140: (void)qkv_sdpa(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 141: (void)qkv_sdpa((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 142: (void)qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 143: (void)qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 144: (void)qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 145: (void)qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 146: (void)qkv_sdpa((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_sdpa_opts *)g_zero, (qkv_tensor **)g_tens, NULL); break;
     case 147: (void)qkv_mha_opts_default((int64_t)-1, (int64_t)1); break;
     case 148: (void)qkv_mha_opts_default(INT64_MAX, (int64_t)1); break;
     case 149: (void)qkv_mha_opts_default((int64_t)1, (int64_t)-1); break;
     case 150: (void)qkv_mha_opts_default((int64_t)1, INT64_MAX); break;
-    case 151: r->status = qkv_mha_init(NULL, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 152: r->status = qkv_mha_init((qkv_mha *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 153: r->status = qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 154: r->status = qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 155: r->status = qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 156: r->status = qkv_mha_forward(NULL, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 157: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 158: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 159: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 160: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 161: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 162: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 163: r->status = qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
-    case 164: r->status = qkv_score_init(NULL, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 165: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 166: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 167: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 168: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 169: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 170: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 171: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 172: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 173: r->status = qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
-    case 174: r->status = qkv_score_forward(NULL, (const qkv_score *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 175: r->status = qkv_score_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 176: r->status = qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 177: r->status = qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 178: r->status = qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 179: r->status = qkv_softmax(NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 180: r->status = qkv_softmax((qkv_ctx *)g_ctx, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 181: r->status = qkv_softmax((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 182: r->status = qkv_softmax((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 183: r->status = qkv_bmm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 184: r->status = qkv_bmm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 185: r->status = qkv_bmm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 186: r->status = qkv_bmm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 187: r->status = qkv_conv2d(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 188: r->status = qkv_conv2d((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 189: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 190: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 191: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 192: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
-    case 193: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens); break;
-    case 194: r->status = qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL); break;
-    case 195: r->status = qkv_max_pool2d(NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
-    case 196: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
-    case 197: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
-    case 198: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
-    case 199: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
-    case 200: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (int)1, (qkv_tensor **)g_tens); break;
-    case 201: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)-1, (qkv_tensor **)g_tens); break;
-    case 202: r->status = qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, NULL); break;
-    case 203: r->status = qkv_batch_norm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 204: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 205: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 206: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 207: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 208: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 209: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)-1, 1, 1, (qkv_tensor **)g_tens); break;
-    case 210: r->status = qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, NULL); break;
+    case 151: (void)qkv_mha_init(NULL, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 152: (void)qkv_mha_init((qkv_mha *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 153: (void)qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 154: (void)qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 155: (void)qkv_mha_init((qkv_mha *)g_zero, (const qkv_mha_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 156: (void)qkv_mha_forward(NULL, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 157: (void)qkv_mha_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 158: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 159: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 160: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 161: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 162: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 163: (void)qkv_mha_forward((qkv_ctx *)g_ctx, (const qkv_mha *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_mha_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
+    case 164: (void)qkv_score_init(NULL, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 165: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 166: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 167: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 168: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 169: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 170: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 171: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 172: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 173: (void)qkv_score_init((qkv_score *)g_zero, (qkv_score_kind)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
+    case 174: (void)qkv_score_forward(NULL, (const qkv_score *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 175: (void)qkv_score_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 176: (void)qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 177: (void)qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 178: (void)qkv_score_forward((qkv_ctx *)g_ctx, (const qkv_score *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 179: (void)qkv_softmax(NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 180: (void)qkv_softmax((qkv_ctx *)g_ctx, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 181: (void)qkv_softmax((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 182: (void)qkv_softmax((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 183: (void)qkv_bmm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 184: (void)qkv_bmm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 185: (void)qkv_bmm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 186: (void)qkv_bmm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 187: (void)qkv_conv2d(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 188: (void)qkv_conv2d((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 189: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 190: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 191: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 192: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens); break;
+    case 193: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens); break;
+    case 194: (void)qkv_conv2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL); break;
+    case 195: (void)qkv_max_pool2d(NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
+    case 196: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
+    case 197: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
+    case 198: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
+    case 199: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (const int64_t *)g_ones, (int)1, (qkv_tensor **)g_tens); break;
+    case 200: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, NULL, (int)1, (qkv_tensor **)g_tens); break;
+    case 201: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)-1, (qkv_tensor **)g_tens); break;
+    case 202: (void)qkv_max_pool2d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (const int64_t *)g_ones, (int)1, NULL); break;
+    case 203: (void)qkv_batch_norm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 204: (void)qkv_batch_norm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 205: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 206: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 207: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 208: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int)1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 209: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)-1, 1, 1, (qkv_tensor **)g_tens); break;
+    case 210: (void)qkv_batch_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, 1, 1, NULL); break;
     case 211: (void)qkv_conv2d_opts_default((int64_t)-1, (int64_t)1, (int64_t)1); break;
     case 212: (void)qkv_conv2d_opts_default(INT64_MAX, (int64_t)1, (int64_t)1); break;
     case 213: (void)qkv_conv2d_opts_default((int64_t)1, (int64_t)-1, (int64_t)1); break;
     case 214: (void)qkv_conv2d_opts_default((int64_t)1, INT64_MAX, (int64_t)1); break;
     case 215: (void)qkv_conv2d_opts_default((int64_t)1, (int64_t)1, (int64_t)-1); break;
     case 216: (void)qkv_conv2d_opts_default((int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 217: r->status = qkv_nn_conv2d_init(NULL, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 218: r->status = qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 219: r->status = qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 220: r->status = qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 221: r->status = qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 222: r->status = qkv_nn_maxpool2d_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 223: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 224: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 225: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 226: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 227: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 228: r->status = qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 217: (void)qkv_nn_conv2d_init(NULL, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 218: (void)qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 219: (void)qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 220: (void)qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 221: (void)qkv_nn_conv2d_init((qkv_nn_conv2d *)g_zero, (const qkv_conv2d_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 222: (void)qkv_nn_maxpool2d_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 223: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 224: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 225: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 226: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 227: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 228: (void)qkv_nn_maxpool2d_init((qkv_nn_maxpool2d *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX); break;
     case 229: (void)qkv_batchnorm_opts_default((int64_t)-1); break;
     case 230: (void)qkv_batchnorm_opts_default(INT64_MAX); break;
-    case 231: r->status = qkv_nn_batchnorm2d_init(NULL, (const qkv_batchnorm_opts *)g_zero, (qkv_params *)g_params, "x"); break;
-    case 232: r->status = qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, NULL, (qkv_params *)g_params, "x"); break;
-    case 233: r->status = qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, (const qkv_batchnorm_opts *)g_zero, NULL, "x"); break;
-    case 234: r->status = qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, (const qkv_batchnorm_opts *)g_zero, (qkv_params *)g_params, NULL); break;
-    case 235: r->status = qkv_nn_flatten_init(NULL); break;
-    case 236: r->status = qkv_cnn_init(NULL, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 237: r->status = qkv_cnn_init((qkv_cnn *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 238: r->status = qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 239: r->status = qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 240: r->status = qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 241: qkv_cnn_free(NULL); break;
-    case 242: r->status = qkv_mlp_init(NULL, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 243: r->status = qkv_mlp_init((qkv_mlp *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 244: r->status = qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 245: r->status = qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 246: r->status = qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 247: qkv_mlp_free(NULL); break;
-    case 248: r->status = qkv_toy_generate(NULL, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, (float *)g_zero, (float *)g_zero); break;
-    case 249: r->status = qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)-1, (int64_t)1, 1, (float *)g_zero, (float *)g_zero); break;
-    case 250: r->status = qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)-1, 1, (float *)g_zero, (float *)g_zero); break;
-    case 251: r->status = qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, NULL, (float *)g_zero); break;
-    case 252: r->status = qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, (float *)g_zero, NULL); break;
-    case 253: r->status = qkv_tokenizer_bytes_init(NULL); break;
-    case 254: r->status = qkv_tokenizer_chars_train(NULL, (size_t)1, (qkv_tokenizer **)g_nulls); break;
-    case 255: r->status = qkv_tokenizer_chars_train("x", (size_t)1, NULL); break;
-    case 256: r->status = qkv_tokenizer_bpe_train(NULL, (size_t)1, (int64_t)1, (qkv_tokenizer **)g_nulls); break;
-    case 257: r->status = qkv_tokenizer_bpe_train("x", (size_t)1, (int64_t)-1, (qkv_tokenizer **)g_nulls); break;
-    case 258: r->status = qkv_tokenizer_bpe_train("x", (size_t)1, INT64_MAX, (qkv_tokenizer **)g_nulls); break;
-    case 259: r->status = qkv_tokenizer_bpe_train("x", (size_t)1, (int64_t)1, NULL); break;
-    case 260: r->status = qkv_tokenizer_words_train(NULL, (size_t)1, (const qkv_words_options *)g_zero, (qkv_tokenizer **)g_nulls); break;
-    case 261: r->status = qkv_tokenizer_words_train("x", (size_t)1, NULL, (qkv_tokenizer **)g_nulls); break;
-    case 262: r->status = qkv_tokenizer_words_train("x", (size_t)1, (const qkv_words_options *)g_zero, NULL); break;
-    case 263: r->status = qkv_tokenizer_words_split(NULL, "x", (size_t)1, (char **)g_strs, (size_t *)g_zero, (int64_t *)g_zero); break;
-    case 264: r->status = qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, NULL, (size_t)1, (char **)g_strs, (size_t *)g_zero, (int64_t *)g_zero); break;
-    case 265: r->status = qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, NULL, (size_t *)g_zero, (int64_t *)g_zero); break;
-    case 266: r->status = qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, (char **)g_strs, NULL, (int64_t *)g_zero); break;
-    case 267: r->status = qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, (char **)g_strs, (size_t *)g_zero, NULL); break;
-    case 268: r->status = qkv_tokenizer_gpt2_load(NULL, (qkv_tokenizer **)g_nulls); break;
-    case 269: r->status = qkv_tokenizer_gpt2_load("x", NULL); break;
-    case 270: r->status = qkv_tokenizer_save(NULL, "x"); break;
-    case 271: r->status = qkv_tokenizer_save((const qkv_tokenizer *)g_tok, NULL); break;
-    case 272: r->status = qkv_tokenizer_load(NULL, (qkv_tokenizer **)g_nulls); break;
-    case 273: r->status = qkv_tokenizer_load("x", NULL); break;
-    case 274: r->status = qkv_tokenizer_save_text(NULL, (char **)g_strs, (size_t *)g_zero); break;
-    case 275: r->status = qkv_tokenizer_save_text((const qkv_tokenizer *)g_tok, NULL, (size_t *)g_zero); break;
-    case 276: r->status = qkv_tokenizer_save_text((const qkv_tokenizer *)g_tok, (char **)g_strs, NULL); break;
-    case 277: r->status = qkv_tokenizer_load_text(NULL, (size_t)1, (qkv_tokenizer **)g_nulls); break;
-    case 278: r->status = qkv_tokenizer_load_text("x", (size_t)1, NULL); break;
-    case 279: r->status = qkv_tokenizer_open(NULL, (qkv_tokenizer **)g_nulls); break;
-    case 280: r->status = qkv_tokenizer_open("x", NULL); break;
-    case 281: qkv_tokenizer_free(NULL); break;
+    case 231: (void)qkv_nn_batchnorm2d_init(NULL, (const qkv_batchnorm_opts *)g_zero, (qkv_params *)g_params, "x"); break;
+    case 232: (void)qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, NULL, (qkv_params *)g_params, "x"); break;
+    case 233: (void)qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, (const qkv_batchnorm_opts *)g_zero, NULL, "x"); break;
+    case 234: (void)qkv_nn_batchnorm2d_init((qkv_nn_batchnorm2d *)g_zero, (const qkv_batchnorm_opts *)g_zero, (qkv_params *)g_params, NULL); break;
+    case 235: (void)qkv_nn_flatten_init(NULL); break;
+    case 236: (void)qkv_cnn_init(NULL, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 237: (void)qkv_cnn_init((qkv_cnn *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 238: (void)qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 239: (void)qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 240: (void)qkv_cnn_init((qkv_cnn *)g_zero, (const qkv_cnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 241: (void)qkv_cnn_free(NULL); break;
+    case 242: (void)qkv_mlp_init(NULL, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 243: (void)qkv_mlp_init((qkv_mlp *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 244: (void)qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 245: (void)qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 246: (void)qkv_mlp_init((qkv_mlp *)g_zero, (const qkv_mlp_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 247: (void)qkv_mlp_free(NULL); break;
+    case 248: (void)qkv_toy_generate(NULL, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, (float *)g_zero, (float *)g_zero); break;
+    case 249: (void)qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)-1, (int64_t)1, 1, (float *)g_zero, (float *)g_zero); break;
+    case 250: (void)qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)-1, 1, (float *)g_zero, (float *)g_zero); break;
+    case 251: (void)qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, NULL, (float *)g_zero); break;
+    case 252: (void)qkv_toy_generate((qkv_rng *)&g_rng, (qkv_toy_task)1, (int64_t)1, (int64_t)1, 1, (float *)g_zero, NULL); break;
+    case 253: (void)qkv_tokenizer_bytes_init(NULL); break;
+    case 254: (void)qkv_tokenizer_chars_train(NULL, (size_t)1, (qkv_tokenizer **)g_nulls); break;
+    case 255: (void)qkv_tokenizer_chars_train("x", (size_t)1, NULL); break;
+    case 256: (void)qkv_tokenizer_bpe_train(NULL, (size_t)1, (int64_t)1, (qkv_tokenizer **)g_nulls); break;
+    case 257: (void)qkv_tokenizer_bpe_train("x", (size_t)1, (int64_t)-1, (qkv_tokenizer **)g_nulls); break;
+    case 258: (void)qkv_tokenizer_bpe_train("x", (size_t)1, INT64_MAX, (qkv_tokenizer **)g_nulls); break;
+    case 259: (void)qkv_tokenizer_bpe_train("x", (size_t)1, (int64_t)1, NULL); break;
+    case 260: (void)qkv_tokenizer_words_train(NULL, (size_t)1, (const qkv_words_options *)g_zero, (qkv_tokenizer **)g_nulls); break;
+    case 261: (void)qkv_tokenizer_words_train("x", (size_t)1, NULL, (qkv_tokenizer **)g_nulls); break;
+    case 262: (void)qkv_tokenizer_words_train("x", (size_t)1, (const qkv_words_options *)g_zero, NULL); break;
+    case 263: (void)qkv_tokenizer_words_split(NULL, "x", (size_t)1, (char **)g_strs, (size_t *)g_zero, (int64_t *)g_zero); break;
+    case 264: (void)qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, NULL, (size_t)1, (char **)g_strs, (size_t *)g_zero, (int64_t *)g_zero); break;
+    case 265: (void)qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, NULL, (size_t *)g_zero, (int64_t *)g_zero); break;
+    case 266: (void)qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, (char **)g_strs, NULL, (int64_t *)g_zero); break;
+    case 267: (void)qkv_tokenizer_words_split((const qkv_tokenizer *)g_tok, "x", (size_t)1, (char **)g_strs, (size_t *)g_zero, NULL); break;
+    case 268: (void)qkv_tokenizer_gpt2_load(NULL, (qkv_tokenizer **)g_nulls); break;
+    case 269: (void)qkv_tokenizer_gpt2_load("x", NULL); break;
+    case 270: (void)qkv_tokenizer_save(NULL, "x"); break;
+    case 271: (void)qkv_tokenizer_save((const qkv_tokenizer *)g_tok, NULL); break;
+    case 272: (void)qkv_tokenizer_load(NULL, (qkv_tokenizer **)g_nulls); break;
+    case 273: (void)qkv_tokenizer_load("x", NULL); break;
+    case 274: (void)qkv_tokenizer_save_text(NULL, (char **)g_strs, (size_t *)g_zero); break;
+    case 275: (void)qkv_tokenizer_save_text((const qkv_tokenizer *)g_tok, NULL, (size_t *)g_zero); break;
+    case 276: (void)qkv_tokenizer_save_text((const qkv_tokenizer *)g_tok, (char **)g_strs, NULL); break;
+    case 277: (void)qkv_tokenizer_load_text(NULL, (size_t)1, (qkv_tokenizer **)g_nulls); break;
+    case 278: (void)qkv_tokenizer_load_text("x", (size_t)1, NULL); break;
+    case 279: (void)qkv_tokenizer_open(NULL, (qkv_tokenizer **)g_nulls); break;
+    case 280: (void)qkv_tokenizer_open("x", NULL); break;
+    case 281: (void)qkv_tokenizer_free(NULL); break;
     case 282: (void)qkv_tokenizer_kind_of(NULL); break;
     case 283: (void)qkv_tokenizer_vocab_size(NULL); break;
-    case 284: r->status = qkv_tokenizer_special(NULL, "x", (int64_t *)g_zero); break;
-    case 285: r->status = qkv_tokenizer_special((const qkv_tokenizer *)g_tok, NULL, (int64_t *)g_zero); break;
-    case 286: r->status = qkv_tokenizer_special((const qkv_tokenizer *)g_tok, "x", NULL); break;
-    case 287: r->status = qkv_tokenizer_encode(NULL, "x", (size_t)1, (int64_t **)g_nulls, (int64_t *)g_zero); break;
-    case 288: r->status = qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, NULL, (size_t)1, (int64_t **)g_nulls, (int64_t *)g_zero); break;
-    case 289: r->status = qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, "x", (size_t)1, NULL, (int64_t *)g_zero); break;
-    case 290: r->status = qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, "x", (size_t)1, (int64_t **)g_nulls, NULL); break;
-    case 291: r->status = qkv_tokenizer_decode(NULL, (const int64_t *)g_ones, (int64_t)1, (char **)g_strs, (size_t *)g_zero); break;
-    case 292: r->status = qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, NULL, (int64_t)1, (char **)g_strs, (size_t *)g_zero); break;
-    case 293: r->status = qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)-1, (char **)g_strs, (size_t *)g_zero); break;
-    case 294: r->status = qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)1, NULL, (size_t *)g_zero); break;
-    case 295: r->status = qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)1, (char **)g_strs, NULL); break;
-    case 296: r->status = qkv_mo_read(NULL, (qkv_mo **)g_nulls); break;
-    case 297: r->status = qkv_mo_read("x", NULL); break;
-    case 298: r->status = qkv_mo_parse(NULL, (size_t)1, "x", (qkv_mo **)g_nulls); break;
-    case 299: r->status = qkv_mo_parse((const void *)g_zero, (size_t)1, NULL, (qkv_mo **)g_nulls); break;
-    case 300: r->status = qkv_mo_parse((const void *)g_zero, (size_t)1, "x", NULL); break;
+    case 284: (void)qkv_tokenizer_special(NULL, "x", (int64_t *)g_zero); break;
+    case 285: (void)qkv_tokenizer_special((const qkv_tokenizer *)g_tok, NULL, (int64_t *)g_zero); break;
+    case 286: (void)qkv_tokenizer_special((const qkv_tokenizer *)g_tok, "x", NULL); break;
+    case 287: (void)qkv_tokenizer_encode(NULL, "x", (size_t)1, (int64_t **)g_nulls, (int64_t *)g_zero); break;
+    case 288: (void)qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, NULL, (size_t)1, (int64_t **)g_nulls, (int64_t *)g_zero); break;
+    case 289: (void)qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, "x", (size_t)1, NULL, (int64_t *)g_zero); break;
+    case 290: (void)qkv_tokenizer_encode((const qkv_tokenizer *)g_tok, "x", (size_t)1, (int64_t **)g_nulls, NULL); break;
+    case 291: (void)qkv_tokenizer_decode(NULL, (const int64_t *)g_ones, (int64_t)1, (char **)g_strs, (size_t *)g_zero); break;
+    case 292: (void)qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, NULL, (int64_t)1, (char **)g_strs, (size_t *)g_zero); break;
+    case 293: (void)qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)-1, (char **)g_strs, (size_t *)g_zero); break;
+    case 294: (void)qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)1, NULL, (size_t *)g_zero); break;
+    case 295: (void)qkv_tokenizer_decode((const qkv_tokenizer *)g_tok, (const int64_t *)g_ones, (int64_t)1, (char **)g_strs, NULL); break;
+    case 296: (void)qkv_mo_read(NULL, (qkv_mo **)g_nulls); break;
+    case 297: (void)qkv_mo_read("x", NULL); break;
+    case 298: (void)qkv_mo_parse(NULL, (size_t)1, "x", (qkv_mo **)g_nulls); break;
+    case 299: (void)qkv_mo_parse((const void *)g_zero, (size_t)1, NULL, (qkv_mo **)g_nulls); break;
+    case 300: (void)qkv_mo_parse((const void *)g_zero, (size_t)1, "x", NULL); break;
     case 301: (void)qkv_mo_count(NULL); break;
-    case 302: r->status = qkv_mo_get(NULL, (int64_t)1, (const char **)g_strs, (const char **)g_strs); break;
+    case 302: (void)qkv_mo_get(NULL, (int64_t)1, (const char **)g_strs, (const char **)g_strs); break;
     case 303: r->ret_null = qkv_mo_charset(NULL) == NULL; break;
-    case 304: qkv_mo_free(NULL); break;
-    case 305: r->status = qkv_translation_clean(NULL, (char **)g_strs); break;
-    case 306: r->status = qkv_translation_clean("x", NULL); break;
-    case 307: r->status = qkv_translation_set_init((int64_t)-1, (qkv_translation_set **)g_nulls); break;
-    case 308: r->status = qkv_translation_set_init(INT64_MAX, (qkv_translation_set **)g_nulls); break;
-    case 309: r->status = qkv_translation_set_init((int64_t)1, NULL); break;
-    case 310: qkv_translation_set_free(NULL); break;
-    case 311: r->status = qkv_translation_add_pair(NULL, "x", "x", (qkv_translation_counts *)g_zero); break;
-    case 312: r->status = qkv_translation_add_mo(NULL, "x", (qkv_translation_counts *)g_zero); break;
-    case 313: r->status = qkv_translation_write(NULL, "x", (qkv_translation_counts *)g_zero); break;
+    case 304: (void)qkv_mo_free(NULL); break;
+    case 305: (void)qkv_translation_clean(NULL, (char **)g_strs); break;
+    case 306: (void)qkv_translation_clean("x", NULL); break;
+    case 307: (void)qkv_translation_set_init((int64_t)-1, (qkv_translation_set **)g_nulls); break;
+    case 308: (void)qkv_translation_set_init(INT64_MAX, (qkv_translation_set **)g_nulls); break;
+    case 309: (void)qkv_translation_set_init((int64_t)1, NULL); break;
+    case 310: (void)qkv_translation_set_free(NULL); break;
+    case 311: (void)qkv_translation_add_pair(NULL, "x", "x", (qkv_translation_counts *)g_zero); break;
+    case 312: (void)qkv_translation_add_mo(NULL, "x", (qkv_translation_counts *)g_zero); break;
+    case 313: (void)qkv_translation_write(NULL, "x", (qkv_translation_counts *)g_zero); break;
     case 314: (void)qkv_translation_split(NULL); break;
-    case 315: r->status = qkv_bleu_corpus(NULL, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
-    case 316: r->status = qkv_bleu_corpus((const char *const *)g_strs, NULL, (int64_t)1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
-    case 317: r->status = qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)-1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
-    case 318: r->status = qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)-1, (qkv_bleu_score *)g_zero); break;
-    case 319: r->status = qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, NULL); break;
-    case 320: r->status = qkv_bleu_paired_bootstrap(NULL, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 321: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, NULL, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 322: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 323: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)-1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 324: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)-1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 325: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)-1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
-    case 326: r->status = qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, NULL); break;
-    case 327: r->status = qkv_lm_generate(NULL, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 328: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 329: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 330: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 331: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 332: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 333: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
-    case 334: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
-    case 335: r->status = qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
-    case 336: r->status = qkv_seq2seq_generate(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 337: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 338: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 339: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 340: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 341: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 342: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 343: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
-    case 344: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
-    case 345: r->status = qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
-    case 346: r->status = qkv_seq2seq_rnn_generate(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 347: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 348: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 349: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 350: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)-1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 351: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
-    case 352: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
-    case 353: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
-    case 354: r->status = qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
-    case 355: r->status = qkv_sample_probs(NULL, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
-    case 356: r->status = qkv_sample_probs((qkv_ctx *)g_ctx, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
-    case 357: r->status = qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)-1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
-    case 358: r->status = qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, NULL, (float *)g_zero); break;
-    case 359: r->status = qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL); break;
-    case 360: r->status = qkv_sample_token(NULL, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
-    case 361: r->status = qkv_sample_token((qkv_ctx *)g_ctx, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
-    case 362: r->status = qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)-1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
-    case 363: r->status = qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, NULL, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
-    case 364: r->status = qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero); break;
-    case 365: r->status = qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, NULL); break;
-    case 366: r->status = qkv_dist_init(NULL, (qkv_dist_engine)1); break;
-    case 367: qkv_dist_free(NULL); break;
+    case 315: (void)qkv_bleu_corpus(NULL, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
+    case 316: (void)qkv_bleu_corpus((const char *const *)g_strs, NULL, (int64_t)1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
+    case 317: (void)qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)-1, (int64_t)1, (qkv_bleu_score *)g_zero); break;
+    case 318: (void)qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)-1, (qkv_bleu_score *)g_zero); break;
+    case 319: (void)qkv_bleu_corpus((const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, NULL); break;
+    case 320: (void)qkv_bleu_paired_bootstrap(NULL, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 321: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, NULL, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 322: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 323: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)-1, (int64_t)1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 324: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)-1, (int64_t)1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 325: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)-1, (uint64_t)1, (qkv_bleu_bootstrap *)g_zero); break;
+    case 326: (void)qkv_bleu_paired_bootstrap((const char *const *)g_strs, (const char *const *)g_strs, (const char *const *)g_strs, (int64_t)1, (int64_t)1, (int64_t)1, (uint64_t)1, NULL); break;
+    case 327: (void)qkv_lm_generate(NULL, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 328: (void)qkv_lm_generate((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 329: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 330: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 331: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 332: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 333: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
+    case 334: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
+    case 335: (void)qkv_lm_generate((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
+    case 336: (void)qkv_seq2seq_generate(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 337: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 338: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 339: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 340: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 341: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 342: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 343: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
+    case 344: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
+    case 345: (void)qkv_seq2seq_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
+    case 346: (void)qkv_seq2seq_rnn_generate(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 347: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 348: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 349: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 350: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)-1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 351: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, NULL, (int64_t *)g_zero, (int64_t *)g_zero, (float *)g_zero); break;
+    case 352: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero, (float *)g_zero); break;
+    case 353: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, NULL, (float *)g_zero); break;
+    case 354: (void)qkv_seq2seq_rnn_generate((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (int64_t)1, (const qkv_generate_opts *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
+    case 355: (void)qkv_sample_probs(NULL, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
+    case 356: (void)qkv_sample_probs((qkv_ctx *)g_ctx, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
+    case 357: (void)qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)-1, (const qkv_generate_opts *)g_zero, (float *)g_zero); break;
+    case 358: (void)qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, NULL, (float *)g_zero); break;
+    case 359: (void)qkv_sample_probs((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL); break;
+    case 360: (void)qkv_sample_token(NULL, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
+    case 361: (void)qkv_sample_token((qkv_ctx *)g_ctx, NULL, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
+    case 362: (void)qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)-1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
+    case 363: (void)qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, NULL, (qkv_rng *)&g_rng, (int64_t *)g_zero); break;
+    case 364: (void)qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, NULL, (int64_t *)g_zero); break;
+    case 365: (void)qkv_sample_token((qkv_ctx *)g_ctx, (const float *)g_zero, (int64_t)1, (const qkv_generate_opts *)g_zero, (qkv_rng *)&g_rng, NULL); break;
+    case 366: (void)qkv_dist_init(NULL, (qkv_dist_engine)1); break;
+    case 367: (void)qkv_dist_free(NULL); break;
     case 368: (void)qkv_dist_rank(NULL); break;
     case 369: (void)qkv_dist_size(NULL); break;
     case 370: r->ret_null = qkv_dist_engine_name(NULL) == NULL; break;
-    case 371: r->status = qkv_dist_allreduce(NULL, (float *)g_zero, (int64_t)1, (qkv_dist_op)1); break;
-    case 372: r->status = qkv_dist_allreduce_f64(NULL, (double *)g_zero, (int64_t)1, (qkv_dist_op)1); break;
-    case 373: r->status = qkv_dist_broadcast(NULL, (void *)g_zero, (int64_t)1, (int)1); break;
-    case 374: r->status = qkv_dist_allgather(NULL, (const void *)g_zero, (int64_t)1, (void *)g_zero); break;
-    case 375: r->status = qkv_dist_barrier(NULL); break;
-    case 376: qkv_dist_shard(NULL, (int64_t)1, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 377: r->status = qkv_dist_batch_agree(NULL, (qkv_status)1, 1, 1, (int64_t)1, (double *)g_zero, (double *)g_zero); break;
-    case 378: r->status = qkv_dist_agree(NULL, (qkv_status)1, "x", "x"); break;
-    case 379: r->status = qkv_dist_buffers_sync(NULL, (qkv_params *)g_params); break;
-    case 380: r->status = qkv_dist_batch_sum(NULL, (double *)g_zero, (int64_t)1, (int)1); break;
-    case 381: r->status = qkv_dist_batch_sum((void *)g_zero, NULL, (int64_t)1, (int)1); break;
-    case 382: r->status = qkv_dist_batch_sum((void *)g_zero, (double *)g_zero, (int64_t)-1, (int)1); break;
-    case 383: r->status = qkv_dist_batch_sum((void *)g_zero, (double *)g_zero, (int64_t)1, (int)-1); break;
+    case 371: (void)qkv_dist_allreduce(NULL, (float *)g_zero, (int64_t)1, (qkv_dist_op)1); break;
+    case 372: (void)qkv_dist_allreduce_f64(NULL, (double *)g_zero, (int64_t)1, (qkv_dist_op)1); break;
+    case 373: (void)qkv_dist_broadcast(NULL, (void *)g_zero, (int64_t)1, (int)1); break;
+    case 374: (void)qkv_dist_allgather(NULL, (const void *)g_zero, (int64_t)1, (void *)g_zero); break;
+    case 375: (void)qkv_dist_barrier(NULL); break;
+    case 376: (void)qkv_dist_shard(NULL, (int64_t)1, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 377: (void)qkv_dist_batch_agree(NULL, (qkv_status)1, 1, 1, (int64_t)1, (double *)g_zero, (double *)g_zero); break;
+    case 378: (void)qkv_dist_agree(NULL, (qkv_status)1, "x", "x"); break;
+    case 379: (void)qkv_dist_buffers_sync(NULL, (qkv_params *)g_params); break;
+    case 380: (void)qkv_dist_batch_sum(NULL, (double *)g_zero, (int64_t)1, (int)1); break;
+    case 381: (void)qkv_dist_batch_sum((void *)g_zero, NULL, (int64_t)1, (int)1); break;
+    case 382: (void)qkv_dist_batch_sum((void *)g_zero, (double *)g_zero, (int64_t)-1, (int)1); break;
+    case 383: (void)qkv_dist_batch_sum((void *)g_zero, (double *)g_zero, (int64_t)1, (int)-1); break;
     case 384: (void)qkv_dist_broken(NULL); break;
-    case 385: qkv_dist_set_broken(NULL); break;
-    case 386: r->status = qkv_dist_grads_allreduce(NULL, (qkv_params *)g_params, 1, (int64_t)1, (double *)g_zero); break;
-    case 387: r->status = qkv_dist_check_params(NULL, (qkv_params *)g_params, (int64_t)1); break;
-    case 388: r->status = qkv_dist_zero1(NULL, (qkv_optim *)g_optim, (int64_t *)g_zero); break;
-    case 389: r->status = qkv_dist_optim_step(NULL, (qkv_optim *)g_optim); break;
-    case 390: r->status = qkv_dist_checkpoint_save(NULL, "x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
-    case 391: r->status = qkv_kv_cache_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 392: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 393: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 394: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 395: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 396: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 397: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 398: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 399: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 400: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 401: r->status = qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 402: r->status = qkv_kv_cache_init_half(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 403: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 404: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 405: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 406: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 407: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 408: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 409: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 410: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 411: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 412: r->status = qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 413: r->status = qkv_kv_cache_init_bf16(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 414: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 415: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 416: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 417: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 418: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 419: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 420: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 421: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 422: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 423: r->status = qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 424: qkv_kv_cache_free(NULL); break;
-    case 425: qkv_kv_cache_reset(NULL); break;
-    case 426: r->status = qkv_kv_cache_truncate(NULL, (int64_t)1); break;
-    case 427: r->status = qkv_kv_cache_truncate((qkv_kv_cache *)g_zero, (int64_t)-1); break;
-    case 428: r->status = qkv_kv_cache_truncate((qkv_kv_cache *)g_zero, INT64_MAX); break;
-    case 429: r->status = qkv_kv_cache_reorder(NULL, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones); break;
-    case 430: r->status = qkv_kv_cache_reorder((qkv_ctx *)g_ctx, NULL, (const int64_t *)g_ones); break;
-    case 431: r->status = qkv_kv_cache_reorder((qkv_ctx *)g_ctx, (qkv_kv_cache *)g_zero, NULL); break;
-    case 432: r->status = qkv_transformer_decoder_only_forward_cached(NULL, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 433: r->status = qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 434: r->status = qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 435: r->status = qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 436: r->status = qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 437: r->status = qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 438: r->status = qkv_transformer_decoder_set_memory(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 439: r->status = qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 440: r->status = qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 441: r->status = qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t); break;
-    case 442: r->status = qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL); break;
-    case 443: r->status = qkv_transformer_decoder_forward_cached(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 444: r->status = qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 445: r->status = qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 446: r->status = qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 447: r->status = qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 448: r->status = qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 385: (void)qkv_dist_set_broken(NULL); break;
+    case 386: (void)qkv_dist_grads_allreduce(NULL, (qkv_params *)g_params, 1, (int64_t)1, (double *)g_zero); break;
+    case 387: (void)qkv_dist_check_params(NULL, (qkv_params *)g_params, (int64_t)1); break;
+    case 388: (void)qkv_dist_zero1(NULL, (qkv_optim *)g_optim, (int64_t *)g_zero); break;
+    case 389: (void)qkv_dist_optim_step(NULL, (qkv_optim *)g_optim); break;
+    case 390: (void)qkv_dist_checkpoint_save(NULL, "x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
+    case 391: (void)qkv_kv_cache_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 392: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 393: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 394: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 395: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 396: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 397: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 398: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 399: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 400: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 401: (void)qkv_kv_cache_init((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 402: (void)qkv_kv_cache_init_half(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 403: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 404: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 405: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 406: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 407: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 408: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 409: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 410: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 411: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 412: (void)qkv_kv_cache_init_half((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 413: (void)qkv_kv_cache_init_bf16(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 414: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 415: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 416: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 417: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 418: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 419: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 420: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 421: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 422: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 423: (void)qkv_kv_cache_init_bf16((qkv_kv_cache *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 424: (void)qkv_kv_cache_free(NULL); break;
+    case 425: (void)qkv_kv_cache_reset(NULL); break;
+    case 426: (void)qkv_kv_cache_truncate(NULL, (int64_t)1); break;
+    case 427: (void)qkv_kv_cache_truncate((qkv_kv_cache *)g_zero, (int64_t)-1); break;
+    case 428: (void)qkv_kv_cache_truncate((qkv_kv_cache *)g_zero, INT64_MAX); break;
+    case 429: (void)qkv_kv_cache_reorder(NULL, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones); break;
+    case 430: (void)qkv_kv_cache_reorder((qkv_ctx *)g_ctx, NULL, (const int64_t *)g_ones); break;
+    case 431: (void)qkv_kv_cache_reorder((qkv_ctx *)g_ctx, (qkv_kv_cache *)g_zero, NULL); break;
+    case 432: (void)qkv_transformer_decoder_only_forward_cached(NULL, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 433: (void)qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 434: (void)qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 435: (void)qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 436: (void)qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 437: (void)qkv_transformer_decoder_only_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 438: (void)qkv_transformer_decoder_set_memory(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 439: (void)qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 440: (void)qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 441: (void)qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t); break;
+    case 442: (void)qkv_transformer_decoder_set_memory((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL); break;
+    case 443: (void)qkv_transformer_decoder_forward_cached(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 444: (void)qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 445: (void)qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 446: (void)qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 447: (void)qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 448: (void)qkv_transformer_decoder_forward_cached((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
     case 449: (void)qkv_lm_opts_default((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 450: (void)qkv_lm_opts_default(INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 451: (void)qkv_lm_opts_default((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
@@ -598,33 +598,33 @@ static void call_case(int k, result *r)
     case 456: (void)qkv_lm_opts_default((int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
     case 457: (void)qkv_lm_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
     case 458: (void)qkv_lm_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 459: r->status = qkv_lm_opts_format(NULL, g_buf, (size_t)1); break;
-    case 460: r->status = qkv_lm_opts_format((const qkv_lm_opts *)g_zero, NULL, (size_t)1); break;
-    case 461: r->status = qkv_lm_opts_parse(NULL, (qkv_lm_opts *)g_zero); break;
-    case 462: r->status = qkv_lm_opts_parse("x", NULL); break;
-    case 463: r->status = qkv_lm_init(NULL, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 464: r->status = qkv_lm_init((qkv_lm *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 465: r->status = qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 466: r->status = qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 467: r->status = qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 468: qkv_lm_free(NULL); break;
-    case 469: r->status = qkv_lm_forward(NULL, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 470: r->status = qkv_lm_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 471: r->status = qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 472: r->status = qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 473: r->status = qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 474: r->status = qkv_lm_cache_init(NULL, (const qkv_lm *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 475: r->status = qkv_lm_cache_init((qkv_kv_cache *)g_zero, NULL, (int64_t)1, (int64_t)1); break;
-    case 476: r->status = qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)-1, (int64_t)1); break;
-    case 477: r->status = qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, INT64_MAX, (int64_t)1); break;
-    case 478: r->status = qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)1, (int64_t)-1); break;
-    case 479: r->status = qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)1, INT64_MAX); break;
-    case 480: r->status = qkv_lm_forward_cached(NULL, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 481: r->status = qkv_lm_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 482: r->status = qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 483: r->status = qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 484: r->status = qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 485: r->status = qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 459: (void)qkv_lm_opts_format(NULL, g_buf, (size_t)1); break;
+    case 460: (void)qkv_lm_opts_format((const qkv_lm_opts *)g_zero, NULL, (size_t)1); break;
+    case 461: (void)qkv_lm_opts_parse(NULL, (qkv_lm_opts *)g_zero); break;
+    case 462: (void)qkv_lm_opts_parse("x", NULL); break;
+    case 463: (void)qkv_lm_init(NULL, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 464: (void)qkv_lm_init((qkv_lm *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 465: (void)qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 466: (void)qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 467: (void)qkv_lm_init((qkv_lm *)g_zero, (const qkv_lm_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 468: (void)qkv_lm_free(NULL); break;
+    case 469: (void)qkv_lm_forward(NULL, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 470: (void)qkv_lm_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 471: (void)qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 472: (void)qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 473: (void)qkv_lm_forward((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 474: (void)qkv_lm_cache_init(NULL, (const qkv_lm *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 475: (void)qkv_lm_cache_init((qkv_kv_cache *)g_zero, NULL, (int64_t)1, (int64_t)1); break;
+    case 476: (void)qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)-1, (int64_t)1); break;
+    case 477: (void)qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, INT64_MAX, (int64_t)1); break;
+    case 478: (void)qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)1, (int64_t)-1); break;
+    case 479: (void)qkv_lm_cache_init((qkv_kv_cache *)g_zero, (const qkv_lm *)g_zero, (int64_t)1, INT64_MAX); break;
+    case 480: (void)qkv_lm_forward_cached(NULL, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 481: (void)qkv_lm_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 482: (void)qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 483: (void)qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 484: (void)qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 485: (void)qkv_lm_forward_cached((qkv_ctx *)g_ctx, (const qkv_lm *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
     case 486: (void)qkv_seq2seq_opts_default((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 487: (void)qkv_seq2seq_opts_default(INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 488: (void)qkv_seq2seq_opts_default((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
@@ -639,43 +639,43 @@ static void call_case(int k, result *r)
     case 497: (void)qkv_seq2seq_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
     case 498: (void)qkv_seq2seq_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
     case 499: (void)qkv_seq2seq_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 500: r->status = qkv_seq2seq_init(NULL, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 501: r->status = qkv_seq2seq_init((qkv_seq2seq *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 502: r->status = qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 503: r->status = qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 504: r->status = qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 505: qkv_seq2seq_free(NULL); break;
-    case 506: r->status = qkv_seq2seq_forward(NULL, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 507: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 508: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 509: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 510: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 511: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 512: r->status = qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 513: r->status = qkv_seq2seq_encode(NULL, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 514: r->status = qkv_seq2seq_encode((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 515: r->status = qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 516: r->status = qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 517: r->status = qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 518: r->status = qkv_seq2seq_cache_init(NULL, (const qkv_seq2seq *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 519: r->status = qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, NULL, (int64_t)1, (int64_t)1); break;
-    case 520: r->status = qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)-1, (int64_t)1); break;
-    case 521: r->status = qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, INT64_MAX, (int64_t)1); break;
-    case 522: r->status = qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)1, (int64_t)-1); break;
-    case 523: r->status = qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)1, INT64_MAX); break;
-    case 524: r->status = qkv_seq2seq_start(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 525: r->status = qkv_seq2seq_start((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 526: r->status = qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
-    case 527: r->status = qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t); break;
-    case 528: r->status = qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL); break;
-    case 529: r->status = qkv_seq2seq_forward_cached(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 530: r->status = qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 531: r->status = qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 532: r->status = qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 533: r->status = qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 534: r->status = qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 535: r->status = qkv_rnn_attention_parse(NULL, (qkv_rnn_attention *)g_zero); break;
-    case 536: r->status = qkv_rnn_attention_parse("x", NULL); break;
+    case 500: (void)qkv_seq2seq_init(NULL, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 501: (void)qkv_seq2seq_init((qkv_seq2seq *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 502: (void)qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 503: (void)qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 504: (void)qkv_seq2seq_init((qkv_seq2seq *)g_zero, (const qkv_seq2seq_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 505: (void)qkv_seq2seq_free(NULL); break;
+    case 506: (void)qkv_seq2seq_forward(NULL, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 507: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 508: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 509: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 510: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 511: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 512: (void)qkv_seq2seq_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 513: (void)qkv_seq2seq_encode(NULL, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 514: (void)qkv_seq2seq_encode((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 515: (void)qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 516: (void)qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 517: (void)qkv_seq2seq_encode((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 518: (void)qkv_seq2seq_cache_init(NULL, (const qkv_seq2seq *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 519: (void)qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, NULL, (int64_t)1, (int64_t)1); break;
+    case 520: (void)qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)-1, (int64_t)1); break;
+    case 521: (void)qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, INT64_MAX, (int64_t)1); break;
+    case 522: (void)qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)1, (int64_t)-1); break;
+    case 523: (void)qkv_seq2seq_cache_init((qkv_kv_cache *)g_zero, (const qkv_seq2seq *)g_zero, (int64_t)1, INT64_MAX); break;
+    case 524: (void)qkv_seq2seq_start(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 525: (void)qkv_seq2seq_start((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 526: (void)qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t); break;
+    case 527: (void)qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t); break;
+    case 528: (void)qkv_seq2seq_start((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL); break;
+    case 529: (void)qkv_seq2seq_forward_cached(NULL, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 530: (void)qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 531: (void)qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 532: (void)qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 533: (void)qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 534: (void)qkv_seq2seq_forward_cached((qkv_ctx *)g_ctx, (const qkv_seq2seq *)g_zero, (qkv_kv_cache *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 535: (void)qkv_rnn_attention_parse(NULL, (qkv_rnn_attention *)g_zero); break;
+    case 536: (void)qkv_rnn_attention_parse("x", NULL); break;
     case 537: (void)qkv_seq2seq_rnn_opts_default((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 538: (void)qkv_seq2seq_rnn_opts_default(INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
     case 539: (void)qkv_seq2seq_rnn_opts_default((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
@@ -684,644 +684,742 @@ static void call_case(int k, result *r)
     case 542: (void)qkv_seq2seq_rnn_opts_default((int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
     case 543: (void)qkv_seq2seq_rnn_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
     case 544: (void)qkv_seq2seq_rnn_opts_default((int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 545: r->status = qkv_seq2seq_rnn_init(NULL, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 546: r->status = qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 547: r->status = qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 548: r->status = qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 549: r->status = qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 550: qkv_seq2seq_rnn_free(NULL); break;
-    case 551: r->status = qkv_seq2seq_rnn_forward(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 552: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 553: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 554: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 555: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 556: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 557: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 558: r->status = qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
-    case 559: r->status = qkv_seq2seq_rnn_loss(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 560: r->status = qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 561: r->status = qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 562: r->status = qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 563: r->status = qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL); break;
-    case 564: r->status = qkv_seq2seq_rnn_forward_loss(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 565: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 566: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 567: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 568: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 569: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 570: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 571: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 572: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 573: r->status = qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
-    case 574: r->status = qkv_idx_read(NULL, (qkv_idx **)g_nulls); break;
-    case 575: r->status = qkv_idx_read("x", NULL); break;
-    case 576: r->status = qkv_idx_parse(NULL, (size_t)1, "x", (qkv_idx **)g_nulls); break;
-    case 577: r->status = qkv_idx_parse((const void *)g_zero, (size_t)1, NULL, (qkv_idx **)g_nulls); break;
-    case 578: r->status = qkv_idx_parse((const void *)g_zero, (size_t)1, "x", NULL); break;
-    case 579: qkv_idx_free(NULL); break;
-    case 580: (void)qkv_idx_type_of(NULL); break;
-    case 581: (void)qkv_idx_ndim(NULL); break;
-    case 582: (void)qkv_idx_dim(NULL, (int)1); break;
-    case 583: (void)qkv_idx_numel(NULL); break;
-    case 584: r->status = qkv_idx_read_f32(NULL, (float *)g_zero, (int64_t)1); break;
-    case 585: r->status = qkv_idx_read_i64(NULL, (int64_t *)g_zero, (int64_t)1); break;
-    case 586: r->status = qkv_image_set_load(NULL, "x", (qkv_image_set **)g_nulls); break;
-    case 587: r->status = qkv_image_set_load("x", NULL, (qkv_image_set **)g_nulls); break;
-    case 588: r->status = qkv_image_set_load("x", "x", NULL); break;
-    case 589: r->status = qkv_fashion_mnist_load(NULL, (int)1, (qkv_image_set **)g_nulls); break;
-    case 590: r->status = qkv_fashion_mnist_load("x", (int)-1, (qkv_image_set **)g_nulls); break;
-    case 591: r->status = qkv_fashion_mnist_load("x", INT_MAX, (qkv_image_set **)g_nulls); break;
-    case 592: r->status = qkv_fashion_mnist_load("x", (int)1, NULL); break;
-    case 593: qkv_image_set_free(NULL); break;
-    case 594: r->ret_null = qkv_fashion_mnist_class((int64_t)-1) == NULL; break;
-    case 595: r->ret_null = qkv_fashion_mnist_class(INT64_MAX) == NULL; break;
-    case 596: r->status = qkv_image_set_stats(NULL, (float *)g_zero, (float *)g_zero); break;
-    case 597: r->status = qkv_image_set_stats((const qkv_image_set *)g_zero, NULL, (float *)g_zero); break;
-    case 598: r->status = qkv_image_set_stats((const qkv_image_set *)g_zero, (float *)g_zero, NULL); break;
-    case 599: r->status = qkv_image_set_batch(NULL, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
-    case 600: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, NULL, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
-    case 601: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)-1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
-    case 602: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, NULL, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
-    case 603: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, NULL, (float *)g_zero, (int64_t *)g_zero); break;
-    case 604: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, NULL, (int64_t *)g_zero); break;
-    case 605: r->status = qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, NULL); break;
-    case 606: r->status = qkv_shuffle_i64(NULL, (int64_t *)g_zero, (int64_t)1); break;
-    case 607: r->status = qkv_shuffle_i64((qkv_rng *)&g_rng, NULL, (int64_t)1); break;
-    case 608: r->status = qkv_shuffle_i64((qkv_rng *)&g_rng, (int64_t *)g_zero, (int64_t)-1); break;
-    case 609: r->status = qkv_image_random_crop(NULL, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
-    case 610: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
-    case 611: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
-    case 612: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1); break;
-    case 613: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1); break;
-    case 614: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1); break;
-    case 615: r->status = qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1); break;
-    case 616: r->status = qkv_image_random_hflip(NULL, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
-    case 617: r->status = qkv_image_random_hflip((qkv_rng *)&g_rng, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
-    case 618: r->status = qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
-    case 619: r->status = qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, 1); break;
-    case 620: r->status = qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, 1); break;
-    case 621: r->status = qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, 1); break;
-    case 622: r->status = qkv_image_normalize(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
-    case 623: r->status = qkv_image_normalize((float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
-    case 624: r->status = qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
-    case 625: r->status = qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
-    case 626: r->status = qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (const float *)g_zero, (const float *)g_zero); break;
-    case 627: r->status = qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (const float *)g_zero); break;
-    case 628: r->status = qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, NULL); break;
-    case 629: r->status = qkv_png_read(NULL, (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 630: r->status = qkv_png_read("x", NULL, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 631: r->status = qkv_png_read("x", (float **)g_nulls, NULL, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 632: r->status = qkv_png_read("x", (float **)g_nulls, (int64_t *)g_zero, NULL, (int64_t *)g_zero); break;
-    case 633: r->status = qkv_png_read("x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
-    case 634: r->status = qkv_png_read_mem(NULL, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 635: r->status = qkv_png_read_mem((const void *)g_zero, (size_t)1, NULL, (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 636: r->status = qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", NULL, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 637: r->status = qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, NULL, (int64_t *)g_zero, (int64_t *)g_zero); break;
-    case 638: r->status = qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, NULL, (int64_t *)g_zero); break;
-    case 639: r->status = qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
-    case 640: r->status = qkv_image_fit(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 641: r->status = qkv_image_fit((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 642: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 643: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 644: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 645: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
-    case 646: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (unsigned *)g_zero); break;
-    case 647: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (unsigned *)g_zero); break;
-    case 648: r->status = qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
-    case 649: r->status = qkv_image_resize_bilinear(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 650: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 651: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 652: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
-    case 653: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (int64_t)1, (int64_t)1); break;
-    case 654: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)-1, (int64_t)1); break;
-    case 655: r->status = qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)-1); break;
-    case 656: r->status = qkv_safetensors_open(NULL, (qkv_safetensors **)g_nulls); break;
-    case 657: r->status = qkv_safetensors_open("x", NULL); break;
-    case 658: qkv_safetensors_close(NULL); break;
-    case 659: (void)qkv_safetensors_count(NULL); break;
-    case 660: r->ret_null = qkv_safetensors_name(NULL, (int)1) == NULL; break;
-    case 661: r->ret_null = qkv_safetensors_name((const qkv_safetensors *)g_st, (int)-1) == NULL; break;
-    case 662: r->ret_null = qkv_safetensors_name((const qkv_safetensors *)g_st, INT_MAX) == NULL; break;
-    case 663: r->status = qkv_safetensors_info(NULL, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
-    case 664: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, NULL, (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
-    case 665: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, "x", NULL, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
-    case 666: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, NULL, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
-    case 667: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, NULL, (const void **)g_nulls, (size_t *)g_zero); break;
-    case 668: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, NULL, (size_t *)g_zero); break;
-    case 669: r->status = qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, NULL); break;
-    case 670: r->status = qkv_safetensors_read_f32(NULL, "x", (float *)g_zero, (int64_t)1); break;
-    case 671: r->status = qkv_safetensors_read_f32((const qkv_safetensors *)g_st, NULL, (float *)g_zero, (int64_t)1); break;
-    case 672: r->status = qkv_safetensors_read_f32((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
-    case 673: r->status = qkv_safetensors_read_f32((const qkv_safetensors *)g_st, "x", (float *)g_zero, (int64_t)-1); break;
-    case 674: r->status = qkv_safetensors_read_i64(NULL, "x", (int64_t *)g_zero, (int64_t)1); break;
-    case 675: r->status = qkv_safetensors_read_i64((const qkv_safetensors *)g_st, NULL, (int64_t *)g_zero, (int64_t)1); break;
-    case 676: r->status = qkv_safetensors_read_i64((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
-    case 677: r->status = qkv_safetensors_read_i64((const qkv_safetensors *)g_st, "x", (int64_t *)g_zero, (int64_t)-1); break;
-    case 678: r->status = qkv_safetensors_read_bool(NULL, "x", (uint8_t *)g_zero, (int64_t)1); break;
-    case 679: r->status = qkv_safetensors_read_bool((const qkv_safetensors *)g_st, NULL, (uint8_t *)g_zero, (int64_t)1); break;
-    case 680: r->status = qkv_safetensors_read_bool((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
-    case 681: r->status = qkv_safetensors_read_bool((const qkv_safetensors *)g_st, "x", (uint8_t *)g_zero, (int64_t)-1); break;
-    case 682: r->status = qkv_safetensors_read_tensor(NULL, "x", (qkv_tensor *)g_t); break;
-    case 683: r->status = qkv_safetensors_read_tensor((const qkv_safetensors *)g_st, NULL, (qkv_tensor *)g_t); break;
-    case 684: r->status = qkv_safetensors_read_tensor((const qkv_safetensors *)g_st, "x", NULL); break;
-    case 685: r->status = qkv_safetensors_load_tensor(NULL, "x", (qkv_arena *)g_arena, (qkv_tensor **)g_tens); break;
-    case 686: r->status = qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, NULL, (qkv_arena *)g_arena, (qkv_tensor **)g_tens); break;
-    case 687: r->status = qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, "x", NULL, (qkv_tensor **)g_tens); break;
-    case 688: r->status = qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, "x", (qkv_arena *)g_arena, NULL); break;
-    case 689: r->ret_null = qkv_safetensors_meta(NULL, "x") == NULL; break;
-    case 690: r->ret_null = qkv_safetensors_meta((const qkv_safetensors *)g_st, NULL) == NULL; break;
-    case 691: (void)qkv_safetensors_meta_count(NULL); break;
-    case 692: r->ret_null = qkv_safetensors_meta_key(NULL, (int)1) == NULL; break;
-    case 693: r->ret_null = qkv_safetensors_meta_key((const qkv_safetensors *)g_st, (int)-1) == NULL; break;
-    case 694: r->ret_null = qkv_safetensors_meta_key((const qkv_safetensors *)g_st, INT_MAX) == NULL; break;
-    case 695: r->status = qkv_safetensors_save(NULL, (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
-    case 696: r->status = qkv_safetensors_save("x", (int)-1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
-    case 697: r->status = qkv_safetensors_save("x", (int)1, NULL, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
-    case 698: r->status = qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, NULL, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
-    case 699: r->status = qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)-1, (const char *const *)g_strs, (const char *const *)g_strs); break;
-    case 700: r->status = qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, NULL, (const char *const *)g_strs); break;
-    case 701: r->status = qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, NULL); break;
-    case 702: qkv_state_dict_report_free(NULL); break;
-    case 703: r->status = qkv_params_load_state_dict(NULL, (const qkv_safetensors *)g_st, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 704: r->status = qkv_params_load_state_dict((qkv_params *)g_params, NULL, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 705: r->status = qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, NULL, (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 706: r->status = qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", (int)-1, (qkv_state_dict_report *)g_zero); break;
-    case 707: r->status = qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", INT_MAX, (qkv_state_dict_report *)g_zero); break;
-    case 708: r->status = qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", (int)1, NULL); break;
-    case 709: r->status = qkv_params_load_safetensors(NULL, "x", "x", (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 710: r->status = qkv_params_load_safetensors((qkv_params *)g_params, NULL, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 711: r->status = qkv_params_load_safetensors((qkv_params *)g_params, "x", NULL, (int)1, (qkv_state_dict_report *)g_zero); break;
-    case 712: r->status = qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", (int)-1, (qkv_state_dict_report *)g_zero); break;
-    case 713: r->status = qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", INT_MAX, (qkv_state_dict_report *)g_zero); break;
-    case 714: r->status = qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", (int)1, NULL); break;
-    case 715: r->status = qkv_params_save_safetensors(NULL, "x", "x"); break;
-    case 716: r->status = qkv_params_save_safetensors((qkv_params *)g_params, NULL, "x"); break;
-    case 717: r->status = qkv_params_save_safetensors((qkv_params *)g_params, "x", NULL); break;
-    case 718: r->status = qkv_toy_attention_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 719: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 720: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 721: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 722: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 723: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 724: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 725: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 726: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 727: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 728: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 729: r->status = qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
-    case 730: r->status = qkv_toy_net_init(NULL, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 731: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 732: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 733: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 734: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 735: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 736: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 737: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 738: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
-    case 739: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, (qkv_rng *)&g_rng); break;
-    case 740: r->status = qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL); break;
-    case 741: qkv_toy_net_free(NULL); break;
-    case 742: r->status = qkv_module_forward(NULL, (qkv_module *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 743: r->status = qkv_module_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 744: r->status = qkv_module_forward((qkv_ctx *)g_ctx, (qkv_module *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 745: r->status = qkv_module_forward((qkv_ctx *)g_ctx, (qkv_module *)g_zero, (qkv_tensor *)g_t, NULL); break;
-    case 746: r->status = qkv_activation_apply(NULL, (qkv_activation)1, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 747: r->status = qkv_activation_apply((qkv_ctx *)g_ctx, (qkv_activation)1, NULL, (qkv_tensor **)g_tens); break;
-    case 748: r->status = qkv_activation_apply((qkv_ctx *)g_ctx, (qkv_activation)1, (qkv_tensor *)g_t, NULL); break;
-    case 749: r->status = qkv_linear_relu(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 750: r->status = qkv_linear_relu((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 751: r->status = qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 752: r->status = qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 753: r->status = qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 754: r->status = qkv_activation_parse(NULL, (qkv_activation *)g_zero); break;
-    case 755: r->status = qkv_activation_parse("x", NULL); break;
-    case 756: r->status = qkv_relu(NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 757: r->status = qkv_relu((qkv_ctx *)g_ctx, NULL, (qkv_tensor **)g_tens); break;
-    case 758: r->status = qkv_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
-    case 759: r->status = qkv_tanh(NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 760: r->status = qkv_tanh((qkv_ctx *)g_ctx, NULL, (qkv_tensor **)g_tens); break;
-    case 761: r->status = qkv_tanh((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
-    case 762: r->status = qkv_gelu(NULL, (qkv_tensor *)g_t, "x", (qkv_tensor **)g_tens); break;
-    case 763: r->status = qkv_gelu((qkv_ctx *)g_ctx, NULL, "x", (qkv_tensor **)g_tens); break;
-    case 764: r->status = qkv_gelu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 765: r->status = qkv_gelu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", NULL); break;
-    case 766: r->status = qkv_add(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 767: r->status = qkv_add((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 768: r->status = qkv_add((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 769: r->status = qkv_add((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 770: r->status = qkv_cat(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, (qkv_tensor **)g_tens); break;
-    case 771: r->status = qkv_cat((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int)1, (qkv_tensor **)g_tens); break;
-    case 772: r->status = qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int)1, (qkv_tensor **)g_tens); break;
-    case 773: r->status = qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)-1, (qkv_tensor **)g_tens); break;
-    case 774: r->status = qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, NULL); break;
-    case 775: r->status = qkv_layer_norm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
-    case 776: r->status = qkv_layer_norm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
-    case 777: r->status = qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
-    case 778: r->status = qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, 1, (qkv_tensor **)g_tens); break;
-    case 779: r->status = qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, NULL); break;
-    case 780: r->status = qkv_embedding(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 781: r->status = qkv_embedding((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 782: r->status = qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 783: r->status = qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 784: r->status = qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL); break;
-    case 785: r->status = qkv_dropout(NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
-    case 786: r->status = qkv_dropout((qkv_ctx *)g_ctx, NULL, 1, (qkv_tensor **)g_tens); break;
-    case 787: r->status = qkv_dropout((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, 1, NULL); break;
-    case 788: r->status = qkv_conv1d(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 789: r->status = qkv_conv1d((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 790: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 791: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 792: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 793: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 794: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 795: r->status = qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
-    case 796: r->status = qkv_nn_linear_init(NULL, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 797: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 798: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 799: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 800: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 801: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 802: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 803: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 804: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 805: r->status = qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
-    case 806: r->status = qkv_bf16_weights_init(NULL, (qkv_params *)g_params); break;
-    case 807: r->status = qkv_bf16_weights_init((qkv_bf16_weights *)g_zero, NULL); break;
-    case 808: qkv_bf16_weights_free(NULL); break;
-    case 809: (void)qkv_conv1d_opts_default((int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 810: (void)qkv_conv1d_opts_default(INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 811: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 812: (void)qkv_conv1d_opts_default((int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 813: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 814: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 815: r->status = qkv_nn_conv1d_init(NULL, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 816: r->status = qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 817: r->status = qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 818: r->status = qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 819: r->status = qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 820: r->status = qkv_nn_layernorm_init(NULL, (int64_t)1, 1, (int)1, (qkv_params *)g_params, "x"); break;
-    case 821: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)-1, 1, (int)1, (qkv_params *)g_params, "x"); break;
-    case 822: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, INT64_MAX, 1, (int)1, (qkv_params *)g_params, "x"); break;
-    case 823: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)-1, (qkv_params *)g_params, "x"); break;
-    case 824: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, INT_MAX, (qkv_params *)g_params, "x"); break;
-    case 825: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)1, NULL, "x"); break;
-    case 826: r->status = qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)1, (qkv_params *)g_params, NULL); break;
-    case 827: r->status = qkv_nn_embedding_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 828: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 829: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 830: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 831: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 832: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 833: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 834: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 835: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 836: r->status = qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
-    case 837: r->status = qkv_nn_activation_init(NULL, (qkv_activation)1); break;
-    case 838: r->status = qkv_nn_relu_init(NULL); break;
-    case 839: r->status = qkv_nn_tanh_init(NULL); break;
-    case 840: r->status = qkv_nn_gelu_init(NULL, "x"); break;
-    case 841: r->status = qkv_nn_gelu_init((qkv_nn_gelu *)g_zero, NULL); break;
-    case 842: r->status = qkv_nn_dropout_init(NULL, 1); break;
-    case 843: r->status = qkv_sequential_init(NULL); break;
-    case 844: r->status = qkv_sequential_add(NULL, (qkv_module *)g_zero); break;
-    case 845: r->status = qkv_sequential_add((qkv_sequential *)g_zero, NULL); break;
-    case 846: qkv_sequential_free(NULL); break;
-    case 847: (void)qkv_rnn_opts_default((int64_t)-1, (int64_t)1); break;
-    case 848: (void)qkv_rnn_opts_default(INT64_MAX, (int64_t)1); break;
-    case 849: (void)qkv_rnn_opts_default((int64_t)1, (int64_t)-1); break;
-    case 850: (void)qkv_rnn_opts_default((int64_t)1, INT64_MAX); break;
-    case 851: r->status = qkv_nn_gru_init(NULL, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 852: r->status = qkv_nn_gru_init((qkv_nn_gru *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 853: r->status = qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 854: r->status = qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 855: r->status = qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 856: r->status = qkv_nn_lstm_init(NULL, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 857: r->status = qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 858: r->status = qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 859: r->status = qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 860: r->status = qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 861: qkv_nn_gru_free(NULL); break;
-    case 862: qkv_nn_lstm_free(NULL); break;
-    case 863: r->status = qkv_nn_gru_forward(NULL, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 864: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 865: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 866: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 867: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 868: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens); break;
-    case 869: r->status = qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, NULL); break;
-    case 870: r->status = qkv_nn_lstm_forward(NULL, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 871: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 872: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 873: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 874: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 875: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 876: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
-    case 877: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, NULL, (qkv_tensor **)g_tens); break;
-    case 878: r->status = qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, NULL); break;
-    case 879: r->status = qkv_rnn_lengths_from_mask(NULL, (int64_t *)g_zero); break;
-    case 880: r->status = qkv_rnn_lengths_from_mask((const qkv_tensor *)g_t, NULL); break;
-    case 881: r->status = qkv_plot_heatmap(NULL, (const qkv_heatmap *)g_zero); break;
-    case 882: r->status = qkv_plot_heatmap("x", NULL); break;
-    case 883: r->status = qkv_plot_overlay(NULL, (const qkv_overlay *)g_zero); break;
-    case 884: r->status = qkv_plot_overlay("x", NULL); break;
-    case 885: r->status = qkv_plot_overlay_grid(NULL, (const qkv_overlay *)g_zero, (int)1, (int)1, "x"); break;
-    case 886: r->status = qkv_plot_overlay_grid("x", NULL, (int)1, (int)1, "x"); break;
-    case 887: r->status = qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)-1, (int)1, "x"); break;
-    case 888: r->status = qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, (int)-1, "x"); break;
-    case 889: r->status = qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, INT_MAX, "x"); break;
-    case 890: r->status = qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, (int)1, NULL); break;
-    case 891: r->status = qkv_plot_lines(NULL, (const qkv_line_plot *)g_zero); break;
-    case 892: r->status = qkv_plot_lines("x", NULL); break;
-    case 893: r->status = qkv_plot_lines_grid(NULL, (const qkv_line_plot *)g_zero, (int)1, (int)1, "x"); break;
-    case 894: r->status = qkv_plot_lines_grid("x", NULL, (int)1, (int)1, "x"); break;
-    case 895: r->status = qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)-1, (int)1, "x"); break;
-    case 896: r->status = qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, (int)-1, "x"); break;
-    case 897: r->status = qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, INT_MAX, "x"); break;
-    case 898: r->status = qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, (int)1, NULL); break;
-    case 899: r->status = qkv_explorer_write(NULL, (const qkv_explorer *)g_zero); break;
-    case 900: r->status = qkv_explorer_write("x", NULL); break;
-    case 901: r->status = qkv_sinusoidal_fill((int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
-    case 902: r->status = qkv_sinusoidal_fill((int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero); break;
-    case 903: r->status = qkv_sinusoidal_fill((int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero); break;
-    case 904: r->status = qkv_sinusoidal_fill((int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
-    case 905: r->status = qkv_sinusoidal(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 906: r->status = qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 907: r->status = qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 908: r->status = qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 909: r->status = qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
-    case 910: r->status = qkv_add_positional(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
-    case 911: r->status = qkv_add_positional((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
-    case 912: r->status = qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
-    case 913: r->status = qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (int)1, (qkv_tensor **)g_tens); break;
-    case 914: r->status = qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)-1, (qkv_tensor **)g_tens); break;
-    case 915: r->status = qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)1, NULL); break;
-    case 916: r->status = qkv_positions(NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 917: r->status = qkv_positions((qkv_ctx *)g_ctx, NULL, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 918: r->status = qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
-    case 919: r->status = qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
-    case 920: r->status = qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, NULL); break;
-    case 921: r->status = qkv_scale(NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
-    case 922: r->status = qkv_scale((qkv_ctx *)g_ctx, NULL, 1, (qkv_tensor **)g_tens); break;
-    case 923: r->status = qkv_scale((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, 1, NULL); break;
-    case 924: (void)qkv_pos_binary_channels((int64_t)-1); break;
-    case 925: (void)qkv_pos_binary_channels(INT64_MAX); break;
-    case 926: r->status = qkv_pos_binary((int64_t)-1, (float *)g_zero); break;
-    case 927: r->status = qkv_pos_binary((int64_t)1, NULL); break;
-    case 928: r->status = qkv_pos_sinusoidal((int64_t)-1, (int64_t)1, (float *)g_zero); break;
-    case 929: r->status = qkv_pos_sinusoidal((int64_t)1, (int64_t)-1, (float *)g_zero); break;
-    case 930: r->status = qkv_pos_sinusoidal((int64_t)1, (int64_t)1, NULL); break;
-    case 931: r->status = qkv_cat_position(NULL, (qkv_tensor *)g_t, (qkv_posidx)1, (int)1, (qkv_tensor **)g_tens); break;
-    case 932: r->status = qkv_cat_position((qkv_ctx *)g_ctx, NULL, (qkv_posidx)1, (int)1, (qkv_tensor **)g_tens); break;
-    case 933: r->status = qkv_cat_position((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_posidx)1, (int)-1, (qkv_tensor **)g_tens); break;
-    case 934: r->status = qkv_cat_position((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_posidx)1, (int)1, NULL); break;
-    case 935: r->status = qkv_rope(NULL, (qkv_tensor *)g_t, (const qkv_rope_opts *)g_zero, (qkv_tensor **)g_tens); break;
-    case 936: r->status = qkv_rope((qkv_ctx *)g_ctx, NULL, (const qkv_rope_opts *)g_zero, (qkv_tensor **)g_tens); break;
-    case 937: r->status = qkv_rope((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 938: r->status = qkv_rope((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_rope_opts *)g_zero, NULL); break;
-    case 939: r->status = qkv_alibi_slopes((int64_t)-1, (float *)g_zero); break;
-    case 940: r->status = qkv_alibi_slopes((int64_t)1, NULL); break;
-    case 941: r->status = qkv_alibi_bias_fill((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
-    case 942: r->status = qkv_alibi_bias_fill((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
-    case 943: r->status = qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
-    case 944: r->status = qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_alibi_kind)1, (float *)g_zero); break;
-    case 945: r->status = qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, NULL); break;
-    case 946: r->status = qkv_alibi_bias(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
-    case 947: r->status = qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
-    case 948: r->status = qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
-    case 949: r->status = qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
-    case 950: r->status = qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
-    case 951: r->status = qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, NULL); break;
-    case 952: r->status = qkv_nn_sinusoidal_init(NULL, (int64_t)1, 1, (int64_t)1, (int)1); break;
-    case 953: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)-1, 1, (int64_t)1, (int)1); break;
-    case 954: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, INT64_MAX, 1, (int64_t)1, (int)1); break;
-    case 955: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)-1, (int)1); break;
-    case 956: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, INT64_MAX, (int)1); break;
-    case 957: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)1, (int)-1); break;
-    case 958: r->status = qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)1, INT_MAX); break;
-    case 959: r->status = qkv_nn_learned_pos_init(NULL, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 960: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 961: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 962: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 963: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 964: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 965: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 966: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 967: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 968: r->status = qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
-    case 969: r->status = qkv_nn_token_embedding_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 970: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 971: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 972: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 973: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 974: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 975: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 976: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 977: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 978: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 979: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 980: r->status = qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
-    case 981: r->status = qkv_mse_loss(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 982: r->status = qkv_mse_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 983: r->status = qkv_mse_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 984: r->status = qkv_mse_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_reduction)1, NULL); break;
-    case 985: r->status = qkv_cross_entropy(NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 986: r->status = qkv_cross_entropy((qkv_ctx *)g_ctx, NULL, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 987: r->status = qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 988: r->status = qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 989: r->status = qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, NULL); break;
-    case 990: r->status = qkv_linear_cross_entropy(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 991: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 992: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 993: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 994: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 995: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
-    case 996: r->status = qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, NULL); break;
-    case 997: r->status = qkv_optim_new(NULL, (qkv_params *)g_params, (const qkv_optim_opts *)g_zero); break;
-    case 998: r->status = qkv_optim_new((qkv_optim **)g_nulls, NULL, (const qkv_optim_opts *)g_zero); break;
-    case 999: r->status = qkv_optim_new((qkv_optim **)g_nulls, (qkv_params *)g_params, NULL); break;
-    case 1000: qkv_optim_free(NULL); break;
-    case 1001: r->status = qkv_optim_step(NULL); break;
-    case 1002: r->status = qkv_optim_set_lr(NULL, 1); break;
-    case 1003: (void)qkv_optim_get_lr(NULL); break;
-    case 1004: r->status = qkv_optim_get_opts(NULL, (qkv_optim_opts *)g_zero); break;
-    case 1005: r->status = qkv_optim_get_opts((const qkv_optim *)g_optim, NULL); break;
-    case 1006: (void)qkv_optim_steps(NULL); break;
-    case 1007: r->status = qkv_clip_grad_norm(NULL, 1, (float *)g_zero); break;
-    case 1008: r->status = qkv_clip_grad_norm((qkv_params *)g_params, 1, NULL); break;
-    case 1009: r->status = qkv_schedule_check(NULL); break;
-    case 1010: (void)qkv_schedule_lr_at(NULL, (int64_t)1); break;
-    case 1011: (void)qkv_schedule_lr_at((const qkv_schedule *)g_zero, (int64_t)-1); break;
-    case 1012: (void)qkv_schedule_lr_at((const qkv_schedule *)g_zero, INT64_MAX); break;
-    case 1013: r->status = qkv_checkpoint_save(NULL, (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
-    case 1014: r->status = qkv_checkpoint_save("x", NULL, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
-    case 1015: r->status = qkv_checkpoint_save("x", (qkv_params *)g_params, NULL, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
-    case 1016: r->status = qkv_checkpoint_save("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, NULL, (const qkv_rng *)&g_rng); break;
-    case 1017: r->status = qkv_checkpoint_save("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, NULL); break;
-    case 1018: r->status = qkv_checkpoint_save_meta(NULL, (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
-    case 1019: r->status = qkv_checkpoint_save_meta("x", NULL, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
-    case 1020: r->status = qkv_checkpoint_save_meta("x", (qkv_params *)g_params, NULL, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
-    case 1021: r->status = qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, NULL, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
-    case 1022: r->status = qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, NULL, (const qkv_checkpoint_meta *)g_zero); break;
-    case 1023: r->status = qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, NULL); break;
-    case 1024: r->status = qkv_checkpoint_read_meta(NULL, "x", (char **)g_strs); break;
-    case 1025: r->status = qkv_checkpoint_read_meta("x", NULL, (char **)g_strs); break;
-    case 1026: r->status = qkv_checkpoint_read_meta("x", "x", NULL); break;
-    case 1027: r->status = qkv_checkpoint_load(NULL, (qkv_params *)g_params, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
-    case 1028: r->status = qkv_checkpoint_load("x", NULL, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
-    case 1029: r->status = qkv_checkpoint_load("x", (qkv_params *)g_params, NULL, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
-    case 1030: r->status = qkv_checkpoint_load("x", (qkv_params *)g_params, (qkv_optim *)g_optim, NULL, (qkv_rng *)&g_rng); break;
-    case 1031: r->status = qkv_checkpoint_load("x", (qkv_params *)g_params, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, NULL); break;
-    case 1032: qkv_progress_start(NULL, (FILE *)g_file, (int64_t)1, "x"); break;
-    case 1033: qkv_progress_start((qkv_progress *)g_zero, NULL, (int64_t)1, "x"); break;
-    case 1034: qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, (int64_t)-1, "x"); break;
-    case 1035: qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, INT64_MAX, "x"); break;
-    case 1036: qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, (int64_t)1, NULL); break;
-    case 1037: qkv_progress_step(NULL, (int64_t)1, 1, 1, (int64_t)1); break;
-    case 1038: qkv_progress_step((qkv_progress *)g_zero, (int64_t)-1, 1, 1, (int64_t)1); break;
-    case 1039: qkv_progress_step((qkv_progress *)g_zero, INT64_MAX, 1, 1, (int64_t)1); break;
-    case 1040: qkv_progress_step((qkv_progress *)g_zero, (int64_t)1, 1, 1, (int64_t)-1); break;
-    case 1041: qkv_progress_step((qkv_progress *)g_zero, (int64_t)1, 1, 1, INT64_MAX); break;
-    case 1042: qkv_progress_finish(NULL); break;
-    case 1043: r->status = qkv_train(NULL, (const qkv_trainer *)g_zero, (qkv_train_pos *)g_zero); break;
-    case 1044: r->status = qkv_train((qkv_ctx *)g_ctx, NULL, (qkv_train_pos *)g_zero); break;
-    case 1045: r->status = qkv_train((qkv_ctx *)g_ctx, (const qkv_trainer *)g_zero, NULL); break;
-    case 1046: (void)qkv_transformer_layer_opts_default((int64_t)-1, (int64_t)1); break;
-    case 1047: (void)qkv_transformer_layer_opts_default(INT64_MAX, (int64_t)1); break;
-    case 1048: (void)qkv_transformer_layer_opts_default((int64_t)1, (int64_t)-1); break;
-    case 1049: (void)qkv_transformer_layer_opts_default((int64_t)1, INT64_MAX); break;
-    case 1050: r->status = qkv_transformer_square_subsequent_mask(NULL); break;
-    case 1051: r->status = qkv_transformer_encoder_layer_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1052: r->status = qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1053: r->status = qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1054: r->status = qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1055: r->status = qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 1056: r->status = qkv_transformer_encoder_layer_forward(NULL, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1057: r->status = qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1058: r->status = qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1059: r->status = qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1060: r->status = qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
-    case 1061: r->status = qkv_transformer_decoder_layer_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1062: r->status = qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1063: r->status = qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1064: r->status = qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1065: r->status = qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 1066: r->status = qkv_transformer_decoder_layer_forward(NULL, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1067: r->status = qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1068: r->status = qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1069: r->status = qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1070: r->status = qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1071: r->status = qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
-    case 1072: r->status = qkv_transformer_encoder_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1073: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1074: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1075: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1076: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1077: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1078: r->status = qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
-    case 1079: qkv_transformer_encoder_free(NULL); break;
-    case 1080: r->status = qkv_transformer_encoder_forward(NULL, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1081: r->status = qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1082: r->status = qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1083: r->status = qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1084: r->status = qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
-    case 1085: r->status = qkv_transformer_decoder_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1086: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1087: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1088: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1089: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1090: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1091: r->status = qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
-    case 1092: qkv_transformer_decoder_free(NULL); break;
-    case 1093: r->status = qkv_transformer_decoder_forward(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1094: r->status = qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1095: r->status = qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1096: r->status = qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1097: r->status = qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1098: r->status = qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
-    case 1099: r->status = qkv_transformer_init(NULL, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1100: r->status = qkv_transformer_init((qkv_transformer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1101: r->status = qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1102: r->status = qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1103: r->status = qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 1104: qkv_transformer_free(NULL); break;
-    case 1105: r->status = qkv_transformer_forward(NULL, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1106: r->status = qkv_transformer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1107: r->status = qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1108: r->status = qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
-    case 1109: r->status = qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1110: r->status = qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
-    case 1111: r->status = qkv_transformer_decoder_only_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1112: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1113: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1114: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1115: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1116: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1117: r->status = qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
-    case 1118: qkv_transformer_decoder_only_free(NULL); break;
-    case 1119: r->status = qkv_transformer_decoder_only_forward(NULL, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1120: r->status = qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1121: r->status = qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1122: r->status = qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1123: r->status = qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
-    case 1124: r->status = qkv_rearrange(NULL, (qkv_tensor *)g_t, "x", "x", (qkv_tensor **)g_tens); break;
-    case 1125: r->status = qkv_rearrange((qkv_ctx *)g_ctx, NULL, "x", "x", (qkv_tensor **)g_tens); break;
-    case 1126: r->status = qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, "x", (qkv_tensor **)g_tens); break;
-    case 1127: r->status = qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", NULL, (qkv_tensor **)g_tens); break;
-    case 1128: r->status = qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", "x", NULL); break;
-    case 1129: r->status = qkv_patch_embed(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1130: r->status = qkv_patch_embed((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1131: r->status = qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1132: r->status = qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
-    case 1133: r->status = qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
-    case 1134: r->status = qkv_nn_patch_embed_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1135: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1136: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1137: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1138: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1139: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1140: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1141: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1142: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1143: r->status = qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
-    case 1144: r->status = qkv_pos_2d_sincos_fill((int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (float *)g_zero); break;
-    case 1145: r->status = qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (float *)g_zero); break;
-    case 1146: r->status = qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (float *)g_zero); break;
-    case 1147: r->status = qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (float *)g_zero); break;
-    case 1148: r->status = qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL); break;
-    case 1149: (void)qkv_vit_opts_default((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 1150: (void)qkv_vit_opts_default(INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 1151: (void)qkv_vit_opts_default((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 1152: (void)qkv_vit_opts_default((int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
-    case 1153: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
-    case 1154: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
-    case 1155: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
-    case 1156: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
-    case 1157: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
-    case 1158: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
-    case 1159: r->status = qkv_vit_init(NULL, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1160: r->status = qkv_vit_init((qkv_vit *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
-    case 1161: r->status = qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
-    case 1162: r->status = qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
-    case 1163: r->status = qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
-    case 1164: qkv_vit_free(NULL); break;
-    case 1165: r->status = qkv_vit_features(NULL, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1166: r->status = qkv_vit_features((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1167: r->status = qkv_vit_features((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 1168: r->status = qkv_vit_features((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, NULL); break;
-    case 1169: r->status = qkv_vit_forward(NULL, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1170: r->status = qkv_vit_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
-    case 1171: r->status = qkv_vit_forward((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, NULL, (qkv_tensor **)g_tens); break;
-    case 1172: r->status = qkv_vit_forward((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, NULL); break;
-    case 1173: r->status = qkv_attention_rollout(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
-    case 1174: r->status = qkv_attention_rollout((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
-    case 1175: r->status = qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero); break;
-    case 1176: r->status = qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero); break;
-    case 1177: r->status = qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
-    case 1178: r->status = qkv_vit_torchvision_name(NULL, g_buf, (size_t)1); break;
-    case 1179: r->status = qkv_vit_torchvision_name("x", NULL, (size_t)1); break;
-    case 1180: r->status = qkv_vit_load_torchvision(NULL, (const qkv_safetensors *)g_st, "x"); break;
-    case 1181: r->status = qkv_vit_load_torchvision((qkv_params *)g_params, NULL, "x"); break;
-    case 1182: r->status = qkv_vit_load_torchvision((qkv_params *)g_params, (const qkv_safetensors *)g_st, NULL); break;
+    case 545: (void)qkv_seq2seq_rnn_init(NULL, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 546: (void)qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 547: (void)qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 548: (void)qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 549: (void)qkv_seq2seq_rnn_init((qkv_seq2seq_rnn *)g_zero, (const qkv_seq2seq_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 550: (void)qkv_seq2seq_rnn_free(NULL); break;
+    case 551: (void)qkv_seq2seq_rnn_forward(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 552: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 553: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 554: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 555: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 556: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 557: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 558: (void)qkv_seq2seq_rnn_forward((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
+    case 559: (void)qkv_seq2seq_rnn_loss(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 560: (void)qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 561: (void)qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 562: (void)qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 563: (void)qkv_seq2seq_rnn_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL); break;
+    case 564: (void)qkv_seq2seq_rnn_forward_loss(NULL, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 565: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 566: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, NULL, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 567: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 568: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 569: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, NULL, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 570: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 571: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 572: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 573: (void)qkv_seq2seq_rnn_forward_loss((qkv_ctx *)g_ctx, (const qkv_seq2seq_rnn *)g_zero, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (const qkv_seq2seq_rnn_args *)g_zero, (qkv_tensor **)g_tens, NULL); break;
+    case 574: (void)qkv_gguf_open(NULL, (qkv_gguf **)g_nulls); break;
+    case 575: (void)qkv_gguf_open("x", NULL); break;
+    case 576: (void)qkv_gguf_open_memory(NULL, (size_t)1, "x", (qkv_gguf **)g_nulls); break;
+    case 577: (void)qkv_gguf_open_memory((const void *)g_zero, (size_t)1, NULL, (qkv_gguf **)g_nulls); break;
+    case 578: (void)qkv_gguf_open_memory((const void *)g_zero, (size_t)1, "x", NULL); break;
+    case 579: (void)qkv_gguf_close(NULL); break;
+    case 580: (void)qkv_gguf_version(NULL); break;
+    case 581: (void)qkv_gguf_alignment(NULL); break;
+    case 582: (void)qkv_gguf_data_offset(NULL); break;
+    case 583: (void)qkv_gguf_meta_count(NULL); break;
+    case 584: r->ret_null = qkv_gguf_meta_key(NULL, (int64_t)1) == NULL; break;
+    case 585: (void)qkv_gguf_meta_find(NULL, "x"); break;
+    case 586: (void)qkv_gguf_meta_type(NULL, (int64_t)1); break;
+    case 587: (void)qkv_gguf_meta_elem_type(NULL, (int64_t)1); break;
+    case 588: (void)qkv_gguf_meta_len(NULL, (int64_t)1); break;
+    case 589: (void)qkv_gguf_get_i64(NULL, "x", (int64_t *)g_zero); break;
+    case 590: (void)qkv_gguf_get_f32(NULL, "x", (float *)g_zero); break;
+    case 591: (void)qkv_gguf_get_str(NULL, "x", (const char **)g_strs, (size_t *)g_zero); break;
+    case 592: (void)qkv_gguf_get_bool(NULL, "x", (int *)g_zero); break;
+    case 593: (void)qkv_gguf_get_u64(NULL, "x", (uint64_t *)g_zero); break;
+    case 594: (void)qkv_gguf_get_f64(NULL, "x", (double *)g_zero); break;
+    case 595: (void)qkv_gguf_get_array(NULL, "x", (qkv_gguf_vtype *)g_zero, (int64_t *)g_zero); break;
+    case 596: (void)qkv_gguf_array_str(NULL, "x", (int64_t)1, (const char **)g_strs, (size_t *)g_zero); break;
+    case 597: (void)qkv_gguf_array_f32(NULL, "x", (float *)g_zero, (int64_t)1); break;
+    case 598: (void)qkv_gguf_array_i32(NULL, "x", (int32_t *)g_zero, (int64_t)1); break;
+    case 599: (void)qkv_gguf_tensor_count(NULL); break;
+    case 600: r->ret_null = qkv_gguf_tensor_name(NULL, (int64_t)1) == NULL; break;
+    case 601: (void)qkv_gguf_tensor_find(NULL, "x"); break;
+    case 602: (void)qkv_gguf_tensor_info(NULL, "x", (qkv_qtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 603: (void)qkv_gguf_tensor_offset(NULL, (int64_t)1); break;
+    case 604: (void)qkv_idx_read(NULL, (qkv_idx **)g_nulls); break;
+    case 605: (void)qkv_idx_read("x", NULL); break;
+    case 606: (void)qkv_idx_parse(NULL, (size_t)1, "x", (qkv_idx **)g_nulls); break;
+    case 607: (void)qkv_idx_parse((const void *)g_zero, (size_t)1, NULL, (qkv_idx **)g_nulls); break;
+    case 608: (void)qkv_idx_parse((const void *)g_zero, (size_t)1, "x", NULL); break;
+    case 609: (void)qkv_idx_free(NULL); break;
+    case 610: (void)qkv_idx_type_of(NULL); break;
+    case 611: (void)qkv_idx_ndim(NULL); break;
+    case 612: (void)qkv_idx_dim(NULL, (int)1); break;
+    case 613: (void)qkv_idx_numel(NULL); break;
+    case 614: (void)qkv_idx_read_f32(NULL, (float *)g_zero, (int64_t)1); break;
+    case 615: (void)qkv_idx_read_i64(NULL, (int64_t *)g_zero, (int64_t)1); break;
+    case 616: (void)qkv_image_set_load(NULL, "x", (qkv_image_set **)g_nulls); break;
+    case 617: (void)qkv_image_set_load("x", NULL, (qkv_image_set **)g_nulls); break;
+    case 618: (void)qkv_image_set_load("x", "x", NULL); break;
+    case 619: (void)qkv_fashion_mnist_load(NULL, (int)1, (qkv_image_set **)g_nulls); break;
+    case 620: (void)qkv_fashion_mnist_load("x", (int)-1, (qkv_image_set **)g_nulls); break;
+    case 621: (void)qkv_fashion_mnist_load("x", INT_MAX, (qkv_image_set **)g_nulls); break;
+    case 622: (void)qkv_fashion_mnist_load("x", (int)1, NULL); break;
+    case 623: (void)qkv_image_set_free(NULL); break;
+    case 624: r->ret_null = qkv_fashion_mnist_class((int64_t)-1) == NULL; break;
+    case 625: r->ret_null = qkv_fashion_mnist_class(INT64_MAX) == NULL; break;
+    case 626: (void)qkv_image_set_stats(NULL, (float *)g_zero, (float *)g_zero); break;
+    case 627: (void)qkv_image_set_stats((const qkv_image_set *)g_zero, NULL, (float *)g_zero); break;
+    case 628: (void)qkv_image_set_stats((const qkv_image_set *)g_zero, (float *)g_zero, NULL); break;
+    case 629: (void)qkv_image_set_batch(NULL, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
+    case 630: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, NULL, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
+    case 631: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)-1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
+    case 632: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, NULL, (qkv_rng *)&g_rng, (float *)g_zero, (int64_t *)g_zero); break;
+    case 633: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, NULL, (float *)g_zero, (int64_t *)g_zero); break;
+    case 634: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, NULL, (int64_t *)g_zero); break;
+    case 635: (void)qkv_image_set_batch((const qkv_image_set *)g_zero, (const int64_t *)g_ones, (int64_t)1, (const qkv_image_aug *)g_zero, (qkv_rng *)&g_rng, (float *)g_zero, NULL); break;
+    case 636: (void)qkv_shuffle_i64(NULL, (int64_t *)g_zero, (int64_t)1); break;
+    case 637: (void)qkv_shuffle_i64((qkv_rng *)&g_rng, NULL, (int64_t)1); break;
+    case 638: (void)qkv_shuffle_i64((qkv_rng *)&g_rng, (int64_t *)g_zero, (int64_t)-1); break;
+    case 639: (void)qkv_image_random_crop(NULL, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
+    case 640: (void)qkv_image_random_crop((qkv_rng *)&g_rng, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
+    case 641: (void)qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1); break;
+    case 642: (void)qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1); break;
+    case 643: (void)qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1); break;
+    case 644: (void)qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1); break;
+    case 645: (void)qkv_image_random_crop((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1); break;
+    case 646: (void)qkv_image_random_hflip(NULL, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
+    case 647: (void)qkv_image_random_hflip((qkv_rng *)&g_rng, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
+    case 648: (void)qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, 1); break;
+    case 649: (void)qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, 1); break;
+    case 650: (void)qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, 1); break;
+    case 651: (void)qkv_image_random_hflip((qkv_rng *)&g_rng, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, 1); break;
+    case 652: (void)qkv_image_normalize(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
+    case 653: (void)qkv_image_normalize((float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
+    case 654: (void)qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
+    case 655: (void)qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (const float *)g_zero, (const float *)g_zero); break;
+    case 656: (void)qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (const float *)g_zero, (const float *)g_zero); break;
+    case 657: (void)qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (const float *)g_zero); break;
+    case 658: (void)qkv_image_normalize((float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (const float *)g_zero, NULL); break;
+    case 659: (void)qkv_png_read(NULL, (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 660: (void)qkv_png_read("x", NULL, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 661: (void)qkv_png_read("x", (float **)g_nulls, NULL, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 662: (void)qkv_png_read("x", (float **)g_nulls, (int64_t *)g_zero, NULL, (int64_t *)g_zero); break;
+    case 663: (void)qkv_png_read("x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
+    case 664: (void)qkv_png_read_mem(NULL, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 665: (void)qkv_png_read_mem((const void *)g_zero, (size_t)1, NULL, (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 666: (void)qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", NULL, (int64_t *)g_zero, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 667: (void)qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, NULL, (int64_t *)g_zero, (int64_t *)g_zero); break;
+    case 668: (void)qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, NULL, (int64_t *)g_zero); break;
+    case 669: (void)qkv_png_read_mem((const void *)g_zero, (size_t)1, "x", (float **)g_nulls, (int64_t *)g_zero, (int64_t *)g_zero, NULL); break;
+    case 670: (void)qkv_image_fit(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 671: (void)qkv_image_fit((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 672: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 673: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 674: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 675: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (unsigned *)g_zero); break;
+    case 676: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (unsigned *)g_zero); break;
+    case 677: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (unsigned *)g_zero); break;
+    case 678: (void)qkv_image_fit((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
+    case 679: (void)qkv_image_resize_bilinear(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 680: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 681: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 682: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero, (int64_t)1, (int64_t)1); break;
+    case 683: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, (int64_t)1, (int64_t)1); break;
+    case 684: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)-1, (int64_t)1); break;
+    case 685: (void)qkv_image_resize_bilinear((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero, (int64_t)1, (int64_t)-1); break;
+    case 686: (void)qkv_safetensors_open(NULL, (qkv_safetensors **)g_nulls); break;
+    case 687: (void)qkv_safetensors_open("x", NULL); break;
+    case 688: (void)qkv_safetensors_close(NULL); break;
+    case 689: (void)qkv_safetensors_count(NULL); break;
+    case 690: r->ret_null = qkv_safetensors_name(NULL, (int)1) == NULL; break;
+    case 691: r->ret_null = qkv_safetensors_name((const qkv_safetensors *)g_st, (int)-1) == NULL; break;
+    case 692: r->ret_null = qkv_safetensors_name((const qkv_safetensors *)g_st, INT_MAX) == NULL; break;
+    case 693: (void)qkv_safetensors_info(NULL, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 694: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, NULL, (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 695: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, "x", NULL, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 696: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, NULL, (int64_t *)g_zero, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 697: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, NULL, (const void **)g_nulls, (size_t *)g_zero); break;
+    case 698: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, NULL, (size_t *)g_zero); break;
+    case 699: (void)qkv_safetensors_info((const qkv_safetensors *)g_st, "x", (qkv_st_dtype *)g_zero, (int *)g_zero, (int64_t *)g_zero, (const void **)g_nulls, NULL); break;
+    case 700: (void)qkv_safetensors_read_f32(NULL, "x", (float *)g_zero, (int64_t)1); break;
+    case 701: (void)qkv_safetensors_read_f32((const qkv_safetensors *)g_st, NULL, (float *)g_zero, (int64_t)1); break;
+    case 702: (void)qkv_safetensors_read_f32((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
+    case 703: (void)qkv_safetensors_read_f32((const qkv_safetensors *)g_st, "x", (float *)g_zero, (int64_t)-1); break;
+    case 704: (void)qkv_safetensors_read_i64(NULL, "x", (int64_t *)g_zero, (int64_t)1); break;
+    case 705: (void)qkv_safetensors_read_i64((const qkv_safetensors *)g_st, NULL, (int64_t *)g_zero, (int64_t)1); break;
+    case 706: (void)qkv_safetensors_read_i64((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
+    case 707: (void)qkv_safetensors_read_i64((const qkv_safetensors *)g_st, "x", (int64_t *)g_zero, (int64_t)-1); break;
+    case 708: (void)qkv_safetensors_read_bool(NULL, "x", (uint8_t *)g_zero, (int64_t)1); break;
+    case 709: (void)qkv_safetensors_read_bool((const qkv_safetensors *)g_st, NULL, (uint8_t *)g_zero, (int64_t)1); break;
+    case 710: (void)qkv_safetensors_read_bool((const qkv_safetensors *)g_st, "x", NULL, (int64_t)1); break;
+    case 711: (void)qkv_safetensors_read_bool((const qkv_safetensors *)g_st, "x", (uint8_t *)g_zero, (int64_t)-1); break;
+    case 712: (void)qkv_safetensors_read_tensor(NULL, "x", (qkv_tensor *)g_t); break;
+    case 713: (void)qkv_safetensors_read_tensor((const qkv_safetensors *)g_st, NULL, (qkv_tensor *)g_t); break;
+    case 714: (void)qkv_safetensors_read_tensor((const qkv_safetensors *)g_st, "x", NULL); break;
+    case 715: (void)qkv_safetensors_load_tensor(NULL, "x", (qkv_arena *)g_arena, (qkv_tensor **)g_tens); break;
+    case 716: (void)qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, NULL, (qkv_arena *)g_arena, (qkv_tensor **)g_tens); break;
+    case 717: (void)qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, "x", NULL, (qkv_tensor **)g_tens); break;
+    case 718: (void)qkv_safetensors_load_tensor((const qkv_safetensors *)g_st, "x", (qkv_arena *)g_arena, NULL); break;
+    case 719: r->ret_null = qkv_safetensors_meta(NULL, "x") == NULL; break;
+    case 720: r->ret_null = qkv_safetensors_meta((const qkv_safetensors *)g_st, NULL) == NULL; break;
+    case 721: (void)qkv_safetensors_meta_count(NULL); break;
+    case 722: r->ret_null = qkv_safetensors_meta_key(NULL, (int)1) == NULL; break;
+    case 723: r->ret_null = qkv_safetensors_meta_key((const qkv_safetensors *)g_st, (int)-1) == NULL; break;
+    case 724: r->ret_null = qkv_safetensors_meta_key((const qkv_safetensors *)g_st, INT_MAX) == NULL; break;
+    case 725: (void)qkv_safetensors_save(NULL, (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
+    case 726: (void)qkv_safetensors_save("x", (int)-1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
+    case 727: (void)qkv_safetensors_save("x", (int)1, NULL, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
+    case 728: (void)qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, NULL, (int)1, (const char *const *)g_strs, (const char *const *)g_strs); break;
+    case 729: (void)qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)-1, (const char *const *)g_strs, (const char *const *)g_strs); break;
+    case 730: (void)qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, NULL, (const char *const *)g_strs); break;
+    case 731: (void)qkv_safetensors_save("x", (int)1, (const char *const *)g_strs, (const qkv_tensor *const *)g_tens, (int)1, (const char *const *)g_strs, NULL); break;
+    case 732: (void)qkv_state_dict_report_free(NULL); break;
+    case 733: (void)qkv_params_load_state_dict(NULL, (const qkv_safetensors *)g_st, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 734: (void)qkv_params_load_state_dict((qkv_params *)g_params, NULL, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 735: (void)qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, NULL, (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 736: (void)qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", (int)-1, (qkv_state_dict_report *)g_zero); break;
+    case 737: (void)qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", INT_MAX, (qkv_state_dict_report *)g_zero); break;
+    case 738: (void)qkv_params_load_state_dict((qkv_params *)g_params, (const qkv_safetensors *)g_st, "x", (int)1, NULL); break;
+    case 739: (void)qkv_params_load_safetensors(NULL, "x", "x", (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 740: (void)qkv_params_load_safetensors((qkv_params *)g_params, NULL, "x", (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 741: (void)qkv_params_load_safetensors((qkv_params *)g_params, "x", NULL, (int)1, (qkv_state_dict_report *)g_zero); break;
+    case 742: (void)qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", (int)-1, (qkv_state_dict_report *)g_zero); break;
+    case 743: (void)qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", INT_MAX, (qkv_state_dict_report *)g_zero); break;
+    case 744: (void)qkv_params_load_safetensors((qkv_params *)g_params, "x", "x", (int)1, NULL); break;
+    case 745: (void)qkv_params_save_safetensors(NULL, "x", "x"); break;
+    case 746: (void)qkv_params_save_safetensors((qkv_params *)g_params, NULL, "x"); break;
+    case 747: (void)qkv_params_save_safetensors((qkv_params *)g_params, "x", NULL); break;
+    case 748: (void)qkv_llm_layer_is_local(NULL, (int64_t)1); break;
+    case 749: (void)qkv_llm_layer_is_local((const qkv_llm_config *)g_zero, (int64_t)-1); break;
+    case 750: (void)qkv_llm_layer_is_local((const qkv_llm_config *)g_zero, INT64_MAX); break;
+    case 751: (void)qkv_llm_config_check(NULL); break;
+    case 752: (void)qkv_llm_weight_matmul(NULL, (int64_t)1, (const float *)g_zero, (float *)g_zero); break;
+    case 753: (void)qkv_llm_weight_matmul((const qkv_llm_weight *)g_zero, (int64_t)-1, (const float *)g_zero, (float *)g_zero); break;
+    case 754: (void)qkv_llm_weight_matmul((const qkv_llm_weight *)g_zero, (int64_t)1, NULL, (float *)g_zero); break;
+    case 755: (void)qkv_llm_weight_matmul((const qkv_llm_weight *)g_zero, (int64_t)1, (const float *)g_zero, NULL); break;
+    case 756: (void)qkv_llm_weight_row(NULL, (int64_t)1, (float *)g_zero); break;
+    case 757: (void)qkv_llm_weight_row((const qkv_llm_weight *)g_zero, (int64_t)-1, (float *)g_zero); break;
+    case 758: (void)qkv_llm_weight_row((const qkv_llm_weight *)g_zero, (int64_t)1, NULL); break;
+    case 759: (void)qkv_llm_load_hf(NULL, (qkv_llm *)g_zero); break;
+    case 760: (void)qkv_llm_load_hf("x", NULL); break;
+    case 761: (void)qkv_llm_from_safetensors(NULL, (const qkv_safetensors *)g_st, (qkv_llm *)g_zero); break;
+    case 762: (void)qkv_llm_from_safetensors((const qkv_llm_config *)g_zero, NULL, (qkv_llm *)g_zero); break;
+    case 763: (void)qkv_llm_from_safetensors((const qkv_llm_config *)g_zero, (const qkv_safetensors *)g_st, NULL); break;
+    case 764: (void)qkv_llm_config_from_hf_json(NULL, (size_t)1, (qkv_llm_config *)g_zero); break;
+    case 765: (void)qkv_llm_config_from_hf_json("x", (size_t)1, NULL); break;
+    case 766: (void)qkv_llm_load_gguf(NULL, (int)1, (qkv_llm *)g_zero); break;
+    case 767: (void)qkv_llm_load_gguf("x", (int)-1, (qkv_llm *)g_zero); break;
+    case 768: (void)qkv_llm_load_gguf("x", INT_MAX, (qkv_llm *)g_zero); break;
+    case 769: (void)qkv_llm_load_gguf("x", (int)1, NULL); break;
+    case 770: (void)qkv_llm_config_from_gguf(NULL, (qkv_llm_config *)g_zero); break;
+    case 771: (void)qkv_llm_free(NULL); break;
+    case 772: (void)qkv_llm_cache_init(NULL, (const qkv_llm *)g_zero, (int64_t)1); break;
+    case 773: (void)qkv_llm_cache_init((qkv_kv_cache *)g_zero, NULL, (int64_t)1); break;
+    case 774: (void)qkv_llm_cache_init((qkv_kv_cache *)g_zero, (const qkv_llm *)g_zero, (int64_t)-1); break;
+    case 775: (void)qkv_llm_cache_init((qkv_kv_cache *)g_zero, (const qkv_llm *)g_zero, INT64_MAX); break;
+    case 776: (void)qkv_llm_forward(NULL, (const qkv_llm *)g_zero, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 777: (void)qkv_llm_forward((qkv_ctx *)g_ctx, NULL, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 778: (void)qkv_llm_forward((qkv_ctx *)g_ctx, (const qkv_llm *)g_zero, NULL, (const int64_t *)g_ones, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 779: (void)qkv_llm_forward((qkv_ctx *)g_ctx, (const qkv_llm *)g_zero, (qkv_kv_cache *)g_zero, NULL, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 780: (void)qkv_llm_forward((qkv_ctx *)g_ctx, (const qkv_llm *)g_zero, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones, (int64_t)-1, (int)1, (float *)g_zero); break;
+    case 781: (void)qkv_llm_forward((qkv_ctx *)g_ctx, (const qkv_llm *)g_zero, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones, (int64_t)1, (int)-1, (float *)g_zero); break;
+    case 782: (void)qkv_llm_forward((qkv_ctx *)g_ctx, (const qkv_llm *)g_zero, (qkv_kv_cache *)g_zero, (const int64_t *)g_ones, (int64_t)1, (int)1, NULL); break;
+    case 783: (void)qkv_toy_attention_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 784: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 785: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 786: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 787: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 788: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 789: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 790: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 791: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 792: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 793: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 794: (void)qkv_toy_attention_init((qkv_toy_attention *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
+    case 795: (void)qkv_toy_net_init(NULL, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 796: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 797: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 798: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 799: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 800: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 801: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 802: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 803: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, (qkv_rng *)&g_rng); break;
+    case 804: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, (qkv_rng *)&g_rng); break;
+    case 805: (void)qkv_toy_net_init((qkv_toy_net *)g_zero, (qkv_toy_model)1, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL); break;
+    case 806: (void)qkv_toy_net_free(NULL); break;
+    case 807: (void)qkv_module_forward(NULL, (qkv_module *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 808: (void)qkv_module_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 809: (void)qkv_module_forward((qkv_ctx *)g_ctx, (qkv_module *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 810: (void)qkv_module_forward((qkv_ctx *)g_ctx, (qkv_module *)g_zero, (qkv_tensor *)g_t, NULL); break;
+    case 811: (void)qkv_activation_apply(NULL, (qkv_activation)1, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 812: (void)qkv_activation_apply((qkv_ctx *)g_ctx, (qkv_activation)1, NULL, (qkv_tensor **)g_tens); break;
+    case 813: (void)qkv_activation_apply((qkv_ctx *)g_ctx, (qkv_activation)1, (qkv_tensor *)g_t, NULL); break;
+    case 814: (void)qkv_linear_relu(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 815: (void)qkv_linear_relu((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 816: (void)qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 817: (void)qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 818: (void)qkv_linear_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 819: (void)qkv_activation_parse(NULL, (qkv_activation *)g_zero); break;
+    case 820: (void)qkv_activation_parse("x", NULL); break;
+    case 821: (void)qkv_relu(NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 822: (void)qkv_relu((qkv_ctx *)g_ctx, NULL, (qkv_tensor **)g_tens); break;
+    case 823: (void)qkv_relu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
+    case 824: (void)qkv_tanh(NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 825: (void)qkv_tanh((qkv_ctx *)g_ctx, NULL, (qkv_tensor **)g_tens); break;
+    case 826: (void)qkv_tanh((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL); break;
+    case 827: (void)qkv_gelu(NULL, (qkv_tensor *)g_t, "x", (qkv_tensor **)g_tens); break;
+    case 828: (void)qkv_gelu((qkv_ctx *)g_ctx, NULL, "x", (qkv_tensor **)g_tens); break;
+    case 829: (void)qkv_gelu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 830: (void)qkv_gelu((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", NULL); break;
+    case 831: (void)qkv_add(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 832: (void)qkv_add((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 833: (void)qkv_add((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 834: (void)qkv_add((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 835: (void)qkv_cat(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, (qkv_tensor **)g_tens); break;
+    case 836: (void)qkv_cat((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int)1, (qkv_tensor **)g_tens); break;
+    case 837: (void)qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int)1, (qkv_tensor **)g_tens); break;
+    case 838: (void)qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)-1, (qkv_tensor **)g_tens); break;
+    case 839: (void)qkv_cat((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int)1, NULL); break;
+    case 840: (void)qkv_layer_norm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 841: (void)qkv_layer_norm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 842: (void)qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 843: (void)qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, 1, (qkv_tensor **)g_tens); break;
+    case 844: (void)qkv_layer_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, NULL); break;
+    case 845: (void)qkv_rms_norm(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 846: (void)qkv_rms_norm((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 847: (void)qkv_rms_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, 1, (qkv_tensor **)g_tens); break;
+    case 848: (void)qkv_rms_norm((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, 1, NULL); break;
+    case 849: (void)qkv_embedding(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 850: (void)qkv_embedding((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 851: (void)qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 852: (void)qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 853: (void)qkv_embedding((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, NULL); break;
+    case 854: (void)qkv_dropout(NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 855: (void)qkv_dropout((qkv_ctx *)g_ctx, NULL, 1, (qkv_tensor **)g_tens); break;
+    case 856: (void)qkv_dropout((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, 1, NULL); break;
+    case 857: (void)qkv_conv1d(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 858: (void)qkv_conv1d((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 859: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 860: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 861: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 862: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 863: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 864: (void)qkv_conv1d((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
+    case 865: (void)qkv_nn_linear_init(NULL, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 866: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 867: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 868: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 869: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 870: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 871: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 872: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 873: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 874: (void)qkv_nn_linear_init((qkv_nn_linear *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
+    case 875: (void)qkv_bf16_weights_init(NULL, (qkv_params *)g_params); break;
+    case 876: (void)qkv_bf16_weights_init((qkv_bf16_weights *)g_zero, NULL); break;
+    case 877: (void)qkv_bf16_weights_free(NULL); break;
+    case 878: (void)qkv_conv1d_opts_default((int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 879: (void)qkv_conv1d_opts_default(INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 880: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 881: (void)qkv_conv1d_opts_default((int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 882: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 883: (void)qkv_conv1d_opts_default((int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 884: (void)qkv_nn_conv1d_init(NULL, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 885: (void)qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 886: (void)qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 887: (void)qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 888: (void)qkv_nn_conv1d_init((qkv_nn_conv1d *)g_zero, (const qkv_conv1d_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 889: (void)qkv_nn_layernorm_init(NULL, (int64_t)1, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 890: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)-1, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 891: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, INT64_MAX, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 892: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)-1, (qkv_params *)g_params, "x"); break;
+    case 893: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, INT_MAX, (qkv_params *)g_params, "x"); break;
+    case 894: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)1, NULL, "x"); break;
+    case 895: (void)qkv_nn_layernorm_init((qkv_nn_layernorm *)g_zero, (int64_t)1, 1, (int)1, (qkv_params *)g_params, NULL); break;
+    case 896: (void)qkv_nn_rmsnorm_init(NULL, (int64_t)1, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 897: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, (int64_t)-1, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 898: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, INT64_MAX, 1, (int)1, (qkv_params *)g_params, "x"); break;
+    case 899: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, (int64_t)1, 1, (int)-1, (qkv_params *)g_params, "x"); break;
+    case 900: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, (int64_t)1, 1, INT_MAX, (qkv_params *)g_params, "x"); break;
+    case 901: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, (int64_t)1, 1, (int)1, NULL, "x"); break;
+    case 902: (void)qkv_nn_rmsnorm_init((qkv_nn_rmsnorm *)g_zero, (int64_t)1, 1, (int)1, (qkv_params *)g_params, NULL); break;
+    case 903: (void)qkv_nn_embedding_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 904: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 905: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 906: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 907: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 908: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 909: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 910: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 911: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 912: (void)qkv_nn_embedding_init((qkv_nn_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
+    case 913: (void)qkv_nn_activation_init(NULL, (qkv_activation)1); break;
+    case 914: (void)qkv_nn_relu_init(NULL); break;
+    case 915: (void)qkv_nn_tanh_init(NULL); break;
+    case 916: (void)qkv_nn_gelu_init(NULL, "x"); break;
+    case 917: (void)qkv_nn_gelu_init((qkv_nn_gelu *)g_zero, NULL); break;
+    case 918: (void)qkv_nn_dropout_init(NULL, 1); break;
+    case 919: (void)qkv_sequential_init(NULL); break;
+    case 920: (void)qkv_sequential_add(NULL, (qkv_module *)g_zero); break;
+    case 921: (void)qkv_sequential_add((qkv_sequential *)g_zero, NULL); break;
+    case 922: (void)qkv_sequential_free(NULL); break;
+    case 923: (void)qkv_rnn_opts_default((int64_t)-1, (int64_t)1); break;
+    case 924: (void)qkv_rnn_opts_default(INT64_MAX, (int64_t)1); break;
+    case 925: (void)qkv_rnn_opts_default((int64_t)1, (int64_t)-1); break;
+    case 926: (void)qkv_rnn_opts_default((int64_t)1, INT64_MAX); break;
+    case 927: (void)qkv_nn_gru_init(NULL, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 928: (void)qkv_nn_gru_init((qkv_nn_gru *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 929: (void)qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 930: (void)qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 931: (void)qkv_nn_gru_init((qkv_nn_gru *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 932: (void)qkv_nn_lstm_init(NULL, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 933: (void)qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 934: (void)qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 935: (void)qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 936: (void)qkv_nn_lstm_init((qkv_nn_lstm *)g_zero, (const qkv_rnn_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 937: (void)qkv_nn_gru_free(NULL); break;
+    case 938: (void)qkv_nn_lstm_free(NULL); break;
+    case 939: (void)qkv_nn_gru_forward(NULL, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 940: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 941: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 942: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 943: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 944: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens); break;
+    case 945: (void)qkv_nn_gru_forward((qkv_ctx *)g_ctx, (qkv_nn_gru *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, NULL); break;
+    case 946: (void)qkv_nn_lstm_forward(NULL, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 947: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 948: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 949: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 950: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 951: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 952: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, NULL, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens); break;
+    case 953: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, NULL, (qkv_tensor **)g_tens); break;
+    case 954: (void)qkv_nn_lstm_forward((qkv_ctx *)g_ctx, (qkv_nn_lstm *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const int64_t *)g_ones, (qkv_tensor **)g_tens, (qkv_tensor **)g_tens, NULL); break;
+    case 955: (void)qkv_rnn_lengths_from_mask(NULL, (int64_t *)g_zero); break;
+    case 956: (void)qkv_rnn_lengths_from_mask((const qkv_tensor *)g_t, NULL); break;
+    case 957: (void)qkv_plot_heatmap(NULL, (const qkv_heatmap *)g_zero); break;
+    case 958: (void)qkv_plot_heatmap("x", NULL); break;
+    case 959: (void)qkv_plot_overlay(NULL, (const qkv_overlay *)g_zero); break;
+    case 960: (void)qkv_plot_overlay("x", NULL); break;
+    case 961: (void)qkv_plot_overlay_grid(NULL, (const qkv_overlay *)g_zero, (int)1, (int)1, "x"); break;
+    case 962: (void)qkv_plot_overlay_grid("x", NULL, (int)1, (int)1, "x"); break;
+    case 963: (void)qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)-1, (int)1, "x"); break;
+    case 964: (void)qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, (int)-1, "x"); break;
+    case 965: (void)qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, INT_MAX, "x"); break;
+    case 966: (void)qkv_plot_overlay_grid("x", (const qkv_overlay *)g_zero, (int)1, (int)1, NULL); break;
+    case 967: (void)qkv_plot_lines(NULL, (const qkv_line_plot *)g_zero); break;
+    case 968: (void)qkv_plot_lines("x", NULL); break;
+    case 969: (void)qkv_plot_lines_grid(NULL, (const qkv_line_plot *)g_zero, (int)1, (int)1, "x"); break;
+    case 970: (void)qkv_plot_lines_grid("x", NULL, (int)1, (int)1, "x"); break;
+    case 971: (void)qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)-1, (int)1, "x"); break;
+    case 972: (void)qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, (int)-1, "x"); break;
+    case 973: (void)qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, INT_MAX, "x"); break;
+    case 974: (void)qkv_plot_lines_grid("x", (const qkv_line_plot *)g_zero, (int)1, (int)1, NULL); break;
+    case 975: (void)qkv_explorer_write(NULL, (const qkv_explorer *)g_zero); break;
+    case 976: (void)qkv_explorer_write("x", NULL); break;
+    case 977: (void)qkv_sinusoidal_fill((int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
+    case 978: (void)qkv_sinusoidal_fill((int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero); break;
+    case 979: (void)qkv_sinusoidal_fill((int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero); break;
+    case 980: (void)qkv_sinusoidal_fill((int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
+    case 981: (void)qkv_sinusoidal(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 982: (void)qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 983: (void)qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 984: (void)qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 985: (void)qkv_sinusoidal((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
+    case 986: (void)qkv_add_positional(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
+    case 987: (void)qkv_add_positional((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
+    case 988: (void)qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, (int)1, (qkv_tensor **)g_tens); break;
+    case 989: (void)qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)-1, (int)1, (qkv_tensor **)g_tens); break;
+    case 990: (void)qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)-1, (qkv_tensor **)g_tens); break;
+    case 991: (void)qkv_add_positional((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (int64_t)1, (int)1, NULL); break;
+    case 992: (void)qkv_positions(NULL, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 993: (void)qkv_positions((qkv_ctx *)g_ctx, NULL, (int64_t)1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 994: (void)qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)-1, (int64_t)1, (qkv_tensor **)g_tens); break;
+    case 995: (void)qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)1, (int64_t)-1, (qkv_tensor **)g_tens); break;
+    case 996: (void)qkv_positions((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (int64_t)1, (int64_t)1, NULL); break;
+    case 997: (void)qkv_scale(NULL, (qkv_tensor *)g_t, 1, (qkv_tensor **)g_tens); break;
+    case 998: (void)qkv_scale((qkv_ctx *)g_ctx, NULL, 1, (qkv_tensor **)g_tens); break;
+    case 999: (void)qkv_scale((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, 1, NULL); break;
+    case 1000: (void)qkv_pos_binary_channels((int64_t)-1); break;
+    case 1001: (void)qkv_pos_binary_channels(INT64_MAX); break;
+    case 1002: (void)qkv_pos_binary((int64_t)-1, (float *)g_zero); break;
+    case 1003: (void)qkv_pos_binary((int64_t)1, NULL); break;
+    case 1004: (void)qkv_pos_sinusoidal((int64_t)-1, (int64_t)1, (float *)g_zero); break;
+    case 1005: (void)qkv_pos_sinusoidal((int64_t)1, (int64_t)-1, (float *)g_zero); break;
+    case 1006: (void)qkv_pos_sinusoidal((int64_t)1, (int64_t)1, NULL); break;
+    case 1007: (void)qkv_cat_position(NULL, (qkv_tensor *)g_t, (qkv_posidx)1, (int)1, (qkv_tensor **)g_tens); break;
+    case 1008: (void)qkv_cat_position((qkv_ctx *)g_ctx, NULL, (qkv_posidx)1, (int)1, (qkv_tensor **)g_tens); break;
+    case 1009: (void)qkv_cat_position((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_posidx)1, (int)-1, (qkv_tensor **)g_tens); break;
+    case 1010: (void)qkv_cat_position((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_posidx)1, (int)1, NULL); break;
+    case 1011: (void)qkv_rope(NULL, (qkv_tensor *)g_t, (const qkv_rope_opts *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1012: (void)qkv_rope((qkv_ctx *)g_ctx, NULL, (const qkv_rope_opts *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1013: (void)qkv_rope((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1014: (void)qkv_rope((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_rope_opts *)g_zero, NULL); break;
+    case 1015: (void)qkv_alibi_slopes((int64_t)-1, (float *)g_zero); break;
+    case 1016: (void)qkv_alibi_slopes((int64_t)1, NULL); break;
+    case 1017: (void)qkv_alibi_bias_fill((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
+    case 1018: (void)qkv_alibi_bias_fill((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
+    case 1019: (void)qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_alibi_kind)1, (float *)g_zero); break;
+    case 1020: (void)qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_alibi_kind)1, (float *)g_zero); break;
+    case 1021: (void)qkv_alibi_bias_fill((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, NULL); break;
+    case 1022: (void)qkv_alibi_bias(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
+    case 1023: (void)qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
+    case 1024: (void)qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
+    case 1025: (void)qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
+    case 1026: (void)qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_alibi_kind)1, (qkv_tensor **)g_tens); break;
+    case 1027: (void)qkv_alibi_bias((qkv_ctx *)g_ctx, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_alibi_kind)1, NULL); break;
+    case 1028: (void)qkv_nn_sinusoidal_init(NULL, (int64_t)1, 1, (int64_t)1, (int)1); break;
+    case 1029: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)-1, 1, (int64_t)1, (int)1); break;
+    case 1030: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, INT64_MAX, 1, (int64_t)1, (int)1); break;
+    case 1031: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)-1, (int)1); break;
+    case 1032: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, INT64_MAX, (int)1); break;
+    case 1033: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)1, (int)-1); break;
+    case 1034: (void)qkv_nn_sinusoidal_init((qkv_nn_sinusoidal *)g_zero, (int64_t)1, 1, (int64_t)1, INT_MAX); break;
+    case 1035: (void)qkv_nn_learned_pos_init(NULL, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1036: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1037: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1038: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1039: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1040: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1041: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1042: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1043: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1044: (void)qkv_nn_learned_pos_init((qkv_nn_learned_pos *)g_zero, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
+    case 1045: (void)qkv_nn_token_embedding_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1046: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1047: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1048: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1049: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1050: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1051: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (int)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1052: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1053: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, INT_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1054: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1055: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1056: (void)qkv_nn_token_embedding_init((qkv_nn_token_embedding *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (int)1, (qkv_params *)g_params, "x", NULL); break;
+    case 1057: (void)qkv_qtype_known((int)-1); break;
+    case 1058: (void)qkv_qtype_known(INT_MAX); break;
+    case 1059: (void)qkv_qtype_row_bytes((qkv_qtype)1, (int64_t)-1); break;
+    case 1060: (void)qkv_qtype_row_bytes((qkv_qtype)1, INT64_MAX); break;
+    case 1061: (void)qkv_dequantize((qkv_qtype)1, NULL, (float *)g_zero, (int64_t)1); break;
+    case 1062: (void)qkv_dequantize((qkv_qtype)1, (const void *)g_zero, NULL, (int64_t)1); break;
+    case 1063: (void)qkv_dequantize((qkv_qtype)1, (const void *)g_zero, (float *)g_zero, (int64_t)-1); break;
+    case 1064: (void)qkv_quantize((qkv_qtype)1, NULL, (void *)g_zero, (int64_t)1); break;
+    case 1065: (void)qkv_quantize((qkv_qtype)1, (const float *)g_zero, NULL, (int64_t)1); break;
+    case 1066: (void)qkv_quantize((qkv_qtype)1, (const float *)g_zero, (void *)g_zero, (int64_t)-1); break;
+    case 1067: (void)qkv_qmatvec((qkv_qtype)1, NULL, (int64_t)1, (int64_t)1, (const float *)g_zero, (float *)g_zero); break;
+    case 1068: (void)qkv_qmatvec((qkv_qtype)1, (const void *)g_zero, (int64_t)-1, (int64_t)1, (const float *)g_zero, (float *)g_zero); break;
+    case 1069: (void)qkv_qmatvec((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)-1, (const float *)g_zero, (float *)g_zero); break;
+    case 1070: (void)qkv_qmatvec((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)1, NULL, (float *)g_zero); break;
+    case 1071: (void)qkv_qmatvec((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)1, (const float *)g_zero, NULL); break;
+    case 1072: (void)qkv_qmatmul((qkv_qtype)1, NULL, (int64_t)1, (int64_t)1, (const float *)g_zero, (int64_t)1, (float *)g_zero); break;
+    case 1073: (void)qkv_qmatmul((qkv_qtype)1, (const void *)g_zero, (int64_t)-1, (int64_t)1, (const float *)g_zero, (int64_t)1, (float *)g_zero); break;
+    case 1074: (void)qkv_qmatmul((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)-1, (const float *)g_zero, (int64_t)1, (float *)g_zero); break;
+    case 1075: (void)qkv_qmatmul((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)1, NULL, (int64_t)1, (float *)g_zero); break;
+    case 1076: (void)qkv_qmatmul((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)1, (const float *)g_zero, (int64_t)-1, (float *)g_zero); break;
+    case 1077: (void)qkv_qmatmul((qkv_qtype)1, (const void *)g_zero, (int64_t)1, (int64_t)1, (const float *)g_zero, (int64_t)1, NULL); break;
+    case 1078: (void)qkv_quant_force_isa(NULL); break;
+    case 1079: (void)qkv_mse_loss(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1080: (void)qkv_mse_loss((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1081: (void)qkv_mse_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1082: (void)qkv_mse_loss((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_reduction)1, NULL); break;
+    case 1083: (void)qkv_cross_entropy(NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1084: (void)qkv_cross_entropy((qkv_ctx *)g_ctx, NULL, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1085: (void)qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1086: (void)qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1087: (void)qkv_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, NULL); break;
+    case 1088: (void)qkv_linear_cross_entropy(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1089: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1090: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1091: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1092: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (int64_t)1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1093: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)-1, 1, (qkv_reduction)1, (qkv_tensor **)g_tens); break;
+    case 1094: (void)qkv_linear_cross_entropy((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (int64_t)1, 1, (qkv_reduction)1, NULL); break;
+    case 1095: (void)qkv_optim_new(NULL, (qkv_params *)g_params, (const qkv_optim_opts *)g_zero); break;
+    case 1096: (void)qkv_optim_new((qkv_optim **)g_nulls, NULL, (const qkv_optim_opts *)g_zero); break;
+    case 1097: (void)qkv_optim_new((qkv_optim **)g_nulls, (qkv_params *)g_params, NULL); break;
+    case 1098: (void)qkv_optim_free(NULL); break;
+    case 1099: (void)qkv_optim_step(NULL); break;
+    case 1100: (void)qkv_optim_set_lr(NULL, 1); break;
+    case 1101: (void)qkv_optim_get_lr(NULL); break;
+    case 1102: (void)qkv_optim_get_opts(NULL, (qkv_optim_opts *)g_zero); break;
+    case 1103: (void)qkv_optim_get_opts((const qkv_optim *)g_optim, NULL); break;
+    case 1104: (void)qkv_optim_steps(NULL); break;
+    case 1105: (void)qkv_clip_grad_norm(NULL, 1, (float *)g_zero); break;
+    case 1106: (void)qkv_clip_grad_norm((qkv_params *)g_params, 1, NULL); break;
+    case 1107: (void)qkv_schedule_check(NULL); break;
+    case 1108: (void)qkv_schedule_lr_at(NULL, (int64_t)1); break;
+    case 1109: (void)qkv_schedule_lr_at((const qkv_schedule *)g_zero, (int64_t)-1); break;
+    case 1110: (void)qkv_schedule_lr_at((const qkv_schedule *)g_zero, INT64_MAX); break;
+    case 1111: (void)qkv_checkpoint_save(NULL, (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
+    case 1112: (void)qkv_checkpoint_save("x", NULL, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
+    case 1113: (void)qkv_checkpoint_save("x", (qkv_params *)g_params, NULL, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng); break;
+    case 1114: (void)qkv_checkpoint_save("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, NULL, (const qkv_rng *)&g_rng); break;
+    case 1115: (void)qkv_checkpoint_save("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, NULL); break;
+    case 1116: (void)qkv_checkpoint_save_meta(NULL, (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
+    case 1117: (void)qkv_checkpoint_save_meta("x", NULL, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
+    case 1118: (void)qkv_checkpoint_save_meta("x", (qkv_params *)g_params, NULL, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
+    case 1119: (void)qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, NULL, (const qkv_rng *)&g_rng, (const qkv_checkpoint_meta *)g_zero); break;
+    case 1120: (void)qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, NULL, (const qkv_checkpoint_meta *)g_zero); break;
+    case 1121: (void)qkv_checkpoint_save_meta("x", (qkv_params *)g_params, (const qkv_optim *)g_optim, (const qkv_train_pos *)g_zero, (const qkv_rng *)&g_rng, NULL); break;
+    case 1122: (void)qkv_checkpoint_read_meta(NULL, "x", (char **)g_strs); break;
+    case 1123: (void)qkv_checkpoint_read_meta("x", NULL, (char **)g_strs); break;
+    case 1124: (void)qkv_checkpoint_read_meta("x", "x", NULL); break;
+    case 1125: (void)qkv_checkpoint_load(NULL, (qkv_params *)g_params, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
+    case 1126: (void)qkv_checkpoint_load("x", NULL, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
+    case 1127: (void)qkv_checkpoint_load("x", (qkv_params *)g_params, NULL, (qkv_train_pos *)g_zero, (qkv_rng *)&g_rng); break;
+    case 1128: (void)qkv_checkpoint_load("x", (qkv_params *)g_params, (qkv_optim *)g_optim, NULL, (qkv_rng *)&g_rng); break;
+    case 1129: (void)qkv_checkpoint_load("x", (qkv_params *)g_params, (qkv_optim *)g_optim, (qkv_train_pos *)g_zero, NULL); break;
+    case 1130: (void)qkv_progress_start(NULL, (FILE *)g_file, (int64_t)1, "x"); break;
+    case 1131: (void)qkv_progress_start((qkv_progress *)g_zero, NULL, (int64_t)1, "x"); break;
+    case 1132: (void)qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, (int64_t)-1, "x"); break;
+    case 1133: (void)qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, INT64_MAX, "x"); break;
+    case 1134: (void)qkv_progress_start((qkv_progress *)g_zero, (FILE *)g_file, (int64_t)1, NULL); break;
+    case 1135: (void)qkv_progress_step(NULL, (int64_t)1, 1, 1, (int64_t)1); break;
+    case 1136: (void)qkv_progress_step((qkv_progress *)g_zero, (int64_t)-1, 1, 1, (int64_t)1); break;
+    case 1137: (void)qkv_progress_step((qkv_progress *)g_zero, INT64_MAX, 1, 1, (int64_t)1); break;
+    case 1138: (void)qkv_progress_step((qkv_progress *)g_zero, (int64_t)1, 1, 1, (int64_t)-1); break;
+    case 1139: (void)qkv_progress_step((qkv_progress *)g_zero, (int64_t)1, 1, 1, INT64_MAX); break;
+    case 1140: (void)qkv_progress_finish(NULL); break;
+    case 1141: (void)qkv_train(NULL, (const qkv_trainer *)g_zero, (qkv_train_pos *)g_zero); break;
+    case 1142: (void)qkv_train((qkv_ctx *)g_ctx, NULL, (qkv_train_pos *)g_zero); break;
+    case 1143: (void)qkv_train((qkv_ctx *)g_ctx, (const qkv_trainer *)g_zero, NULL); break;
+    case 1144: (void)qkv_transformer_layer_opts_default((int64_t)-1, (int64_t)1); break;
+    case 1145: (void)qkv_transformer_layer_opts_default(INT64_MAX, (int64_t)1); break;
+    case 1146: (void)qkv_transformer_layer_opts_default((int64_t)1, (int64_t)-1); break;
+    case 1147: (void)qkv_transformer_layer_opts_default((int64_t)1, INT64_MAX); break;
+    case 1148: (void)qkv_transformer_square_subsequent_mask(NULL); break;
+    case 1149: (void)qkv_transformer_encoder_layer_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1150: (void)qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1151: (void)qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1152: (void)qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1153: (void)qkv_transformer_encoder_layer_init((qkv_transformer_encoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 1154: (void)qkv_transformer_encoder_layer_forward(NULL, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1155: (void)qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1156: (void)qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1157: (void)qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1158: (void)qkv_transformer_encoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder_layer *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
+    case 1159: (void)qkv_transformer_decoder_layer_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1160: (void)qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1161: (void)qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1162: (void)qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1163: (void)qkv_transformer_decoder_layer_init((qkv_transformer_decoder_layer *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 1164: (void)qkv_transformer_decoder_layer_forward(NULL, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1165: (void)qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1166: (void)qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1167: (void)qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1168: (void)qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1169: (void)qkv_transformer_decoder_layer_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_layer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
+    case 1170: (void)qkv_transformer_encoder_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1171: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1172: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1173: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1174: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1175: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1176: (void)qkv_transformer_encoder_init((qkv_transformer_encoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
+    case 1177: (void)qkv_transformer_encoder_free(NULL); break;
+    case 1178: (void)qkv_transformer_encoder_forward(NULL, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1179: (void)qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1180: (void)qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1181: (void)qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1182: (void)qkv_transformer_encoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_encoder *)g_zero, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
+    case 1183: (void)qkv_transformer_decoder_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1184: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1185: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1186: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1187: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1188: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1189: (void)qkv_transformer_decoder_init((qkv_transformer_decoder *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
+    case 1190: (void)qkv_transformer_decoder_free(NULL); break;
+    case 1191: (void)qkv_transformer_decoder_forward(NULL, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1192: (void)qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1193: (void)qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1194: (void)qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1195: (void)qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1196: (void)qkv_transformer_decoder_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
+    case 1197: (void)qkv_transformer_init(NULL, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1198: (void)qkv_transformer_init((qkv_transformer *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1199: (void)qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1200: (void)qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1201: (void)qkv_transformer_init((qkv_transformer *)g_zero, (const qkv_transformer_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 1202: (void)qkv_transformer_free(NULL); break;
+    case 1203: (void)qkv_transformer_forward(NULL, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1204: (void)qkv_transformer_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1205: (void)qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, NULL, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1206: (void)qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, NULL, (const qkv_transformer_masks *)g_zero, (qkv_tensor **)g_tens); break;
+    case 1207: (void)qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1208: (void)qkv_transformer_forward((qkv_ctx *)g_ctx, (const qkv_transformer *)g_zero, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (const qkv_transformer_masks *)g_zero, NULL); break;
+    case 1209: (void)qkv_transformer_decoder_only_init(NULL, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1210: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, NULL, (int64_t)1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1211: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)-1, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1212: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, INT64_MAX, 1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1213: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1214: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1215: (void)qkv_transformer_decoder_only_init((qkv_transformer_decoder_only *)g_zero, (const qkv_transformer_layer_opts *)g_zero, (int64_t)1, 1, (qkv_params *)g_params, "x", NULL); break;
+    case 1216: (void)qkv_transformer_decoder_only_free(NULL); break;
+    case 1217: (void)qkv_transformer_decoder_only_forward(NULL, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1218: (void)qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1219: (void)qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, NULL, (const qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1220: (void)qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1221: (void)qkv_transformer_decoder_only_forward((qkv_ctx *)g_ctx, (const qkv_transformer_decoder_only *)g_zero, (qkv_tensor *)g_t, (const qkv_tensor *)g_t, NULL); break;
+    case 1222: (void)qkv_rearrange(NULL, (qkv_tensor *)g_t, "x", "x", (qkv_tensor **)g_tens); break;
+    case 1223: (void)qkv_rearrange((qkv_ctx *)g_ctx, NULL, "x", "x", (qkv_tensor **)g_tens); break;
+    case 1224: (void)qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, "x", (qkv_tensor **)g_tens); break;
+    case 1225: (void)qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", NULL, (qkv_tensor **)g_tens); break;
+    case 1226: (void)qkv_rearrange((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, "x", "x", NULL); break;
+    case 1227: (void)qkv_patch_embed(NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1228: (void)qkv_patch_embed((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1229: (void)qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1230: (void)qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL, (qkv_tensor **)g_tens); break;
+    case 1231: (void)qkv_patch_embed((qkv_ctx *)g_ctx, (qkv_tensor *)g_t, (qkv_tensor *)g_t, (qkv_tensor *)g_t, NULL); break;
+    case 1232: (void)qkv_nn_patch_embed_init(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1233: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1234: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, INT64_MAX, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1235: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1236: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, INT64_MAX, (int64_t)1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1237: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1238: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, INT64_MAX, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1239: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1240: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1241: (void)qkv_nn_patch_embed_init((qkv_nn_patch_embed *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, (qkv_params *)g_params, "x", NULL); break;
+    case 1242: (void)qkv_pos_2d_sincos_fill((int64_t)-1, (int64_t)1, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 1243: (void)qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)-1, (int64_t)1, (int)1, (float *)g_zero); break;
+    case 1244: (void)qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)-1, (int)1, (float *)g_zero); break;
+    case 1245: (void)qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)1, (int)-1, (float *)g_zero); break;
+    case 1246: (void)qkv_pos_2d_sincos_fill((int64_t)1, (int64_t)1, (int64_t)1, (int)1, NULL); break;
+    case 1247: (void)qkv_vit_opts_default((int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 1248: (void)qkv_vit_opts_default(INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 1249: (void)qkv_vit_opts_default((int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 1250: (void)qkv_vit_opts_default((int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1, (int64_t)1); break;
+    case 1251: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1, (int64_t)1); break;
+    case 1252: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1, (int64_t)1); break;
+    case 1253: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1, (int64_t)1); break;
+    case 1254: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX, (int64_t)1); break;
+    case 1255: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, (int64_t)-1); break;
+    case 1256: (void)qkv_vit_opts_default((int64_t)1, (int64_t)1, (int64_t)1, (int64_t)1, INT64_MAX); break;
+    case 1257: (void)qkv_vit_init(NULL, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1258: (void)qkv_vit_init((qkv_vit *)g_zero, NULL, (qkv_params *)g_params, "x", (qkv_rng *)&g_rng); break;
+    case 1259: (void)qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, NULL, "x", (qkv_rng *)&g_rng); break;
+    case 1260: (void)qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, NULL, (qkv_rng *)&g_rng); break;
+    case 1261: (void)qkv_vit_init((qkv_vit *)g_zero, (const qkv_vit_opts *)g_zero, (qkv_params *)g_params, "x", NULL); break;
+    case 1262: (void)qkv_vit_free(NULL); break;
+    case 1263: (void)qkv_vit_features(NULL, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1264: (void)qkv_vit_features((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1265: (void)qkv_vit_features((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 1266: (void)qkv_vit_features((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, NULL); break;
+    case 1267: (void)qkv_vit_forward(NULL, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1268: (void)qkv_vit_forward((qkv_ctx *)g_ctx, NULL, (qkv_tensor *)g_t, (qkv_tensor **)g_tens); break;
+    case 1269: (void)qkv_vit_forward((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, NULL, (qkv_tensor **)g_tens); break;
+    case 1270: (void)qkv_vit_forward((qkv_ctx *)g_ctx, (const qkv_vit *)g_zero, (qkv_tensor *)g_t, NULL); break;
+    case 1271: (void)qkv_attention_rollout(NULL, (int64_t)1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
+    case 1272: (void)qkv_attention_rollout((const float *)g_zero, (int64_t)-1, (int64_t)1, (int64_t)1, (float *)g_zero); break;
+    case 1273: (void)qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)-1, (int64_t)1, (float *)g_zero); break;
+    case 1274: (void)qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)-1, (float *)g_zero); break;
+    case 1275: (void)qkv_attention_rollout((const float *)g_zero, (int64_t)1, (int64_t)1, (int64_t)1, NULL); break;
+    case 1276: (void)qkv_vit_torchvision_name(NULL, g_buf, (size_t)1); break;
+    case 1277: (void)qkv_vit_torchvision_name("x", NULL, (size_t)1); break;
+    case 1278: (void)qkv_vit_load_torchvision(NULL, (const qkv_safetensors *)g_st, "x"); break;
+    case 1279: (void)qkv_vit_load_torchvision((qkv_params *)g_params, NULL, "x"); break;
+    case 1280: (void)qkv_vit_load_torchvision((qkv_params *)g_params, (const qkv_safetensors *)g_st, NULL); break;
     }
 }
 
@@ -1331,9 +1429,9 @@ int main(void)
     setup();
     g_table = tab ? fopen(tab, "w") : NULL;
     static const struct { const char *fn, *arg, *val; int status, must; const char *why; } C[] = {
-        {"qkv_arena_new", "out", "NULL", 1, 1, ""},
-        {"qkv_arena_new", "chunk_bytes", "-1", 1, 0, ""},
-        {"qkv_arena_new", "chunk_bytes", "SIZE_MAX", 1, 0, ""},
+        {"qkv_arena_new", "out", "NULL", 0, 0, ""},
+        {"qkv_arena_new", "chunk_bytes", "-1", 0, 0, ""},
+        {"qkv_arena_new", "chunk_bytes", "SIZE_MAX", 0, 0, ""},
         {"qkv_arena_free", "a", "NULL", 0, 0, ""},
         {"qkv_arena_reset", "a", "NULL", 0, 0, ""},
         {"qkv_arena_alloc", "a", "NULL", 0, 0, ""},
@@ -1346,43 +1444,43 @@ int main(void)
         {"qkv_tensor_numel", "t", "NULL", 0, 0, ""},
         {"qkv_shape_str", "t", "NULL", 0, 0, ""},
         {"qkv_shape_str", "buf", "NULL", 0, 0, ""},
-        {"qkv_tensor_new", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_new", "ndim", "-1", 1, 0, ""},
-        {"qkv_tensor_new", "shape", "NULL", 1, 1, ""},
-        {"qkv_tensor_new", "out", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap", "data", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap", "ndim", "-1", 1, 0, ""},
-        {"qkv_tensor_wrap", "shape", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap", "out", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_bool", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_bool", "mask", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_bool", "ndim", "-1", 1, 0, ""},
-        {"qkv_tensor_wrap_bool", "shape", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_bool", "out", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_i64", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_i64", "idx", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_i64", "ndim", "-1", 1, 0, ""},
-        {"qkv_tensor_wrap_i64", "shape", "NULL", 1, 1, ""},
-        {"qkv_tensor_wrap_i64", "out", "NULL", 1, 1, ""},
-        {"qkv_tensor_view", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_view", "t", "NULL", 1, 1, ""},
-        {"qkv_tensor_view", "ndim", "-1", 1, 0, ""},
-        {"qkv_tensor_view", "shape", "NULL", 1, 1, ""},
-        {"qkv_tensor_view", "out", "NULL", 1, 1, ""},
-        {"qkv_tensor_narrow", "a", "NULL", 1, 1, ""},
-        {"qkv_tensor_narrow", "t", "NULL", 1, 1, ""},
-        {"qkv_tensor_narrow", "start", "-1", 1, 0, ""},
-        {"qkv_tensor_narrow", "len", "-1", 1, 0, ""},
-        {"qkv_tensor_narrow", "out", "NULL", 1, 1, ""},
+        {"qkv_tensor_new", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_new", "ndim", "-1", 0, 0, ""},
+        {"qkv_tensor_new", "shape", "NULL", 0, 0, ""},
+        {"qkv_tensor_new", "out", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap", "data", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap", "ndim", "-1", 0, 0, ""},
+        {"qkv_tensor_wrap", "shape", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap", "out", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_bool", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_bool", "mask", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_bool", "ndim", "-1", 0, 0, ""},
+        {"qkv_tensor_wrap_bool", "shape", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_bool", "out", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_i64", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_i64", "idx", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_i64", "ndim", "-1", 0, 0, ""},
+        {"qkv_tensor_wrap_i64", "shape", "NULL", 0, 0, ""},
+        {"qkv_tensor_wrap_i64", "out", "NULL", 0, 0, ""},
+        {"qkv_tensor_view", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_view", "t", "NULL", 0, 0, ""},
+        {"qkv_tensor_view", "ndim", "-1", 0, 0, ""},
+        {"qkv_tensor_view", "shape", "NULL", 0, 0, ""},
+        {"qkv_tensor_view", "out", "NULL", 0, 0, ""},
+        {"qkv_tensor_narrow", "a", "NULL", 0, 0, ""},
+        {"qkv_tensor_narrow", "t", "NULL", 0, 0, ""},
+        {"qkv_tensor_narrow", "start", "-1", 0, 0, ""},
+        {"qkv_tensor_narrow", "len", "-1", 0, 0, ""},
+        {"qkv_tensor_narrow", "out", "NULL", 0, 0, ""},
         {"qkv_tensor_grad", "a", "NULL", 0, 0, ""},
         {"qkv_tensor_grad", "t", "NULL", 0, 0, ""},
-        {"qkv_tensor_set_requires_grad", "t", "NULL", 1, 1, ""},
-        {"qkv_tensor_set_requires_grad", "requires_grad", "-1", 1, 0, ""},
-        {"qkv_tensor_set_requires_grad", "requires_grad", "INT_MAX", 1, 0, ""},
-        {"qkv_tensor_read_grad", "t", "NULL", 1, 1, ""},
-        {"qkv_tensor_read_grad", "dst", "NULL", 1, 1, ""},
-        {"qkv_tensor_read_grad", "n", "-1", 1, 0, ""},
+        {"qkv_tensor_set_requires_grad", "t", "NULL", 0, 0, ""},
+        {"qkv_tensor_set_requires_grad", "requires_grad", "-1", 0, 0, ""},
+        {"qkv_tensor_set_requires_grad", "requires_grad", "INT_MAX", 0, 0, ""},
+        {"qkv_tensor_read_grad", "t", "NULL", 0, 0, ""},
+        {"qkv_tensor_read_grad", "dst", "NULL", 0, 0, ""},
+        {"qkv_tensor_read_grad", "n", "-1", 0, 0, ""},
         {"qkv_rng_seed", "r", "NULL", 0, 0, ""},
         {"qkv_rng_next", "r", "NULL", 0, 0, ""},
         {"qkv_rng_uniform", "r", "NULL", 0, 0, ""},
@@ -1393,29 +1491,29 @@ int main(void)
         {"qkv_rng_fill_normal", "r", "NULL", 0, 0, ""},
         {"qkv_rng_fill_normal", "x", "NULL", 0, 0, ""},
         {"qkv_rng_fill_normal", "n", "-1", 0, 0, ""},
-        {"qkv_init_xavier_uniform", "r", "NULL", 1, 1, ""},
-        {"qkv_init_xavier_uniform", "t", "NULL", 1, 1, ""},
-        {"qkv_init_xavier_normal", "r", "NULL", 1, 1, ""},
-        {"qkv_init_xavier_normal", "t", "NULL", 1, 1, ""},
-        {"qkv_init_linear_default", "r", "NULL", 1, 1, ""},
-        {"qkv_init_linear_default", "t", "NULL", 1, 1, ""},
-        {"qkv_init_uniform", "r", "NULL", 1, 1, ""},
-        {"qkv_init_uniform", "t", "NULL", 1, 1, ""},
-        {"qkv_init_constant", "t", "NULL", 1, 1, ""},
-        {"qkv_params_new", "out", "NULL", 1, 1, ""},
+        {"qkv_init_xavier_uniform", "r", "NULL", 0, 0, ""},
+        {"qkv_init_xavier_uniform", "t", "NULL", 0, 0, ""},
+        {"qkv_init_xavier_normal", "r", "NULL", 0, 0, ""},
+        {"qkv_init_xavier_normal", "t", "NULL", 0, 0, ""},
+        {"qkv_init_linear_default", "r", "NULL", 0, 0, ""},
+        {"qkv_init_linear_default", "t", "NULL", 0, 0, ""},
+        {"qkv_init_uniform", "r", "NULL", 0, 0, ""},
+        {"qkv_init_uniform", "t", "NULL", 0, 0, ""},
+        {"qkv_init_constant", "t", "NULL", 0, 0, ""},
+        {"qkv_params_new", "out", "NULL", 0, 0, ""},
         {"qkv_params_free", "p", "NULL", 0, 0, ""},
-        {"qkv_params_add", "p", "NULL", 1, 1, ""},
-        {"qkv_params_add", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_params_add", "name", "NULL", 1, 1, ""},
-        {"qkv_params_add", "ndim", "-1", 1, 0, ""},
-        {"qkv_params_add", "shape", "NULL", 1, 1, ""},
-        {"qkv_params_add", "out", "NULL", 1, 1, ""},
-        {"qkv_params_add_buffer", "p", "NULL", 1, 1, ""},
-        {"qkv_params_add_buffer", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_params_add_buffer", "name", "NULL", 1, 1, ""},
-        {"qkv_params_add_buffer", "ndim", "-1", 1, 0, ""},
-        {"qkv_params_add_buffer", "shape", "NULL", 1, 1, ""},
-        {"qkv_params_add_buffer", "out", "NULL", 1, 1, ""},
+        {"qkv_params_add", "p", "NULL", 0, 0, ""},
+        {"qkv_params_add", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_params_add", "name", "NULL", 0, 0, ""},
+        {"qkv_params_add", "ndim", "-1", 0, 0, ""},
+        {"qkv_params_add", "shape", "NULL", 0, 0, ""},
+        {"qkv_params_add", "out", "NULL", 0, 0, ""},
+        {"qkv_params_add_buffer", "p", "NULL", 0, 0, ""},
+        {"qkv_params_add_buffer", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_params_add_buffer", "name", "NULL", 0, 0, ""},
+        {"qkv_params_add_buffer", "ndim", "-1", 0, 0, ""},
+        {"qkv_params_add_buffer", "shape", "NULL", 0, 0, ""},
+        {"qkv_params_add_buffer", "out", "NULL", 0, 0, ""},
         {"qkv_params_count", "p", "NULL", 0, 0, ""},
         {"qkv_params_at", "p", "NULL", 0, 0, ""},
         {"qkv_params_at", "i", "-1", 0, 0, ""},
@@ -1425,7 +1523,7 @@ int main(void)
         {"qkv_params_numel", "p", "NULL", 0, 0, ""},
         {"qkv_params_numel_trainable", "p", "NULL", 0, 0, ""},
         {"qkv_params_zero_grad", "p", "NULL", 0, 0, ""},
-        {"qkv_ctx_new", "out", "NULL", 1, 1, ""},
+        {"qkv_ctx_new", "out", "NULL", 0, 0, ""},
         {"qkv_ctx_free", "c", "NULL", 0, 0, ""},
         {"qkv_ctx_reset", "c", "NULL", 0, 0, ""},
         {"qkv_ctx_arena", "c", "NULL", 0, 0, ""},
@@ -1446,340 +1544,340 @@ int main(void)
         {"qkv_ctx_captured", "c", "NULL", 0, 0, ""},
         {"qkv_ctx_captured", "i", "-1", 0, 0, ""},
         {"qkv_ctx_captured", "i", "INT_MAX", 0, 0, ""},
-        {"qkv_ctx_set_precision", "c", "NULL", 1, 1, ""},
+        {"qkv_ctx_set_precision", "c", "NULL", 0, 0, ""},
         {"qkv_ctx_precision", "c", "NULL", 0, 0, ""},
-        {"qkv_backward", "c", "NULL", 1, 1, ""},
-        {"qkv_backward", "out", "NULL", 1, 1, ""},
-        {"qkv_backward", "dout", "NULL", 1, 1, ""},
+        {"qkv_backward", "c", "NULL", 0, 0, ""},
+        {"qkv_backward", "out", "NULL", 0, 0, ""},
+        {"qkv_backward", "dout", "NULL", 0, 0, ""},
         {"qkv_set_reference", "on", "-1", 0, 0, ""},
         {"qkv_set_reference", "on", "INT_MAX", 0, 0, ""},
-        {"qkv_linear", "c", "NULL", 1, 1, ""},
-        {"qkv_linear", "x", "NULL", 1, 1, ""},
-        {"qkv_linear", "w", "NULL", 1, 1, ""},
-        {"qkv_linear", "b", "NULL", 1, 0, "b (out) or NULL"},
-        {"qkv_linear", "y", "NULL", 1, 1, ""},
-        {"qkv_permute", "c", "NULL", 1, 1, ""},
-        {"qkv_permute", "x", "NULL", 1, 1, ""},
-        {"qkv_permute", "perm", "NULL", 1, 1, ""},
-        {"qkv_permute", "y", "NULL", 1, 1, ""},
-        {"qkv_reshape", "c", "NULL", 1, 1, ""},
-        {"qkv_reshape", "x", "NULL", 1, 1, ""},
-        {"qkv_reshape", "ndim", "-1", 1, 0, ""},
-        {"qkv_reshape", "shape", "NULL", 1, 1, ""},
-        {"qkv_reshape", "y", "NULL", 1, 1, ""},
-        {"qkv_append_row", "c", "NULL", 1, 1, ""},
-        {"qkv_append_row", "x", "NULL", 1, 1, ""},
-        {"qkv_append_row", "row", "NULL", 1, 1, ""},
-        {"qkv_append_row", "y", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "c", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "q", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "k", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "v", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "opts", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "out", "NULL", 1, 1, ""},
-        {"qkv_sdpa", "weights", "NULL", 1, 1, ""},
+        {"qkv_linear", "c", "NULL", 0, 0, ""},
+        {"qkv_linear", "x", "NULL", 0, 0, ""},
+        {"qkv_linear", "w", "NULL", 0, 0, ""},
+        {"qkv_linear", "b", "NULL", 0, 0, "b (out) or NULL"},
+        {"qkv_linear", "y", "NULL", 0, 0, ""},
+        {"qkv_permute", "c", "NULL", 0, 0, ""},
+        {"qkv_permute", "x", "NULL", 0, 0, ""},
+        {"qkv_permute", "perm", "NULL", 0, 0, ""},
+        {"qkv_permute", "y", "NULL", 0, 0, ""},
+        {"qkv_reshape", "c", "NULL", 0, 0, ""},
+        {"qkv_reshape", "x", "NULL", 0, 0, ""},
+        {"qkv_reshape", "ndim", "-1", 0, 0, ""},
+        {"qkv_reshape", "shape", "NULL", 0, 0, ""},
+        {"qkv_reshape", "y", "NULL", 0, 0, ""},
+        {"qkv_append_row", "c", "NULL", 0, 0, ""},
+        {"qkv_append_row", "x", "NULL", 0, 0, ""},
+        {"qkv_append_row", "row", "NULL", 0, 0, ""},
+        {"qkv_append_row", "y", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "c", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "q", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "k", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "v", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "opts", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "out", "NULL", 0, 0, ""},
+        {"qkv_sdpa", "weights", "NULL", 0, 0, ""},
         {"qkv_mha_opts_default", "embed_dim", "-1", 0, 0, ""},
         {"qkv_mha_opts_default", "embed_dim", "INT64_MAX", 0, 0, ""},
         {"qkv_mha_opts_default", "num_heads", "-1", 0, 0, ""},
         {"qkv_mha_opts_default", "num_heads", "INT64_MAX", 0, 0, ""},
-        {"qkv_mha_init", "m", "NULL", 1, 1, ""},
-        {"qkv_mha_init", "o", "NULL", 1, 1, ""},
-        {"qkv_mha_init", "p", "NULL", 1, 1, ""},
-        {"qkv_mha_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_mha_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "query", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "key", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "value", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "args", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_mha_forward", "weights", "NULL", 1, 1, ""},
-        {"qkv_score_init", "sc", "NULL", 1, 1, ""},
-        {"qkv_score_init", "query_dim", "-1", 1, 0, ""},
-        {"qkv_score_init", "query_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_score_init", "key_dim", "-1", 1, 0, ""},
-        {"qkv_score_init", "key_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_score_init", "rank", "-1", 1, 0, ""},
-        {"qkv_score_init", "rank", "INT64_MAX", 1, 0, ""},
-        {"qkv_score_init", "p", "NULL", 1, 0, "unused by the scaled-dot score"},
-        {"qkv_score_init", "prefix", "NULL", 1, 0, "unused by the scaled-dot score"},
-        {"qkv_score_init", "rng", "NULL", 1, 0, "unused by the scaled-dot score"},
-        {"qkv_score_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_score_forward", "sc", "NULL", 1, 1, ""},
-        {"qkv_score_forward", "query", "NULL", 1, 1, ""},
-        {"qkv_score_forward", "keys", "NULL", 1, 1, ""},
-        {"qkv_score_forward", "scores", "NULL", 1, 1, ""},
-        {"qkv_softmax", "c", "NULL", 1, 1, ""},
-        {"qkv_softmax", "x", "NULL", 1, 1, ""},
-        {"qkv_softmax", "key_padding_mask", "NULL", 1, 0, "key_padding_mask: NULL or BOOL"},
-        {"qkv_softmax", "y", "NULL", 1, 1, ""},
-        {"qkv_bmm", "c", "NULL", 1, 1, ""},
-        {"qkv_bmm", "a", "NULL", 1, 1, ""},
-        {"qkv_bmm", "b", "NULL", 1, 1, ""},
-        {"qkv_bmm", "y", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "c", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "x", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "w", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "b", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "stride", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "padding", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "dilation", "NULL", 1, 1, ""},
-        {"qkv_conv2d", "y", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "c", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "x", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "kernel_size", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "stride", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "padding", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "dilation", "NULL", 1, 1, ""},
-        {"qkv_max_pool2d", "ceil_mode", "-1", 1, 0, ""},
-        {"qkv_max_pool2d", "y", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "c", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "x", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "running_mean", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "running_var", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "weight", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "bias", "NULL", 1, 1, ""},
-        {"qkv_batch_norm", "training", "-1", 1, 0, ""},
-        {"qkv_batch_norm", "y", "NULL", 1, 1, ""},
+        {"qkv_mha_init", "m", "NULL", 0, 0, ""},
+        {"qkv_mha_init", "o", "NULL", 0, 0, ""},
+        {"qkv_mha_init", "p", "NULL", 0, 0, ""},
+        {"qkv_mha_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_mha_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "query", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "key", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "value", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "args", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_mha_forward", "weights", "NULL", 0, 0, ""},
+        {"qkv_score_init", "sc", "NULL", 0, 0, ""},
+        {"qkv_score_init", "query_dim", "-1", 0, 0, ""},
+        {"qkv_score_init", "query_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_score_init", "key_dim", "-1", 0, 0, ""},
+        {"qkv_score_init", "key_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_score_init", "rank", "-1", 0, 0, ""},
+        {"qkv_score_init", "rank", "INT64_MAX", 0, 0, ""},
+        {"qkv_score_init", "p", "NULL", 0, 0, "unused by the scaled-dot score"},
+        {"qkv_score_init", "prefix", "NULL", 0, 0, "unused by the scaled-dot score"},
+        {"qkv_score_init", "rng", "NULL", 0, 0, "unused by the scaled-dot score"},
+        {"qkv_score_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_score_forward", "sc", "NULL", 0, 0, ""},
+        {"qkv_score_forward", "query", "NULL", 0, 0, ""},
+        {"qkv_score_forward", "keys", "NULL", 0, 0, ""},
+        {"qkv_score_forward", "scores", "NULL", 0, 0, ""},
+        {"qkv_softmax", "c", "NULL", 0, 0, ""},
+        {"qkv_softmax", "x", "NULL", 0, 0, ""},
+        {"qkv_softmax", "key_padding_mask", "NULL", 0, 0, "key_padding_mask: NULL or BOOL"},
+        {"qkv_softmax", "y", "NULL", 0, 0, ""},
+        {"qkv_bmm", "c", "NULL", 0, 0, ""},
+        {"qkv_bmm", "a", "NULL", 0, 0, ""},
+        {"qkv_bmm", "b", "NULL", 0, 0, ""},
+        {"qkv_bmm", "y", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "c", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "x", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "w", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "b", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "stride", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "padding", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "dilation", "NULL", 0, 0, ""},
+        {"qkv_conv2d", "y", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "c", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "x", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "kernel_size", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "stride", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "padding", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "dilation", "NULL", 0, 0, ""},
+        {"qkv_max_pool2d", "ceil_mode", "-1", 0, 0, ""},
+        {"qkv_max_pool2d", "y", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "c", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "x", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "running_mean", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "running_var", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "weight", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "bias", "NULL", 0, 0, ""},
+        {"qkv_batch_norm", "training", "-1", 0, 0, ""},
+        {"qkv_batch_norm", "y", "NULL", 0, 0, ""},
         {"qkv_conv2d_opts_default", "in_channels", "-1", 0, 0, ""},
         {"qkv_conv2d_opts_default", "in_channels", "INT64_MAX", 0, 0, ""},
         {"qkv_conv2d_opts_default", "out_channels", "-1", 0, 0, ""},
         {"qkv_conv2d_opts_default", "out_channels", "INT64_MAX", 0, 0, ""},
         {"qkv_conv2d_opts_default", "kernel_size", "-1", 0, 0, ""},
         {"qkv_conv2d_opts_default", "kernel_size", "INT64_MAX", 0, 0, ""},
-        {"qkv_nn_conv2d_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_conv2d_init", "o", "NULL", 1, 1, ""},
-        {"qkv_nn_conv2d_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_conv2d_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_conv2d_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_nn_maxpool2d_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_maxpool2d_init", "kernel_size", "-1", 1, 0, ""},
-        {"qkv_nn_maxpool2d_init", "kernel_size", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_maxpool2d_init", "stride", "-1", 1, 0, ""},
-        {"qkv_nn_maxpool2d_init", "stride", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_maxpool2d_init", "padding", "-1", 1, 0, ""},
-        {"qkv_nn_maxpool2d_init", "padding", "INT64_MAX", 1, 0, ""},
+        {"qkv_nn_conv2d_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_conv2d_init", "o", "NULL", 0, 0, ""},
+        {"qkv_nn_conv2d_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_conv2d_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_conv2d_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "kernel_size", "-1", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "kernel_size", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "stride", "-1", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "stride", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "padding", "-1", 0, 0, ""},
+        {"qkv_nn_maxpool2d_init", "padding", "INT64_MAX", 0, 0, ""},
         {"qkv_batchnorm_opts_default", "num_features", "-1", 0, 0, ""},
         {"qkv_batchnorm_opts_default", "num_features", "INT64_MAX", 0, 0, ""},
-        {"qkv_nn_batchnorm2d_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_batchnorm2d_init", "o", "NULL", 1, 1, ""},
-        {"qkv_nn_batchnorm2d_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_batchnorm2d_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_flatten_init", "m", "NULL", 1, 1, ""},
-        {"qkv_cnn_init", "net", "NULL", 1, 1, ""},
-        {"qkv_cnn_init", "o", "NULL", 1, 1, ""},
-        {"qkv_cnn_init", "p", "NULL", 1, 1, ""},
-        {"qkv_cnn_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_cnn_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_nn_batchnorm2d_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_batchnorm2d_init", "o", "NULL", 0, 0, ""},
+        {"qkv_nn_batchnorm2d_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_batchnorm2d_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_flatten_init", "m", "NULL", 0, 0, ""},
+        {"qkv_cnn_init", "net", "NULL", 0, 0, ""},
+        {"qkv_cnn_init", "o", "NULL", 0, 0, ""},
+        {"qkv_cnn_init", "p", "NULL", 0, 0, ""},
+        {"qkv_cnn_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_cnn_init", "rng", "NULL", 0, 0, ""},
         {"qkv_cnn_free", "net", "NULL", 0, 0, ""},
-        {"qkv_mlp_init", "net", "NULL", 1, 1, ""},
-        {"qkv_mlp_init", "o", "NULL", 1, 1, ""},
-        {"qkv_mlp_init", "p", "NULL", 1, 1, ""},
-        {"qkv_mlp_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_mlp_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_mlp_init", "net", "NULL", 0, 0, ""},
+        {"qkv_mlp_init", "o", "NULL", 0, 0, ""},
+        {"qkv_mlp_init", "p", "NULL", 0, 0, ""},
+        {"qkv_mlp_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_mlp_init", "rng", "NULL", 0, 0, ""},
         {"qkv_mlp_free", "net", "NULL", 0, 0, ""},
-        {"qkv_toy_generate", "r", "NULL", 1, 1, ""},
-        {"qkv_toy_generate", "n", "-1", 1, 0, ""},
-        {"qkv_toy_generate", "T", "-1", 1, 0, ""},
-        {"qkv_toy_generate", "input", "NULL", 1, 1, ""},
-        {"qkv_toy_generate", "target", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_bytes_init", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_chars_train", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_chars_train", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_bpe_train", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_bpe_train", "vocab_size", "-1", 1, 0, ""},
-        {"qkv_tokenizer_bpe_train", "vocab_size", "INT64_MAX", 1, 0, ""},
-        {"qkv_tokenizer_bpe_train", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_train", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_train", "opt", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_train", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_split", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_split", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_split", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_split", "out_len", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_words_split", "unknown", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_gpt2_load", "dir", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_gpt2_load", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_save", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_save", "path", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_load", "path", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_load", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_save_text", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_save_text", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_save_text", "len", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_load_text", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_load_text", "out", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_open", "spec", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_open", "out", "NULL", 1, 1, ""},
+        {"qkv_toy_generate", "r", "NULL", 0, 0, ""},
+        {"qkv_toy_generate", "n", "-1", 0, 0, ""},
+        {"qkv_toy_generate", "T", "-1", 0, 0, ""},
+        {"qkv_toy_generate", "input", "NULL", 0, 0, ""},
+        {"qkv_toy_generate", "target", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_bytes_init", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_chars_train", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_chars_train", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_bpe_train", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_bpe_train", "vocab_size", "-1", 0, 0, ""},
+        {"qkv_tokenizer_bpe_train", "vocab_size", "INT64_MAX", 0, 0, ""},
+        {"qkv_tokenizer_bpe_train", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_train", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_train", "opt", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_train", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_split", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_split", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_split", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_split", "out_len", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_words_split", "unknown", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_gpt2_load", "dir", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_gpt2_load", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_save", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_save", "path", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_load", "path", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_load", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_save_text", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_save_text", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_save_text", "len", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_load_text", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_load_text", "out", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_open", "spec", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_open", "out", "NULL", 0, 0, ""},
         {"qkv_tokenizer_free", "t", "NULL", 0, 0, ""},
         {"qkv_tokenizer_kind_of", "t", "NULL", 0, 0, ""},
         {"qkv_tokenizer_vocab_size", "t", "NULL", 0, 0, ""},
-        {"qkv_tokenizer_special", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_special", "name", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_special", "id", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_encode", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_encode", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_encode", "ids", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_encode", "n", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_decode", "t", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_decode", "ids", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_decode", "n", "-1", 1, 0, ""},
-        {"qkv_tokenizer_decode", "text", "NULL", 1, 1, ""},
-        {"qkv_tokenizer_decode", "len", "NULL", 1, 1, ""},
-        {"qkv_mo_read", "path", "NULL", 1, 1, ""},
-        {"qkv_mo_read", "out", "NULL", 1, 1, ""},
-        {"qkv_mo_parse", "data", "NULL", 1, 1, ""},
-        {"qkv_mo_parse", "name", "NULL", 1, 1, ""},
-        {"qkv_mo_parse", "out", "NULL", 1, 1, ""},
+        {"qkv_tokenizer_special", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_special", "name", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_special", "id", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_encode", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_encode", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_encode", "ids", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_encode", "n", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_decode", "t", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_decode", "ids", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_decode", "n", "-1", 0, 0, ""},
+        {"qkv_tokenizer_decode", "text", "NULL", 0, 0, ""},
+        {"qkv_tokenizer_decode", "len", "NULL", 0, 0, ""},
+        {"qkv_mo_read", "path", "NULL", 0, 0, ""},
+        {"qkv_mo_read", "out", "NULL", 0, 0, ""},
+        {"qkv_mo_parse", "data", "NULL", 0, 0, ""},
+        {"qkv_mo_parse", "name", "NULL", 0, 0, ""},
+        {"qkv_mo_parse", "out", "NULL", 0, 0, ""},
         {"qkv_mo_count", "mo", "NULL", 0, 0, ""},
-        {"qkv_mo_get", "mo", "NULL", 1, 1, ""},
+        {"qkv_mo_get", "mo", "NULL", 0, 0, ""},
         {"qkv_mo_charset", "mo", "NULL", 0, 0, ""},
         {"qkv_mo_free", "mo", "NULL", 0, 0, ""},
-        {"qkv_translation_clean", "text", "NULL", 1, 1, ""},
-        {"qkv_translation_clean", "out", "NULL", 1, 1, ""},
-        {"qkv_translation_set_init", "max_words", "-1", 1, 0, ""},
-        {"qkv_translation_set_init", "max_words", "INT64_MAX", 1, 0, ""},
-        {"qkv_translation_set_init", "out", "NULL", 1, 1, ""},
+        {"qkv_translation_clean", "text", "NULL", 0, 0, ""},
+        {"qkv_translation_clean", "out", "NULL", 0, 0, ""},
+        {"qkv_translation_set_init", "max_words", "-1", 0, 0, ""},
+        {"qkv_translation_set_init", "max_words", "INT64_MAX", 0, 0, ""},
+        {"qkv_translation_set_init", "out", "NULL", 0, 0, ""},
         {"qkv_translation_set_free", "s", "NULL", 0, 0, ""},
-        {"qkv_translation_add_pair", "s", "NULL", 1, 1, ""},
-        {"qkv_translation_add_mo", "s", "NULL", 1, 1, ""},
-        {"qkv_translation_write", "s", "NULL", 1, 1, ""},
+        {"qkv_translation_add_pair", "s", "NULL", 0, 0, ""},
+        {"qkv_translation_add_mo", "s", "NULL", 0, 0, ""},
+        {"qkv_translation_write", "s", "NULL", 0, 0, ""},
         {"qkv_translation_split", "english", "NULL", 0, 0, ""},
-        {"qkv_bleu_corpus", "hyps", "NULL", 1, 1, ""},
-        {"qkv_bleu_corpus", "refs", "NULL", 1, 1, ""},
-        {"qkv_bleu_corpus", "n", "-1", 1, 0, ""},
-        {"qkv_bleu_corpus", "nrefs", "-1", 1, 0, ""},
-        {"qkv_bleu_corpus", "out", "NULL", 1, 1, ""},
-        {"qkv_bleu_paired_bootstrap", "hyps_a", "NULL", 1, 1, ""},
-        {"qkv_bleu_paired_bootstrap", "hyps_b", "NULL", 1, 1, ""},
-        {"qkv_bleu_paired_bootstrap", "refs", "NULL", 1, 1, ""},
-        {"qkv_bleu_paired_bootstrap", "n", "-1", 1, 0, ""},
-        {"qkv_bleu_paired_bootstrap", "nrefs", "-1", 1, 0, ""},
-        {"qkv_bleu_paired_bootstrap", "samples", "-1", 1, 0, ""},
-        {"qkv_bleu_paired_bootstrap", "out", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "c", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "m", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "kc", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "prompt", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "prompt_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "o", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "tokens", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "lengths", "NULL", 1, 1, ""},
-        {"qkv_lm_generate", "scores", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "kc", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "src_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "bos_id", "-1", 1, 0, ""},
-        {"qkv_seq2seq_generate", "o", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "tokens", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "lengths", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_generate", "scores", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "src_lengths", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "bos_id", "-1", 1, 0, ""},
-        {"qkv_seq2seq_rnn_generate", "o", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "tokens", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "lengths", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_generate", "scores", "NULL", 1, 1, ""},
-        {"qkv_sample_probs", "c", "NULL", 1, 1, ""},
-        {"qkv_sample_probs", "logits", "NULL", 1, 1, ""},
-        {"qkv_sample_probs", "V", "-1", 1, 0, ""},
-        {"qkv_sample_probs", "o", "NULL", 1, 1, ""},
-        {"qkv_sample_probs", "probs", "NULL", 1, 1, ""},
-        {"qkv_sample_token", "c", "NULL", 1, 1, ""},
-        {"qkv_sample_token", "logits", "NULL", 1, 1, ""},
-        {"qkv_sample_token", "V", "-1", 1, 0, ""},
-        {"qkv_sample_token", "o", "NULL", 1, 1, ""},
-        {"qkv_sample_token", "rng", "NULL", 1, 1, ""},
-        {"qkv_sample_token", "token", "NULL", 1, 1, ""},
-        {"qkv_dist_init", "out", "NULL", 1, 1, ""},
+        {"qkv_bleu_corpus", "hyps", "NULL", 0, 0, ""},
+        {"qkv_bleu_corpus", "refs", "NULL", 0, 0, ""},
+        {"qkv_bleu_corpus", "n", "-1", 0, 0, ""},
+        {"qkv_bleu_corpus", "nrefs", "-1", 0, 0, ""},
+        {"qkv_bleu_corpus", "out", "NULL", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "hyps_a", "NULL", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "hyps_b", "NULL", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "refs", "NULL", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "n", "-1", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "nrefs", "-1", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "samples", "-1", 0, 0, ""},
+        {"qkv_bleu_paired_bootstrap", "out", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "c", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "m", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "kc", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "prompt", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "prompt_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "o", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "tokens", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "lengths", "NULL", 0, 0, ""},
+        {"qkv_lm_generate", "scores", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "kc", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "src_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "bos_id", "-1", 0, 0, ""},
+        {"qkv_seq2seq_generate", "o", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "tokens", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "lengths", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_generate", "scores", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "src_lengths", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "bos_id", "-1", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "o", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "tokens", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "lengths", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_generate", "scores", "NULL", 0, 0, ""},
+        {"qkv_sample_probs", "c", "NULL", 0, 0, ""},
+        {"qkv_sample_probs", "logits", "NULL", 0, 0, ""},
+        {"qkv_sample_probs", "V", "-1", 0, 0, ""},
+        {"qkv_sample_probs", "o", "NULL", 0, 0, ""},
+        {"qkv_sample_probs", "probs", "NULL", 0, 0, ""},
+        {"qkv_sample_token", "c", "NULL", 0, 0, ""},
+        {"qkv_sample_token", "logits", "NULL", 0, 0, ""},
+        {"qkv_sample_token", "V", "-1", 0, 0, ""},
+        {"qkv_sample_token", "o", "NULL", 0, 0, ""},
+        {"qkv_sample_token", "rng", "NULL", 0, 0, ""},
+        {"qkv_sample_token", "token", "NULL", 0, 0, ""},
+        {"qkv_dist_init", "out", "NULL", 0, 0, ""},
         {"qkv_dist_free", "d", "NULL", 0, 0, ""},
         {"qkv_dist_rank", "d", "NULL", 0, 0, ""},
         {"qkv_dist_size", "d", "NULL", 0, 0, ""},
         {"qkv_dist_engine_name", "d", "NULL", 0, 0, ""},
-        {"qkv_dist_allreduce", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_allreduce_f64", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_broadcast", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_allgather", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_barrier", "d", "NULL", 1, 1, ""},
+        {"qkv_dist_allreduce", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_allreduce_f64", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_broadcast", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_allgather", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_barrier", "d", "NULL", 0, 0, ""},
         {"qkv_dist_shard", "d", "NULL", 0, 0, ""},
-        {"qkv_dist_batch_agree", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_agree", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_buffers_sync", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_batch_sum", "user", "NULL", 1, 1, ""},
-        {"qkv_dist_batch_sum", "x", "NULL", 1, 1, ""},
-        {"qkv_dist_batch_sum", "n", "-1", 1, 0, ""},
-        {"qkv_dist_batch_sum", "weighted", "-1", 1, 0, ""},
+        {"qkv_dist_batch_agree", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_agree", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_buffers_sync", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_batch_sum", "user", "NULL", 0, 0, ""},
+        {"qkv_dist_batch_sum", "x", "NULL", 0, 0, ""},
+        {"qkv_dist_batch_sum", "n", "-1", 0, 0, ""},
+        {"qkv_dist_batch_sum", "weighted", "-1", 0, 0, ""},
         {"qkv_dist_broken", "d", "NULL", 0, 0, ""},
         {"qkv_dist_set_broken", "d", "NULL", 0, 0, ""},
-        {"qkv_dist_grads_allreduce", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_check_params", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_zero1", "d", "NULL", 1, 1, ""},
-        {"qkv_dist_optim_step", "d", "NULL", 1, 0, "d NULL: one process"},
-        {"qkv_dist_checkpoint_save", "d", "NULL", 1, 0, "d and meta may be NULL"},
-        {"qkv_kv_cache_init", "kc", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_init", "num_layers", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init", "batch", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init", "batch", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init", "nhead", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init", "nhead", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init", "head_dim", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init", "head_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init", "max_len", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "kc", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_init_half", "num_layers", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "batch", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "batch", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "nhead", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "nhead", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "head_dim", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "head_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "max_len", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_half", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "kc", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_init_bf16", "num_layers", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "batch", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "batch", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "nhead", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "nhead", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "head_dim", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "head_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "max_len", "-1", 1, 0, ""},
-        {"qkv_kv_cache_init_bf16", "max_len", "INT64_MAX", 1, 0, ""},
+        {"qkv_dist_grads_allreduce", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_check_params", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_zero1", "d", "NULL", 0, 0, ""},
+        {"qkv_dist_optim_step", "d", "NULL", 0, 0, "d NULL: one process"},
+        {"qkv_dist_checkpoint_save", "d", "NULL", 0, 0, "d and meta may be NULL"},
+        {"qkv_kv_cache_init", "kc", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_init", "num_layers", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init", "batch", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init", "batch", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init", "nhead", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init", "nhead", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init", "head_dim", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init", "head_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "kc", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "num_layers", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "batch", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "batch", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "nhead", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "nhead", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "head_dim", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "head_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "max_len", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_half", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "kc", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "num_layers", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "batch", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "batch", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "nhead", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "nhead", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "head_dim", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "head_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "max_len", "-1", 0, 0, ""},
+        {"qkv_kv_cache_init_bf16", "max_len", "INT64_MAX", 0, 0, ""},
         {"qkv_kv_cache_free", "kc", "NULL", 0, 0, ""},
         {"qkv_kv_cache_reset", "kc", "NULL", 0, 0, ""},
-        {"qkv_kv_cache_truncate", "kc", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_truncate", "len", "-1", 1, 0, ""},
-        {"qkv_kv_cache_truncate", "len", "INT64_MAX", 1, 0, ""},
-        {"qkv_kv_cache_reorder", "c", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_reorder", "kc", "NULL", 1, 1, ""},
-        {"qkv_kv_cache_reorder", "rows", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "kc", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "x", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward_cached", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_set_memory", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_set_memory", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_set_memory", "kc", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_set_memory", "memory", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_set_memory", "memory_key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "kc", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "tgt", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "tgt_key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward_cached", "out", "NULL", 1, 1, ""},
+        {"qkv_kv_cache_truncate", "kc", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_truncate", "len", "-1", 0, 0, ""},
+        {"qkv_kv_cache_truncate", "len", "INT64_MAX", 0, 0, ""},
+        {"qkv_kv_cache_reorder", "c", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_reorder", "kc", "NULL", 0, 0, ""},
+        {"qkv_kv_cache_reorder", "rows", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "kc", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "x", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward_cached", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_set_memory", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_set_memory", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_set_memory", "kc", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_set_memory", "memory", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_set_memory", "memory_key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "kc", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "tgt", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "tgt_key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward_cached", "out", "NULL", 0, 0, ""},
         {"qkv_lm_opts_default", "vocab_size", "-1", 0, 0, ""},
         {"qkv_lm_opts_default", "vocab_size", "INT64_MAX", 0, 0, ""},
         {"qkv_lm_opts_default", "d_model", "-1", 0, 0, ""},
@@ -1790,33 +1888,33 @@ int main(void)
         {"qkv_lm_opts_default", "num_layers", "INT64_MAX", 0, 0, ""},
         {"qkv_lm_opts_default", "max_len", "-1", 0, 0, ""},
         {"qkv_lm_opts_default", "max_len", "INT64_MAX", 0, 0, ""},
-        {"qkv_lm_opts_format", "o", "NULL", 1, 1, ""},
-        {"qkv_lm_opts_format", "buf", "NULL", 1, 1, ""},
-        {"qkv_lm_opts_parse", "text", "NULL", 1, 1, ""},
-        {"qkv_lm_opts_parse", "o", "NULL", 1, 1, ""},
-        {"qkv_lm_init", "m", "NULL", 1, 1, ""},
-        {"qkv_lm_init", "o", "NULL", 1, 1, ""},
-        {"qkv_lm_init", "p", "NULL", 1, 1, ""},
-        {"qkv_lm_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_lm_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_lm_opts_format", "o", "NULL", 0, 0, ""},
+        {"qkv_lm_opts_format", "buf", "NULL", 0, 0, ""},
+        {"qkv_lm_opts_parse", "text", "NULL", 0, 0, ""},
+        {"qkv_lm_opts_parse", "o", "NULL", 0, 0, ""},
+        {"qkv_lm_init", "m", "NULL", 0, 0, ""},
+        {"qkv_lm_init", "o", "NULL", 0, 0, ""},
+        {"qkv_lm_init", "p", "NULL", 0, 0, ""},
+        {"qkv_lm_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_lm_init", "rng", "NULL", 0, 0, ""},
         {"qkv_lm_free", "m", "NULL", 0, 0, ""},
-        {"qkv_lm_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_lm_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_lm_forward", "ids", "NULL", 1, 1, ""},
-        {"qkv_lm_forward", "key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_lm_forward", "logits", "NULL", 1, 1, ""},
-        {"qkv_lm_cache_init", "kc", "NULL", 1, 1, ""},
-        {"qkv_lm_cache_init", "m", "NULL", 1, 1, ""},
-        {"qkv_lm_cache_init", "batch", "-1", 1, 0, ""},
-        {"qkv_lm_cache_init", "batch", "INT64_MAX", 1, 0, ""},
-        {"qkv_lm_cache_init", "max_len", "-1", 1, 0, ""},
-        {"qkv_lm_cache_init", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_lm_forward_cached", "c", "NULL", 1, 1, ""},
-        {"qkv_lm_forward_cached", "m", "NULL", 1, 1, ""},
-        {"qkv_lm_forward_cached", "kc", "NULL", 1, 1, ""},
-        {"qkv_lm_forward_cached", "ids", "NULL", 1, 1, ""},
-        {"qkv_lm_forward_cached", "key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_lm_forward_cached", "logits", "NULL", 1, 1, ""},
+        {"qkv_lm_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_lm_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_lm_forward", "ids", "NULL", 0, 0, ""},
+        {"qkv_lm_forward", "key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_lm_forward", "logits", "NULL", 0, 0, ""},
+        {"qkv_lm_cache_init", "kc", "NULL", 0, 0, ""},
+        {"qkv_lm_cache_init", "m", "NULL", 0, 0, ""},
+        {"qkv_lm_cache_init", "batch", "-1", 0, 0, ""},
+        {"qkv_lm_cache_init", "batch", "INT64_MAX", 0, 0, ""},
+        {"qkv_lm_cache_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_lm_cache_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_lm_forward_cached", "c", "NULL", 0, 0, ""},
+        {"qkv_lm_forward_cached", "m", "NULL", 0, 0, ""},
+        {"qkv_lm_forward_cached", "kc", "NULL", 0, 0, ""},
+        {"qkv_lm_forward_cached", "ids", "NULL", 0, 0, ""},
+        {"qkv_lm_forward_cached", "key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_lm_forward_cached", "logits", "NULL", 0, 0, ""},
         {"qkv_seq2seq_opts_default", "src_vocab", "-1", 0, 0, ""},
         {"qkv_seq2seq_opts_default", "src_vocab", "INT64_MAX", 0, 0, ""},
         {"qkv_seq2seq_opts_default", "tgt_vocab", "-1", 0, 0, ""},
@@ -1831,43 +1929,43 @@ int main(void)
         {"qkv_seq2seq_opts_default", "num_decoder_layers", "INT64_MAX", 0, 0, ""},
         {"qkv_seq2seq_opts_default", "max_len", "-1", 0, 0, ""},
         {"qkv_seq2seq_opts_default", "max_len", "INT64_MAX", 0, 0, ""},
-        {"qkv_seq2seq_init", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_init", "o", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_init", "p", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_seq2seq_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_seq2seq_init", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_init", "o", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_init", "p", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_seq2seq_init", "rng", "NULL", 0, 0, ""},
         {"qkv_seq2seq_free", "m", "NULL", 0, 0, ""},
-        {"qkv_seq2seq_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "tgt", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "src_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "tgt_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward", "logits", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_encode", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_encode", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_encode", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_encode", "src_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_encode", "memory", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_cache_init", "kc", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_cache_init", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_cache_init", "batch", "-1", 1, 0, ""},
-        {"qkv_seq2seq_cache_init", "batch", "INT64_MAX", 1, 0, ""},
-        {"qkv_seq2seq_cache_init", "max_len", "-1", 1, 0, ""},
-        {"qkv_seq2seq_cache_init", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_seq2seq_start", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_start", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_start", "kc", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_start", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_start", "src_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "kc", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "tgt", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "tgt_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_forward_cached", "logits", "NULL", 1, 1, ""},
-        {"qkv_rnn_attention_parse", "name", "NULL", 1, 1, ""},
-        {"qkv_rnn_attention_parse", "a", "NULL", 1, 1, ""},
+        {"qkv_seq2seq_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "tgt", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "src_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "tgt_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward", "logits", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_encode", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_encode", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_encode", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_encode", "src_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_encode", "memory", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "kc", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "batch", "-1", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "batch", "INT64_MAX", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_seq2seq_cache_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_seq2seq_start", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_start", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_start", "kc", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_start", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_start", "src_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "kc", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "tgt", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "tgt_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_forward_cached", "logits", "NULL", 0, 0, ""},
+        {"qkv_rnn_attention_parse", "name", "NULL", 0, 0, ""},
+        {"qkv_rnn_attention_parse", "a", "NULL", 0, 0, ""},
         {"qkv_seq2seq_rnn_opts_default", "src_vocab", "-1", 0, 0, ""},
         {"qkv_seq2seq_rnn_opts_default", "src_vocab", "INT64_MAX", 0, 0, ""},
         {"qkv_seq2seq_rnn_opts_default", "tgt_vocab", "-1", 0, 0, ""},
@@ -1876,269 +1974,338 @@ int main(void)
         {"qkv_seq2seq_rnn_opts_default", "embed_dim", "INT64_MAX", 0, 0, ""},
         {"qkv_seq2seq_rnn_opts_default", "hidden_size", "-1", 0, 0, ""},
         {"qkv_seq2seq_rnn_opts_default", "hidden_size", "INT64_MAX", 0, 0, ""},
-        {"qkv_seq2seq_rnn_init", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_init", "o", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_init", "p", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_seq2seq_rnn_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_seq2seq_rnn_init", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_init", "o", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_init", "p", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_seq2seq_rnn_init", "rng", "NULL", 0, 0, ""},
         {"qkv_seq2seq_rnn_free", "m", "NULL", 0, 0, ""},
-        {"qkv_seq2seq_rnn_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "src_lengths", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "tgt_in", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "args", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "logits", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward", "weights", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_loss", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_loss", "logits", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_loss", "tgt_out", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_loss", "ignore_index", "-1", 1, 0, ""},
-        {"qkv_seq2seq_rnn_loss", "loss", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "c", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "m", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "src", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "src_lengths", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "tgt_in", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "tgt_out", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "ignore_index", "-1", 1, 0, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "args", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "loss", "NULL", 1, 1, ""},
-        {"qkv_seq2seq_rnn_forward_loss", "weights", "NULL", 1, 1, ""},
-        {"qkv_idx_read", "path", "NULL", 1, 1, ""},
-        {"qkv_idx_read", "out", "NULL", 1, 1, ""},
-        {"qkv_idx_parse", "bytes", "NULL", 1, 1, ""},
-        {"qkv_idx_parse", "name", "NULL", 1, 1, ""},
-        {"qkv_idx_parse", "out", "NULL", 1, 1, ""},
+        {"qkv_seq2seq_rnn_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "src_lengths", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "tgt_in", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "args", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "logits", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward", "weights", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_loss", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_loss", "logits", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_loss", "tgt_out", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_loss", "ignore_index", "-1", 0, 0, ""},
+        {"qkv_seq2seq_rnn_loss", "loss", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "c", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "m", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "src", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "src_lengths", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "tgt_in", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "tgt_out", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "ignore_index", "-1", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "args", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "loss", "NULL", 0, 0, ""},
+        {"qkv_seq2seq_rnn_forward_loss", "weights", "NULL", 0, 0, ""},
+        {"qkv_gguf_open", "path", "NULL", 0, 0, ""},
+        {"qkv_gguf_open", "out", "NULL", 0, 0, ""},
+        {"qkv_gguf_open_memory", "buf", "NULL", 0, 0, ""},
+        {"qkv_gguf_open_memory", "label", "NULL", 0, 0, ""},
+        {"qkv_gguf_open_memory", "out", "NULL", 0, 0, ""},
+        {"qkv_gguf_close", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_version", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_alignment", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_data_offset", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_count", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_key", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_find", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_type", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_elem_type", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_meta_len", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_i64", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_f32", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_str", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_bool", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_u64", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_f64", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_get_array", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_array_str", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_array_f32", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_array_i32", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_tensor_count", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_tensor_name", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_tensor_find", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_tensor_info", "g", "NULL", 0, 0, ""},
+        {"qkv_gguf_tensor_offset", "g", "NULL", 0, 0, ""},
+        {"qkv_idx_read", "path", "NULL", 0, 0, ""},
+        {"qkv_idx_read", "out", "NULL", 0, 0, ""},
+        {"qkv_idx_parse", "bytes", "NULL", 0, 0, ""},
+        {"qkv_idx_parse", "name", "NULL", 0, 0, ""},
+        {"qkv_idx_parse", "out", "NULL", 0, 0, ""},
         {"qkv_idx_free", "x", "NULL", 0, 0, ""},
         {"qkv_idx_type_of", "x", "NULL", 0, 0, ""},
         {"qkv_idx_ndim", "x", "NULL", 0, 0, ""},
         {"qkv_idx_dim", "x", "NULL", 0, 0, ""},
         {"qkv_idx_numel", "x", "NULL", 0, 0, ""},
-        {"qkv_idx_read_f32", "x", "NULL", 1, 1, ""},
-        {"qkv_idx_read_i64", "x", "NULL", 1, 1, ""},
-        {"qkv_image_set_load", "images_path", "NULL", 1, 1, ""},
-        {"qkv_image_set_load", "labels_path", "NULL", 1, 1, ""},
-        {"qkv_image_set_load", "out", "NULL", 1, 1, ""},
-        {"qkv_fashion_mnist_load", "dir", "NULL", 1, 1, ""},
-        {"qkv_fashion_mnist_load", "train", "-1", 1, 0, ""},
-        {"qkv_fashion_mnist_load", "train", "INT_MAX", 1, 0, ""},
-        {"qkv_fashion_mnist_load", "out", "NULL", 1, 1, ""},
+        {"qkv_idx_read_f32", "x", "NULL", 0, 0, ""},
+        {"qkv_idx_read_i64", "x", "NULL", 0, 0, ""},
+        {"qkv_image_set_load", "images_path", "NULL", 0, 0, ""},
+        {"qkv_image_set_load", "labels_path", "NULL", 0, 0, ""},
+        {"qkv_image_set_load", "out", "NULL", 0, 0, ""},
+        {"qkv_fashion_mnist_load", "dir", "NULL", 0, 0, ""},
+        {"qkv_fashion_mnist_load", "train", "-1", 0, 0, ""},
+        {"qkv_fashion_mnist_load", "train", "INT_MAX", 0, 0, ""},
+        {"qkv_fashion_mnist_load", "out", "NULL", 0, 0, ""},
         {"qkv_image_set_free", "s", "NULL", 0, 0, ""},
         {"qkv_fashion_mnist_class", "label", "-1", 0, 0, ""},
         {"qkv_fashion_mnist_class", "label", "INT64_MAX", 0, 0, ""},
-        {"qkv_image_set_stats", "s", "NULL", 1, 1, ""},
-        {"qkv_image_set_stats", "mean", "NULL", 1, 1, ""},
-        {"qkv_image_set_stats", "std", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "s", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "index", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "n", "-1", 1, 0, ""},
-        {"qkv_image_set_batch", "aug", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "r", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "images", "NULL", 1, 1, ""},
-        {"qkv_image_set_batch", "labels", "NULL", 1, 1, ""},
-        {"qkv_shuffle_i64", "r", "NULL", 1, 1, ""},
-        {"qkv_shuffle_i64", "index", "NULL", 1, 1, ""},
-        {"qkv_shuffle_i64", "n", "-1", 1, 0, ""},
-        {"qkv_image_random_crop", "r", "NULL", 1, 1, ""},
-        {"qkv_image_random_crop", "x", "NULL", 1, 1, ""},
-        {"qkv_image_random_crop", "n", "-1", 1, 0, ""},
-        {"qkv_image_random_crop", "c", "-1", 1, 0, ""},
-        {"qkv_image_random_crop", "h", "-1", 1, 0, ""},
-        {"qkv_image_random_crop", "w", "-1", 1, 0, ""},
-        {"qkv_image_random_crop", "p", "-1", 1, 0, ""},
-        {"qkv_image_random_hflip", "r", "NULL", 1, 1, ""},
-        {"qkv_image_random_hflip", "x", "NULL", 1, 1, ""},
-        {"qkv_image_random_hflip", "n", "-1", 1, 0, ""},
-        {"qkv_image_random_hflip", "c", "-1", 1, 0, ""},
-        {"qkv_image_random_hflip", "h", "-1", 1, 0, ""},
-        {"qkv_image_random_hflip", "w", "-1", 1, 0, ""},
-        {"qkv_image_normalize", "x", "NULL", 1, 1, ""},
-        {"qkv_image_normalize", "n", "-1", 1, 0, ""},
-        {"qkv_image_normalize", "c", "-1", 1, 0, ""},
-        {"qkv_image_normalize", "h", "-1", 1, 0, ""},
-        {"qkv_image_normalize", "w", "-1", 1, 0, ""},
-        {"qkv_image_normalize", "mean", "NULL", 1, 1, ""},
-        {"qkv_image_normalize", "std", "NULL", 1, 1, ""},
-        {"qkv_png_read", "path", "NULL", 1, 1, ""},
-        {"qkv_png_read", "pixels", "NULL", 1, 1, ""},
-        {"qkv_png_read", "c", "NULL", 1, 1, ""},
-        {"qkv_png_read", "h", "NULL", 1, 1, ""},
-        {"qkv_png_read", "w", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "bytes", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "name", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "pixels", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "c", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "h", "NULL", 1, 1, ""},
-        {"qkv_png_read_mem", "w", "NULL", 1, 1, ""},
-        {"qkv_image_fit", "src", "NULL", 1, 1, ""},
-        {"qkv_image_fit", "sc", "-1", 1, 0, ""},
-        {"qkv_image_fit", "sh", "-1", 1, 0, ""},
-        {"qkv_image_fit", "sw", "-1", 1, 0, ""},
-        {"qkv_image_fit", "dst", "NULL", 1, 1, ""},
-        {"qkv_image_fit", "dc", "-1", 1, 0, ""},
-        {"qkv_image_fit", "dh", "-1", 1, 0, ""},
-        {"qkv_image_fit", "dw", "-1", 1, 0, ""},
-        {"qkv_image_fit", "changes", "NULL", 1, 0, "*changes (may be NULL)"},
-        {"qkv_image_resize_bilinear", "src", "NULL", 1, 1, ""},
-        {"qkv_image_resize_bilinear", "c", "-1", 1, 0, ""},
-        {"qkv_image_resize_bilinear", "sh", "-1", 1, 0, ""},
-        {"qkv_image_resize_bilinear", "sw", "-1", 1, 0, ""},
-        {"qkv_image_resize_bilinear", "dst", "NULL", 1, 1, ""},
-        {"qkv_image_resize_bilinear", "dh", "-1", 1, 0, ""},
-        {"qkv_image_resize_bilinear", "dw", "-1", 1, 0, ""},
-        {"qkv_safetensors_open", "path", "NULL", 1, 1, ""},
-        {"qkv_safetensors_open", "out", "NULL", 1, 1, ""},
+        {"qkv_image_set_stats", "s", "NULL", 0, 0, ""},
+        {"qkv_image_set_stats", "mean", "NULL", 0, 0, ""},
+        {"qkv_image_set_stats", "std", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "s", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "index", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "n", "-1", 0, 0, ""},
+        {"qkv_image_set_batch", "aug", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "r", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "images", "NULL", 0, 0, ""},
+        {"qkv_image_set_batch", "labels", "NULL", 0, 0, ""},
+        {"qkv_shuffle_i64", "r", "NULL", 0, 0, ""},
+        {"qkv_shuffle_i64", "index", "NULL", 0, 0, ""},
+        {"qkv_shuffle_i64", "n", "-1", 0, 0, ""},
+        {"qkv_image_random_crop", "r", "NULL", 0, 0, ""},
+        {"qkv_image_random_crop", "x", "NULL", 0, 0, ""},
+        {"qkv_image_random_crop", "n", "-1", 0, 0, ""},
+        {"qkv_image_random_crop", "c", "-1", 0, 0, ""},
+        {"qkv_image_random_crop", "h", "-1", 0, 0, ""},
+        {"qkv_image_random_crop", "w", "-1", 0, 0, ""},
+        {"qkv_image_random_crop", "p", "-1", 0, 0, ""},
+        {"qkv_image_random_hflip", "r", "NULL", 0, 0, ""},
+        {"qkv_image_random_hflip", "x", "NULL", 0, 0, ""},
+        {"qkv_image_random_hflip", "n", "-1", 0, 0, ""},
+        {"qkv_image_random_hflip", "c", "-1", 0, 0, ""},
+        {"qkv_image_random_hflip", "h", "-1", 0, 0, ""},
+        {"qkv_image_random_hflip", "w", "-1", 0, 0, ""},
+        {"qkv_image_normalize", "x", "NULL", 0, 0, ""},
+        {"qkv_image_normalize", "n", "-1", 0, 0, ""},
+        {"qkv_image_normalize", "c", "-1", 0, 0, ""},
+        {"qkv_image_normalize", "h", "-1", 0, 0, ""},
+        {"qkv_image_normalize", "w", "-1", 0, 0, ""},
+        {"qkv_image_normalize", "mean", "NULL", 0, 0, ""},
+        {"qkv_image_normalize", "std", "NULL", 0, 0, ""},
+        {"qkv_png_read", "path", "NULL", 0, 0, ""},
+        {"qkv_png_read", "pixels", "NULL", 0, 0, ""},
+        {"qkv_png_read", "c", "NULL", 0, 0, ""},
+        {"qkv_png_read", "h", "NULL", 0, 0, ""},
+        {"qkv_png_read", "w", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "bytes", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "name", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "pixels", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "c", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "h", "NULL", 0, 0, ""},
+        {"qkv_png_read_mem", "w", "NULL", 0, 0, ""},
+        {"qkv_image_fit", "src", "NULL", 0, 0, ""},
+        {"qkv_image_fit", "sc", "-1", 0, 0, ""},
+        {"qkv_image_fit", "sh", "-1", 0, 0, ""},
+        {"qkv_image_fit", "sw", "-1", 0, 0, ""},
+        {"qkv_image_fit", "dst", "NULL", 0, 0, ""},
+        {"qkv_image_fit", "dc", "-1", 0, 0, ""},
+        {"qkv_image_fit", "dh", "-1", 0, 0, ""},
+        {"qkv_image_fit", "dw", "-1", 0, 0, ""},
+        {"qkv_image_fit", "changes", "NULL", 0, 0, "*changes (may be NULL)"},
+        {"qkv_image_resize_bilinear", "src", "NULL", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "c", "-1", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "sh", "-1", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "sw", "-1", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "dst", "NULL", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "dh", "-1", 0, 0, ""},
+        {"qkv_image_resize_bilinear", "dw", "-1", 0, 0, ""},
+        {"qkv_safetensors_open", "path", "NULL", 0, 0, ""},
+        {"qkv_safetensors_open", "out", "NULL", 0, 0, ""},
         {"qkv_safetensors_close", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_count", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_name", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_name", "i", "-1", 0, 0, ""},
         {"qkv_safetensors_name", "i", "INT_MAX", 0, 0, ""},
-        {"qkv_safetensors_info", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "dtype", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "ndim", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "shape", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "data", "NULL", 1, 1, ""},
-        {"qkv_safetensors_info", "nbytes", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_f32", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_f32", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_f32", "dst", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_f32", "n", "-1", 1, 0, ""},
-        {"qkv_safetensors_read_i64", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_i64", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_i64", "dst", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_i64", "n", "-1", 1, 0, ""},
-        {"qkv_safetensors_read_bool", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_bool", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_bool", "dst", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_bool", "n", "-1", 1, 0, ""},
-        {"qkv_safetensors_read_tensor", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_tensor", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_read_tensor", "dst", "NULL", 1, 1, ""},
-        {"qkv_safetensors_load_tensor", "st", "NULL", 1, 1, ""},
-        {"qkv_safetensors_load_tensor", "name", "NULL", 1, 1, ""},
-        {"qkv_safetensors_load_tensor", "a", "NULL", 1, 1, ""},
-        {"qkv_safetensors_load_tensor", "out", "NULL", 1, 1, ""},
+        {"qkv_safetensors_info", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "dtype", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "ndim", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "shape", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "data", "NULL", 0, 0, ""},
+        {"qkv_safetensors_info", "nbytes", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_f32", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_f32", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_f32", "dst", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_f32", "n", "-1", 0, 0, ""},
+        {"qkv_safetensors_read_i64", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_i64", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_i64", "dst", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_i64", "n", "-1", 0, 0, ""},
+        {"qkv_safetensors_read_bool", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_bool", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_bool", "dst", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_bool", "n", "-1", 0, 0, ""},
+        {"qkv_safetensors_read_tensor", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_tensor", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_read_tensor", "dst", "NULL", 0, 0, ""},
+        {"qkv_safetensors_load_tensor", "st", "NULL", 0, 0, ""},
+        {"qkv_safetensors_load_tensor", "name", "NULL", 0, 0, ""},
+        {"qkv_safetensors_load_tensor", "a", "NULL", 0, 0, ""},
+        {"qkv_safetensors_load_tensor", "out", "NULL", 0, 0, ""},
         {"qkv_safetensors_meta", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_meta", "key", "NULL", 0, 0, ""},
         {"qkv_safetensors_meta_count", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_meta_key", "st", "NULL", 0, 0, ""},
         {"qkv_safetensors_meta_key", "i", "-1", 0, 0, ""},
         {"qkv_safetensors_meta_key", "i", "INT_MAX", 0, 0, ""},
-        {"qkv_safetensors_save", "path", "NULL", 1, 1, ""},
-        {"qkv_safetensors_save", "n", "-1", 1, 0, ""},
-        {"qkv_safetensors_save", "names", "NULL", 1, 1, ""},
-        {"qkv_safetensors_save", "tensors", "NULL", 1, 1, ""},
-        {"qkv_safetensors_save", "n_meta", "-1", 1, 0, ""},
-        {"qkv_safetensors_save", "meta_keys", "NULL", 1, 1, ""},
-        {"qkv_safetensors_save", "meta_vals", "NULL", 1, 1, ""},
+        {"qkv_safetensors_save", "path", "NULL", 0, 0, ""},
+        {"qkv_safetensors_save", "n", "-1", 0, 0, ""},
+        {"qkv_safetensors_save", "names", "NULL", 0, 0, ""},
+        {"qkv_safetensors_save", "tensors", "NULL", 0, 0, ""},
+        {"qkv_safetensors_save", "n_meta", "-1", 0, 0, ""},
+        {"qkv_safetensors_save", "meta_keys", "NULL", 0, 0, ""},
+        {"qkv_safetensors_save", "meta_vals", "NULL", 0, 0, ""},
         {"qkv_state_dict_report_free", "r", "NULL", 0, 0, ""},
-        {"qkv_params_load_state_dict", "p", "NULL", 1, 1, ""},
-        {"qkv_params_load_state_dict", "st", "NULL", 1, 1, ""},
-        {"qkv_params_load_state_dict", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_params_load_state_dict", "strict", "-1", 1, 0, ""},
-        {"qkv_params_load_state_dict", "strict", "INT_MAX", 1, 0, ""},
-        {"qkv_params_load_state_dict", "report", "NULL", 1, 1, ""},
-        {"qkv_params_load_safetensors", "p", "NULL", 1, 1, ""},
-        {"qkv_params_load_safetensors", "path", "NULL", 1, 1, ""},
-        {"qkv_params_load_safetensors", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_params_load_safetensors", "strict", "-1", 1, 0, ""},
-        {"qkv_params_load_safetensors", "strict", "INT_MAX", 1, 0, ""},
-        {"qkv_params_load_safetensors", "report", "NULL", 1, 0, "report may be NULL"},
-        {"qkv_params_save_safetensors", "p", "NULL", 1, 1, ""},
-        {"qkv_params_save_safetensors", "path", "NULL", 1, 1, ""},
-        {"qkv_params_save_safetensors", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_toy_attention_init", "m", "NULL", 1, 1, ""},
-        {"qkv_toy_attention_init", "in_dim", "-1", 1, 0, ""},
-        {"qkv_toy_attention_init", "in_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_attention_init", "out_dim", "-1", 1, 0, ""},
-        {"qkv_toy_attention_init", "out_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_attention_init", "key_dim", "-1", 1, 0, ""},
-        {"qkv_toy_attention_init", "key_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_attention_init", "scaled", "-1", 1, 0, ""},
-        {"qkv_toy_attention_init", "scaled", "INT_MAX", 1, 0, ""},
-        {"qkv_toy_attention_init", "p", "NULL", 1, 1, ""},
-        {"qkv_toy_attention_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_toy_attention_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_toy_net_init", "net", "NULL", 1, 1, ""},
-        {"qkv_toy_net_init", "in_channels", "-1", 1, 0, ""},
-        {"qkv_toy_net_init", "in_channels", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_net_init", "channels", "-1", 1, 0, ""},
-        {"qkv_toy_net_init", "channels", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_net_init", "kernel", "-1", 1, 0, ""},
-        {"qkv_toy_net_init", "kernel", "INT64_MAX", 1, 0, ""},
-        {"qkv_toy_net_init", "scaled", "-1", 1, 0, ""},
-        {"qkv_toy_net_init", "scaled", "INT_MAX", 1, 0, ""},
-        {"qkv_toy_net_init", "p", "NULL", 1, 1, ""},
-        {"qkv_toy_net_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_params_load_state_dict", "p", "NULL", 0, 0, ""},
+        {"qkv_params_load_state_dict", "st", "NULL", 0, 0, ""},
+        {"qkv_params_load_state_dict", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_params_load_state_dict", "strict", "-1", 0, 0, ""},
+        {"qkv_params_load_state_dict", "strict", "INT_MAX", 0, 0, ""},
+        {"qkv_params_load_state_dict", "report", "NULL", 0, 0, ""},
+        {"qkv_params_load_safetensors", "p", "NULL", 0, 0, ""},
+        {"qkv_params_load_safetensors", "path", "NULL", 0, 0, ""},
+        {"qkv_params_load_safetensors", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_params_load_safetensors", "strict", "-1", 0, 0, ""},
+        {"qkv_params_load_safetensors", "strict", "INT_MAX", 0, 0, ""},
+        {"qkv_params_load_safetensors", "report", "NULL", 0, 0, "report may be NULL"},
+        {"qkv_params_save_safetensors", "p", "NULL", 0, 0, ""},
+        {"qkv_params_save_safetensors", "path", "NULL", 0, 0, ""},
+        {"qkv_params_save_safetensors", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_llm_layer_is_local", "cfg", "NULL", 0, 0, ""},
+        {"qkv_llm_layer_is_local", "i", "-1", 0, 0, ""},
+        {"qkv_llm_layer_is_local", "i", "INT64_MAX", 0, 0, ""},
+        {"qkv_llm_config_check", "cfg", "NULL", 0, 0, ""},
+        {"qkv_llm_weight_matmul", "w", "NULL", 0, 0, ""},
+        {"qkv_llm_weight_matmul", "M", "-1", 0, 0, ""},
+        {"qkv_llm_weight_matmul", "x", "NULL", 0, 0, ""},
+        {"qkv_llm_weight_matmul", "y", "NULL", 0, 0, ""},
+        {"qkv_llm_weight_row", "w", "NULL", 0, 0, ""},
+        {"qkv_llm_weight_row", "r", "-1", 0, 0, ""},
+        {"qkv_llm_weight_row", "out", "NULL", 0, 0, ""},
+        {"qkv_llm_load_hf", "dir", "NULL", 0, 0, ""},
+        {"qkv_llm_load_hf", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_from_safetensors", "cfg", "NULL", 0, 0, ""},
+        {"qkv_llm_from_safetensors", "st", "NULL", 0, 0, ""},
+        {"qkv_llm_from_safetensors", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_config_from_hf_json", "text", "NULL", 0, 0, ""},
+        {"qkv_llm_config_from_hf_json", "cfg", "NULL", 0, 0, ""},
+        {"qkv_llm_load_gguf", "path", "NULL", 0, 0, ""},
+        {"qkv_llm_load_gguf", "dequantize", "-1", 0, 0, ""},
+        {"qkv_llm_load_gguf", "dequantize", "INT_MAX", 0, 0, ""},
+        {"qkv_llm_load_gguf", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_config_from_gguf", "g", "NULL", 0, 0, ""},
+        {"qkv_llm_free", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_cache_init", "kc", "NULL", 0, 0, ""},
+        {"qkv_llm_cache_init", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_cache_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_llm_cache_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_llm_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_llm_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_llm_forward", "kc", "NULL", 0, 0, ""},
+        {"qkv_llm_forward", "ids", "NULL", 0, 0, ""},
+        {"qkv_llm_forward", "T", "-1", 0, 0, ""},
+        {"qkv_llm_forward", "all_logits", "-1", 0, 0, ""},
+        {"qkv_llm_forward", "logits", "NULL", 0, 0, ""},
+        {"qkv_toy_attention_init", "m", "NULL", 0, 0, ""},
+        {"qkv_toy_attention_init", "in_dim", "-1", 0, 0, ""},
+        {"qkv_toy_attention_init", "in_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_attention_init", "out_dim", "-1", 0, 0, ""},
+        {"qkv_toy_attention_init", "out_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_attention_init", "key_dim", "-1", 0, 0, ""},
+        {"qkv_toy_attention_init", "key_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_attention_init", "scaled", "-1", 0, 0, ""},
+        {"qkv_toy_attention_init", "scaled", "INT_MAX", 0, 0, ""},
+        {"qkv_toy_attention_init", "p", "NULL", 0, 0, ""},
+        {"qkv_toy_attention_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_toy_attention_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_toy_net_init", "net", "NULL", 0, 0, ""},
+        {"qkv_toy_net_init", "in_channels", "-1", 0, 0, ""},
+        {"qkv_toy_net_init", "in_channels", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_net_init", "channels", "-1", 0, 0, ""},
+        {"qkv_toy_net_init", "channels", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_net_init", "kernel", "-1", 0, 0, ""},
+        {"qkv_toy_net_init", "kernel", "INT64_MAX", 0, 0, ""},
+        {"qkv_toy_net_init", "scaled", "-1", 0, 0, ""},
+        {"qkv_toy_net_init", "scaled", "INT_MAX", 0, 0, ""},
+        {"qkv_toy_net_init", "p", "NULL", 0, 0, ""},
+        {"qkv_toy_net_init", "rng", "NULL", 0, 0, ""},
         {"qkv_toy_net_free", "net", "NULL", 0, 0, ""},
-        {"qkv_module_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_module_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_module_forward", "x", "NULL", 1, 1, ""},
-        {"qkv_module_forward", "y", "NULL", 1, 1, ""},
-        {"qkv_activation_apply", "c", "NULL", 1, 1, ""},
-        {"qkv_activation_apply", "x", "NULL", 1, 1, ""},
-        {"qkv_activation_apply", "y", "NULL", 1, 1, ""},
-        {"qkv_linear_relu", "c", "NULL", 1, 1, ""},
-        {"qkv_linear_relu", "x", "NULL", 1, 1, ""},
-        {"qkv_linear_relu", "w", "NULL", 1, 1, ""},
-        {"qkv_linear_relu", "b", "NULL", 1, 0, "shapes as qkv_linear: b (out) or NULL"},
-        {"qkv_linear_relu", "y", "NULL", 1, 1, ""},
-        {"qkv_activation_parse", "name", "NULL", 1, 1, ""},
-        {"qkv_activation_parse", "act", "NULL", 1, 1, ""},
-        {"qkv_relu", "c", "NULL", 1, 1, ""},
-        {"qkv_relu", "x", "NULL", 1, 1, ""},
-        {"qkv_relu", "y", "NULL", 1, 1, ""},
-        {"qkv_tanh", "c", "NULL", 1, 1, ""},
-        {"qkv_tanh", "x", "NULL", 1, 1, ""},
-        {"qkv_tanh", "y", "NULL", 1, 1, ""},
-        {"qkv_gelu", "c", "NULL", 1, 1, ""},
-        {"qkv_gelu", "x", "NULL", 1, 1, ""},
-        {"qkv_gelu", "approximate", "NULL", 1, 0, "approximate: \"none\" (or NULL)"},
-        {"qkv_gelu", "y", "NULL", 1, 1, ""},
-        {"qkv_add", "c", "NULL", 1, 1, ""},
-        {"qkv_add", "a", "NULL", 1, 1, ""},
-        {"qkv_add", "b", "NULL", 1, 1, ""},
-        {"qkv_add", "y", "NULL", 1, 1, ""},
-        {"qkv_cat", "c", "NULL", 1, 1, ""},
-        {"qkv_cat", "a", "NULL", 1, 1, ""},
-        {"qkv_cat", "b", "NULL", 1, 1, ""},
-        {"qkv_cat", "dim", "-1", 1, 0, ""},
-        {"qkv_cat", "y", "NULL", 1, 1, ""},
-        {"qkv_layer_norm", "c", "NULL", 1, 1, ""},
-        {"qkv_layer_norm", "x", "NULL", 1, 1, ""},
-        {"qkv_layer_norm", "weight", "NULL", 1, 1, ""},
-        {"qkv_layer_norm", "bias", "NULL", 1, 1, ""},
-        {"qkv_layer_norm", "y", "NULL", 1, 1, ""},
-        {"qkv_embedding", "c", "NULL", 1, 1, ""},
-        {"qkv_embedding", "weight", "NULL", 1, 1, ""},
-        {"qkv_embedding", "ids", "NULL", 1, 1, ""},
-        {"qkv_embedding", "padding_idx", "-1", 1, 0, ""},
-        {"qkv_embedding", "y", "NULL", 1, 1, ""},
-        {"qkv_dropout", "c", "NULL", 1, 1, ""},
-        {"qkv_dropout", "x", "NULL", 1, 1, ""},
-        {"qkv_dropout", "y", "NULL", 1, 1, ""},
-        {"qkv_conv1d", "c", "NULL", 1, 1, ""},
-        {"qkv_conv1d", "x", "NULL", 1, 1, ""},
-        {"qkv_conv1d", "w", "NULL", 1, 1, ""},
-        {"qkv_conv1d", "b", "NULL", 1, 1, ""},
-        {"qkv_conv1d", "stride", "-1", 1, 0, ""},
-        {"qkv_conv1d", "padding", "-1", 1, 0, ""},
-        {"qkv_conv1d", "dilation", "-1", 1, 0, ""},
-        {"qkv_conv1d", "y", "NULL", 1, 1, ""},
-        {"qkv_nn_linear_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_linear_init", "in_features", "-1", 1, 0, ""},
-        {"qkv_nn_linear_init", "in_features", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_linear_init", "out_features", "-1", 1, 0, ""},
-        {"qkv_nn_linear_init", "out_features", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_linear_init", "bias", "-1", 1, 0, ""},
-        {"qkv_nn_linear_init", "bias", "INT_MAX", 1, 0, ""},
-        {"qkv_nn_linear_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_linear_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_linear_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_bf16_weights_init", "w", "NULL", 1, 1, ""},
-        {"qkv_bf16_weights_init", "p", "NULL", 1, 1, ""},
+        {"qkv_module_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_module_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_module_forward", "x", "NULL", 0, 0, ""},
+        {"qkv_module_forward", "y", "NULL", 0, 0, ""},
+        {"qkv_activation_apply", "c", "NULL", 0, 0, ""},
+        {"qkv_activation_apply", "x", "NULL", 0, 0, ""},
+        {"qkv_activation_apply", "y", "NULL", 0, 0, ""},
+        {"qkv_linear_relu", "c", "NULL", 0, 0, ""},
+        {"qkv_linear_relu", "x", "NULL", 0, 0, ""},
+        {"qkv_linear_relu", "w", "NULL", 0, 0, ""},
+        {"qkv_linear_relu", "b", "NULL", 0, 0, "shapes as qkv_linear: b (out) or NULL"},
+        {"qkv_linear_relu", "y", "NULL", 0, 0, ""},
+        {"qkv_activation_parse", "name", "NULL", 0, 0, ""},
+        {"qkv_activation_parse", "act", "NULL", 0, 0, ""},
+        {"qkv_relu", "c", "NULL", 0, 0, ""},
+        {"qkv_relu", "x", "NULL", 0, 0, ""},
+        {"qkv_relu", "y", "NULL", 0, 0, ""},
+        {"qkv_tanh", "c", "NULL", 0, 0, ""},
+        {"qkv_tanh", "x", "NULL", 0, 0, ""},
+        {"qkv_tanh", "y", "NULL", 0, 0, ""},
+        {"qkv_gelu", "c", "NULL", 0, 0, ""},
+        {"qkv_gelu", "x", "NULL", 0, 0, ""},
+        {"qkv_gelu", "approximate", "NULL", 0, 0, "approximate: \"none\" (or NULL)"},
+        {"qkv_gelu", "y", "NULL", 0, 0, ""},
+        {"qkv_add", "c", "NULL", 0, 0, ""},
+        {"qkv_add", "a", "NULL", 0, 0, ""},
+        {"qkv_add", "b", "NULL", 0, 0, ""},
+        {"qkv_add", "y", "NULL", 0, 0, ""},
+        {"qkv_cat", "c", "NULL", 0, 0, ""},
+        {"qkv_cat", "a", "NULL", 0, 0, ""},
+        {"qkv_cat", "b", "NULL", 0, 0, ""},
+        {"qkv_cat", "dim", "-1", 0, 0, ""},
+        {"qkv_cat", "y", "NULL", 0, 0, ""},
+        {"qkv_layer_norm", "c", "NULL", 0, 0, ""},
+        {"qkv_layer_norm", "x", "NULL", 0, 0, ""},
+        {"qkv_layer_norm", "weight", "NULL", 0, 0, ""},
+        {"qkv_layer_norm", "bias", "NULL", 0, 0, ""},
+        {"qkv_layer_norm", "y", "NULL", 0, 0, ""},
+        {"qkv_rms_norm", "c", "NULL", 0, 0, ""},
+        {"qkv_rms_norm", "x", "NULL", 0, 0, ""},
+        {"qkv_rms_norm", "weight", "NULL", 0, 0, ""},
+        {"qkv_rms_norm", "y", "NULL", 0, 0, ""},
+        {"qkv_embedding", "c", "NULL", 0, 0, ""},
+        {"qkv_embedding", "weight", "NULL", 0, 0, ""},
+        {"qkv_embedding", "ids", "NULL", 0, 0, ""},
+        {"qkv_embedding", "padding_idx", "-1", 0, 0, ""},
+        {"qkv_embedding", "y", "NULL", 0, 0, ""},
+        {"qkv_dropout", "c", "NULL", 0, 0, ""},
+        {"qkv_dropout", "x", "NULL", 0, 0, ""},
+        {"qkv_dropout", "y", "NULL", 0, 0, ""},
+        {"qkv_conv1d", "c", "NULL", 0, 0, ""},
+        {"qkv_conv1d", "x", "NULL", 0, 0, ""},
+        {"qkv_conv1d", "w", "NULL", 0, 0, ""},
+        {"qkv_conv1d", "b", "NULL", 0, 0, ""},
+        {"qkv_conv1d", "stride", "-1", 0, 0, ""},
+        {"qkv_conv1d", "padding", "-1", 0, 0, ""},
+        {"qkv_conv1d", "dilation", "-1", 0, 0, ""},
+        {"qkv_conv1d", "y", "NULL", 0, 0, ""},
+        {"qkv_nn_linear_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_linear_init", "in_features", "-1", 0, 0, ""},
+        {"qkv_nn_linear_init", "in_features", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_linear_init", "out_features", "-1", 0, 0, ""},
+        {"qkv_nn_linear_init", "out_features", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_linear_init", "bias", "-1", 0, 0, ""},
+        {"qkv_nn_linear_init", "bias", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_linear_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_linear_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_linear_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_bf16_weights_init", "w", "NULL", 0, 0, ""},
+        {"qkv_bf16_weights_init", "p", "NULL", 0, 0, ""},
         {"qkv_bf16_weights_free", "w", "NULL", 0, 0, ""},
         {"qkv_conv1d_opts_default", "in_channels", "-1", 0, 0, ""},
         {"qkv_conv1d_opts_default", "in_channels", "INT64_MAX", 0, 0, ""},
@@ -2146,223 +2313,252 @@ int main(void)
         {"qkv_conv1d_opts_default", "out_channels", "INT64_MAX", 0, 0, ""},
         {"qkv_conv1d_opts_default", "kernel_size", "-1", 0, 0, ""},
         {"qkv_conv1d_opts_default", "kernel_size", "INT64_MAX", 0, 0, ""},
-        {"qkv_nn_conv1d_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_conv1d_init", "o", "NULL", 1, 1, ""},
-        {"qkv_nn_conv1d_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_conv1d_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_conv1d_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_nn_layernorm_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_layernorm_init", "normalized_shape", "-1", 1, 0, ""},
-        {"qkv_nn_layernorm_init", "normalized_shape", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_layernorm_init", "elementwise_affine", "-1", 1, 0, ""},
-        {"qkv_nn_layernorm_init", "elementwise_affine", "INT_MAX", 1, 0, ""},
-        {"qkv_nn_layernorm_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_layernorm_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_embedding_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_embedding_init", "num_embeddings", "-1", 1, 0, ""},
-        {"qkv_nn_embedding_init", "num_embeddings", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_embedding_init", "embedding_dim", "-1", 1, 0, ""},
-        {"qkv_nn_embedding_init", "embedding_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_embedding_init", "padding_idx", "-1", 1, 0, ""},
-        {"qkv_nn_embedding_init", "padding_idx", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_embedding_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_embedding_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_embedding_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_nn_activation_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_relu_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_tanh_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_gelu_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_gelu_init", "approximate", "NULL", 1, 0, "approximate: \"none\" (or NULL)"},
-        {"qkv_nn_dropout_init", "m", "NULL", 1, 1, ""},
-        {"qkv_sequential_init", "s", "NULL", 1, 1, ""},
-        {"qkv_sequential_add", "s", "NULL", 1, 1, ""},
-        {"qkv_sequential_add", "m", "NULL", 1, 1, ""},
+        {"qkv_nn_conv1d_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_conv1d_init", "o", "NULL", 0, 0, ""},
+        {"qkv_nn_conv1d_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_conv1d_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_conv1d_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "normalized_shape", "-1", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "normalized_shape", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "elementwise_affine", "-1", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "elementwise_affine", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_layernorm_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_rmsnorm_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "normalized_shape", "-1", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "normalized_shape", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "elementwise_affine", "-1", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "elementwise_affine", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_rmsnorm_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_embedding_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_embedding_init", "num_embeddings", "-1", 0, 0, ""},
+        {"qkv_nn_embedding_init", "num_embeddings", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_embedding_init", "embedding_dim", "-1", 0, 0, ""},
+        {"qkv_nn_embedding_init", "embedding_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_embedding_init", "padding_idx", "-1", 0, 0, ""},
+        {"qkv_nn_embedding_init", "padding_idx", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_embedding_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_embedding_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_embedding_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_nn_activation_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_relu_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_tanh_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_gelu_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_gelu_init", "approximate", "NULL", 0, 0, "approximate: \"none\" (or NULL)"},
+        {"qkv_nn_dropout_init", "m", "NULL", 0, 0, ""},
+        {"qkv_sequential_init", "s", "NULL", 0, 0, ""},
+        {"qkv_sequential_add", "s", "NULL", 0, 0, ""},
+        {"qkv_sequential_add", "m", "NULL", 0, 0, ""},
         {"qkv_sequential_free", "s", "NULL", 0, 0, ""},
         {"qkv_rnn_opts_default", "input_size", "-1", 0, 0, ""},
         {"qkv_rnn_opts_default", "input_size", "INT64_MAX", 0, 0, ""},
         {"qkv_rnn_opts_default", "hidden_size", "-1", 0, 0, ""},
         {"qkv_rnn_opts_default", "hidden_size", "INT64_MAX", 0, 0, ""},
-        {"qkv_nn_gru_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_init", "o", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_gru_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_init", "o", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_lstm_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_nn_gru_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_init", "o", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_gru_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_init", "o", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_lstm_init", "rng", "NULL", 0, 0, ""},
         {"qkv_nn_gru_free", "m", "NULL", 0, 0, ""},
         {"qkv_nn_lstm_free", "m", "NULL", 0, 0, ""},
-        {"qkv_nn_gru_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "x", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "h0", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "lengths", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "output", "NULL", 1, 1, ""},
-        {"qkv_nn_gru_forward", "h_n", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "x", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "h0", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "c0", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "lengths", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "output", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "h_n", "NULL", 1, 1, ""},
-        {"qkv_nn_lstm_forward", "c_n", "NULL", 1, 1, ""},
-        {"qkv_rnn_lengths_from_mask", "padding_mask", "NULL", 1, 1, ""},
-        {"qkv_rnn_lengths_from_mask", "lengths", "NULL", 1, 1, ""},
-        {"qkv_plot_heatmap", "path", "NULL", 1, 1, ""},
-        {"qkv_plot_heatmap", "h", "NULL", 1, 1, ""},
-        {"qkv_plot_overlay", "path", "NULL", 1, 1, ""},
-        {"qkv_plot_overlay", "o", "NULL", 1, 1, ""},
-        {"qkv_plot_overlay_grid", "path", "NULL", 1, 1, ""},
-        {"qkv_plot_overlay_grid", "panels", "NULL", 1, 1, ""},
-        {"qkv_plot_overlay_grid", "n", "-1", 1, 0, ""},
-        {"qkv_plot_overlay_grid", "columns", "-1", 1, 0, ""},
-        {"qkv_plot_overlay_grid", "columns", "INT_MAX", 1, 0, ""},
-        {"qkv_plot_overlay_grid", "title", "NULL", 1, 1, ""},
-        {"qkv_plot_lines", "path", "NULL", 1, 1, ""},
-        {"qkv_plot_lines", "p", "NULL", 1, 1, ""},
-        {"qkv_plot_lines_grid", "path", "NULL", 1, 1, ""},
-        {"qkv_plot_lines_grid", "panels", "NULL", 1, 1, ""},
-        {"qkv_plot_lines_grid", "n", "-1", 1, 0, ""},
-        {"qkv_plot_lines_grid", "columns", "-1", 1, 0, ""},
-        {"qkv_plot_lines_grid", "columns", "INT_MAX", 1, 0, ""},
-        {"qkv_plot_lines_grid", "title", "NULL", 1, 1, ""},
-        {"qkv_explorer_write", "path", "NULL", 1, 1, ""},
-        {"qkv_explorer_write", "e", "NULL", 1, 1, ""},
-        {"qkv_sinusoidal_fill", "offset", "-1", 1, 0, ""},
-        {"qkv_sinusoidal_fill", "T", "-1", 1, 0, ""},
-        {"qkv_sinusoidal_fill", "d", "-1", 1, 0, ""},
-        {"qkv_sinusoidal_fill", "pe", "NULL", 1, 1, ""},
-        {"qkv_sinusoidal", "c", "NULL", 1, 1, ""},
-        {"qkv_sinusoidal", "offset", "-1", 1, 0, ""},
-        {"qkv_sinusoidal", "T", "-1", 1, 0, ""},
-        {"qkv_sinusoidal", "d", "-1", 1, 0, ""},
-        {"qkv_sinusoidal", "pe", "NULL", 1, 1, ""},
-        {"qkv_add_positional", "c", "NULL", 1, 1, ""},
-        {"qkv_add_positional", "x", "NULL", 1, 1, ""},
-        {"qkv_add_positional", "pe", "NULL", 1, 1, ""},
-        {"qkv_add_positional", "offset", "-1", 1, 0, ""},
-        {"qkv_add_positional", "batch_first", "-1", 1, 0, ""},
-        {"qkv_add_positional", "y", "NULL", 1, 1, ""},
-        {"qkv_positions", "c", "NULL", 1, 1, ""},
-        {"qkv_positions", "weight", "NULL", 1, 1, ""},
-        {"qkv_positions", "offset", "-1", 1, 0, ""},
-        {"qkv_positions", "T", "-1", 1, 0, ""},
-        {"qkv_positions", "y", "NULL", 1, 1, ""},
-        {"qkv_scale", "c", "NULL", 1, 1, ""},
-        {"qkv_scale", "x", "NULL", 1, 1, ""},
-        {"qkv_scale", "y", "NULL", 1, 1, ""},
+        {"qkv_nn_gru_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "x", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "h0", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "lengths", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "output", "NULL", 0, 0, ""},
+        {"qkv_nn_gru_forward", "h_n", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "x", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "h0", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "c0", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "lengths", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "output", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "h_n", "NULL", 0, 0, ""},
+        {"qkv_nn_lstm_forward", "c_n", "NULL", 0, 0, ""},
+        {"qkv_rnn_lengths_from_mask", "padding_mask", "NULL", 0, 0, ""},
+        {"qkv_rnn_lengths_from_mask", "lengths", "NULL", 0, 0, ""},
+        {"qkv_plot_heatmap", "path", "NULL", 0, 0, ""},
+        {"qkv_plot_heatmap", "h", "NULL", 0, 0, ""},
+        {"qkv_plot_overlay", "path", "NULL", 0, 0, ""},
+        {"qkv_plot_overlay", "o", "NULL", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "path", "NULL", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "panels", "NULL", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "n", "-1", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "columns", "-1", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "columns", "INT_MAX", 0, 0, ""},
+        {"qkv_plot_overlay_grid", "title", "NULL", 0, 0, ""},
+        {"qkv_plot_lines", "path", "NULL", 0, 0, ""},
+        {"qkv_plot_lines", "p", "NULL", 0, 0, ""},
+        {"qkv_plot_lines_grid", "path", "NULL", 0, 0, ""},
+        {"qkv_plot_lines_grid", "panels", "NULL", 0, 0, ""},
+        {"qkv_plot_lines_grid", "n", "-1", 0, 0, ""},
+        {"qkv_plot_lines_grid", "columns", "-1", 0, 0, ""},
+        {"qkv_plot_lines_grid", "columns", "INT_MAX", 0, 0, ""},
+        {"qkv_plot_lines_grid", "title", "NULL", 0, 0, ""},
+        {"qkv_explorer_write", "path", "NULL", 0, 0, ""},
+        {"qkv_explorer_write", "e", "NULL", 0, 0, ""},
+        {"qkv_sinusoidal_fill", "offset", "-1", 0, 0, ""},
+        {"qkv_sinusoidal_fill", "T", "-1", 0, 0, ""},
+        {"qkv_sinusoidal_fill", "d", "-1", 0, 0, ""},
+        {"qkv_sinusoidal_fill", "pe", "NULL", 0, 0, ""},
+        {"qkv_sinusoidal", "c", "NULL", 0, 0, ""},
+        {"qkv_sinusoidal", "offset", "-1", 0, 0, ""},
+        {"qkv_sinusoidal", "T", "-1", 0, 0, ""},
+        {"qkv_sinusoidal", "d", "-1", 0, 0, ""},
+        {"qkv_sinusoidal", "pe", "NULL", 0, 0, ""},
+        {"qkv_add_positional", "c", "NULL", 0, 0, ""},
+        {"qkv_add_positional", "x", "NULL", 0, 0, ""},
+        {"qkv_add_positional", "pe", "NULL", 0, 0, ""},
+        {"qkv_add_positional", "offset", "-1", 0, 0, ""},
+        {"qkv_add_positional", "batch_first", "-1", 0, 0, ""},
+        {"qkv_add_positional", "y", "NULL", 0, 0, ""},
+        {"qkv_positions", "c", "NULL", 0, 0, ""},
+        {"qkv_positions", "weight", "NULL", 0, 0, ""},
+        {"qkv_positions", "offset", "-1", 0, 0, ""},
+        {"qkv_positions", "T", "-1", 0, 0, ""},
+        {"qkv_positions", "y", "NULL", 0, 0, ""},
+        {"qkv_scale", "c", "NULL", 0, 0, ""},
+        {"qkv_scale", "x", "NULL", 0, 0, ""},
+        {"qkv_scale", "y", "NULL", 0, 0, ""},
         {"qkv_pos_binary_channels", "T", "-1", 0, 0, ""},
         {"qkv_pos_binary_channels", "T", "INT64_MAX", 0, 0, ""},
-        {"qkv_pos_binary", "T", "-1", 1, 0, ""},
-        {"qkv_pos_binary", "pe", "NULL", 1, 1, ""},
-        {"qkv_pos_sinusoidal", "T", "-1", 1, 0, ""},
-        {"qkv_pos_sinusoidal", "d", "-1", 1, 0, ""},
-        {"qkv_pos_sinusoidal", "pe", "NULL", 1, 1, ""},
-        {"qkv_cat_position", "c", "NULL", 1, 1, ""},
-        {"qkv_cat_position", "x", "NULL", 1, 1, ""},
-        {"qkv_cat_position", "channels_first", "-1", 1, 0, ""},
-        {"qkv_cat_position", "y", "NULL", 1, 1, ""},
-        {"qkv_rope", "c", "NULL", 1, 1, ""},
-        {"qkv_rope", "x", "NULL", 1, 1, ""},
-        {"qkv_rope", "opts", "NULL", 1, 0, "opts NULL: the defaults"},
-        {"qkv_rope", "y", "NULL", 1, 1, ""},
-        {"qkv_alibi_slopes", "num_heads", "-1", 1, 0, ""},
-        {"qkv_alibi_slopes", "slopes", "NULL", 1, 1, ""},
-        {"qkv_alibi_bias_fill", "N", "-1", 1, 0, ""},
-        {"qkv_alibi_bias_fill", "H", "-1", 1, 0, ""},
-        {"qkv_alibi_bias_fill", "L", "-1", 1, 0, ""},
-        {"qkv_alibi_bias_fill", "S", "-1", 1, 0, ""},
-        {"qkv_alibi_bias_fill", "bias", "NULL", 1, 1, ""},
-        {"qkv_alibi_bias", "c", "NULL", 1, 1, ""},
-        {"qkv_alibi_bias", "N", "-1", 1, 0, ""},
-        {"qkv_alibi_bias", "H", "-1", 1, 0, ""},
-        {"qkv_alibi_bias", "L", "-1", 1, 0, ""},
-        {"qkv_alibi_bias", "S", "-1", 1, 0, ""},
-        {"qkv_alibi_bias", "bias", "NULL", 1, 1, ""},
-        {"qkv_nn_sinusoidal_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_sinusoidal_init", "d_model", "-1", 1, 0, ""},
-        {"qkv_nn_sinusoidal_init", "d_model", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_sinusoidal_init", "max_len", "-1", 1, 0, ""},
-        {"qkv_nn_sinusoidal_init", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_sinusoidal_init", "batch_first", "-1", 1, 0, ""},
-        {"qkv_nn_sinusoidal_init", "batch_first", "INT_MAX", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_learned_pos_init", "max_len", "-1", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "max_len", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "d_model", "-1", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "d_model", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "batch_first", "-1", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "batch_first", "INT_MAX", 1, 0, ""},
-        {"qkv_nn_learned_pos_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_learned_pos_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_learned_pos_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_nn_token_embedding_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_token_embedding_init", "num_embeddings", "-1", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "num_embeddings", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "d_model", "-1", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "d_model", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "padding_idx", "-1", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "padding_idx", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "scaled", "-1", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "scaled", "INT_MAX", 1, 0, ""},
-        {"qkv_nn_token_embedding_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_token_embedding_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_token_embedding_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_mse_loss", "c", "NULL", 1, 1, ""},
-        {"qkv_mse_loss", "input", "NULL", 1, 1, ""},
-        {"qkv_mse_loss", "target", "NULL", 1, 1, ""},
-        {"qkv_mse_loss", "loss", "NULL", 1, 1, ""},
-        {"qkv_cross_entropy", "c", "NULL", 1, 1, ""},
-        {"qkv_cross_entropy", "logits", "NULL", 1, 1, ""},
-        {"qkv_cross_entropy", "target", "NULL", 1, 1, ""},
-        {"qkv_cross_entropy", "ignore_index", "-1", 1, 0, ""},
-        {"qkv_cross_entropy", "loss", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "c", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "x", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "weight", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "bias", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "target", "NULL", 1, 1, ""},
-        {"qkv_linear_cross_entropy", "ignore_index", "-1", 1, 0, ""},
-        {"qkv_linear_cross_entropy", "loss", "NULL", 1, 1, ""},
-        {"qkv_optim_new", "out", "NULL", 1, 1, ""},
-        {"qkv_optim_new", "params", "NULL", 1, 1, ""},
-        {"qkv_optim_new", "opts", "NULL", 1, 1, ""},
+        {"qkv_pos_binary", "T", "-1", 0, 0, ""},
+        {"qkv_pos_binary", "pe", "NULL", 0, 0, ""},
+        {"qkv_pos_sinusoidal", "T", "-1", 0, 0, ""},
+        {"qkv_pos_sinusoidal", "d", "-1", 0, 0, ""},
+        {"qkv_pos_sinusoidal", "pe", "NULL", 0, 0, ""},
+        {"qkv_cat_position", "c", "NULL", 0, 0, ""},
+        {"qkv_cat_position", "x", "NULL", 0, 0, ""},
+        {"qkv_cat_position", "channels_first", "-1", 0, 0, ""},
+        {"qkv_cat_position", "y", "NULL", 0, 0, ""},
+        {"qkv_rope", "c", "NULL", 0, 0, ""},
+        {"qkv_rope", "x", "NULL", 0, 0, ""},
+        {"qkv_rope", "opts", "NULL", 0, 0, "opts NULL: the defaults"},
+        {"qkv_rope", "y", "NULL", 0, 0, ""},
+        {"qkv_alibi_slopes", "num_heads", "-1", 0, 0, ""},
+        {"qkv_alibi_slopes", "slopes", "NULL", 0, 0, ""},
+        {"qkv_alibi_bias_fill", "N", "-1", 0, 0, ""},
+        {"qkv_alibi_bias_fill", "H", "-1", 0, 0, ""},
+        {"qkv_alibi_bias_fill", "L", "-1", 0, 0, ""},
+        {"qkv_alibi_bias_fill", "S", "-1", 0, 0, ""},
+        {"qkv_alibi_bias_fill", "bias", "NULL", 0, 0, ""},
+        {"qkv_alibi_bias", "c", "NULL", 0, 0, ""},
+        {"qkv_alibi_bias", "N", "-1", 0, 0, ""},
+        {"qkv_alibi_bias", "H", "-1", 0, 0, ""},
+        {"qkv_alibi_bias", "L", "-1", 0, 0, ""},
+        {"qkv_alibi_bias", "S", "-1", 0, 0, ""},
+        {"qkv_alibi_bias", "bias", "NULL", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "d_model", "-1", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "d_model", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "batch_first", "-1", 0, 0, ""},
+        {"qkv_nn_sinusoidal_init", "batch_first", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "max_len", "-1", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "max_len", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "d_model", "-1", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "d_model", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "batch_first", "-1", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "batch_first", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_learned_pos_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_learned_pos_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "num_embeddings", "-1", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "num_embeddings", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "d_model", "-1", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "d_model", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "padding_idx", "-1", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "padding_idx", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "scaled", "-1", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "scaled", "INT_MAX", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_token_embedding_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_token_embedding_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_qtype_known", "id", "-1", 0, 0, ""},
+        {"qkv_qtype_known", "id", "INT_MAX", 0, 0, ""},
+        {"qkv_qtype_row_bytes", "n", "-1", 0, 0, ""},
+        {"qkv_qtype_row_bytes", "n", "INT64_MAX", 0, 0, ""},
+        {"qkv_dequantize", "src", "NULL", 0, 0, ""},
+        {"qkv_dequantize", "dst", "NULL", 0, 0, ""},
+        {"qkv_dequantize", "n", "-1", 0, 0, ""},
+        {"qkv_quantize", "src", "NULL", 0, 0, ""},
+        {"qkv_quantize", "dst", "NULL", 0, 0, ""},
+        {"qkv_quantize", "n", "-1", 0, 0, ""},
+        {"qkv_qmatvec", "W", "NULL", 0, 0, ""},
+        {"qkv_qmatvec", "rows", "-1", 0, 0, ""},
+        {"qkv_qmatvec", "cols", "-1", 0, 0, ""},
+        {"qkv_qmatvec", "x", "NULL", 0, 0, ""},
+        {"qkv_qmatvec", "y", "NULL", 0, 0, ""},
+        {"qkv_qmatmul", "W", "NULL", 0, 0, ""},
+        {"qkv_qmatmul", "rows", "-1", 0, 0, ""},
+        {"qkv_qmatmul", "cols", "-1", 0, 0, ""},
+        {"qkv_qmatmul", "X", "NULL", 0, 0, ""},
+        {"qkv_qmatmul", "n", "-1", 0, 0, ""},
+        {"qkv_qmatmul", "Y", "NULL", 0, 0, ""},
+        {"qkv_quant_force_isa", "name", "NULL", 0, 0, ""},
+        {"qkv_mse_loss", "c", "NULL", 0, 0, ""},
+        {"qkv_mse_loss", "input", "NULL", 0, 0, ""},
+        {"qkv_mse_loss", "target", "NULL", 0, 0, ""},
+        {"qkv_mse_loss", "loss", "NULL", 0, 0, ""},
+        {"qkv_cross_entropy", "c", "NULL", 0, 0, ""},
+        {"qkv_cross_entropy", "logits", "NULL", 0, 0, ""},
+        {"qkv_cross_entropy", "target", "NULL", 0, 0, ""},
+        {"qkv_cross_entropy", "ignore_index", "-1", 0, 0, ""},
+        {"qkv_cross_entropy", "loss", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "c", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "x", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "weight", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "bias", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "target", "NULL", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "ignore_index", "-1", 0, 0, ""},
+        {"qkv_linear_cross_entropy", "loss", "NULL", 0, 0, ""},
+        {"qkv_optim_new", "out", "NULL", 0, 0, ""},
+        {"qkv_optim_new", "params", "NULL", 0, 0, ""},
+        {"qkv_optim_new", "opts", "NULL", 0, 0, ""},
         {"qkv_optim_free", "o", "NULL", 0, 0, ""},
-        {"qkv_optim_step", "o", "NULL", 1, 1, ""},
-        {"qkv_optim_set_lr", "o", "NULL", 1, 1, ""},
+        {"qkv_optim_step", "o", "NULL", 0, 0, ""},
+        {"qkv_optim_set_lr", "o", "NULL", 0, 0, ""},
         {"qkv_optim_get_lr", "o", "NULL", 0, 0, ""},
-        {"qkv_optim_get_opts", "o", "NULL", 1, 1, ""},
-        {"qkv_optim_get_opts", "opts", "NULL", 1, 1, ""},
+        {"qkv_optim_get_opts", "o", "NULL", 0, 0, ""},
+        {"qkv_optim_get_opts", "opts", "NULL", 0, 0, ""},
         {"qkv_optim_steps", "o", "NULL", 0, 0, ""},
-        {"qkv_clip_grad_norm", "params", "NULL", 1, 1, ""},
-        {"qkv_clip_grad_norm", "total_norm", "NULL", 1, 0, "total_norm (may be NULL)"},
-        {"qkv_schedule_check", "s", "NULL", 1, 1, ""},
+        {"qkv_clip_grad_norm", "params", "NULL", 0, 0, ""},
+        {"qkv_clip_grad_norm", "total_norm", "NULL", 0, 0, "total_norm (may be NULL)"},
+        {"qkv_schedule_check", "s", "NULL", 0, 0, ""},
         {"qkv_schedule_lr_at", "s", "NULL", 0, 0, ""},
         {"qkv_schedule_lr_at", "step", "-1", 0, 0, ""},
         {"qkv_schedule_lr_at", "step", "INT64_MAX", 0, 0, ""},
-        {"qkv_checkpoint_save", "path", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_save", "params", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_save", "optim", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save", "pos", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save", "rng", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save_meta", "path", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_save_meta", "params", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_save_meta", "optim", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save_meta", "pos", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save_meta", "rng", "NULL", 1, 0, "optim, pos and rng may each be NULL"},
-        {"qkv_checkpoint_save_meta", "meta", "NULL", 1, 0, "meta (NULL: none)"},
-        {"qkv_checkpoint_read_meta", "path", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_read_meta", "key", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_read_meta", "val", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_load", "path", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_load", "params", "NULL", 1, 1, ""},
-        {"qkv_checkpoint_load", "optim", "NULL", 1, 0, "optim, pos and rng may be NULL"},
-        {"qkv_checkpoint_load", "pos", "NULL", 1, 0, "optim, pos and rng may be NULL"},
-        {"qkv_checkpoint_load", "rng", "NULL", 1, 0, "optim, pos and rng may be NULL"},
+        {"qkv_checkpoint_save", "path", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_save", "params", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_save", "optim", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save", "pos", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save", "rng", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save_meta", "path", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_save_meta", "params", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_save_meta", "optim", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save_meta", "pos", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save_meta", "rng", "NULL", 0, 0, "optim, pos and rng may each be NULL"},
+        {"qkv_checkpoint_save_meta", "meta", "NULL", 0, 0, "meta (NULL: none)"},
+        {"qkv_checkpoint_read_meta", "path", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_read_meta", "key", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_read_meta", "val", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_load", "path", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_load", "params", "NULL", 0, 0, ""},
+        {"qkv_checkpoint_load", "optim", "NULL", 0, 0, "optim, pos and rng may be NULL"},
+        {"qkv_checkpoint_load", "pos", "NULL", 0, 0, "optim, pos and rng may be NULL"},
+        {"qkv_checkpoint_load", "rng", "NULL", 0, 0, "optim, pos and rng may be NULL"},
         {"qkv_progress_start", "p", "NULL", 0, 0, ""},
         {"qkv_progress_start", "out", "NULL", 0, 0, ""},
         {"qkv_progress_start", "total_steps", "-1", 0, 0, ""},
@@ -2374,112 +2570,112 @@ int main(void)
         {"qkv_progress_step", "units", "-1", 0, 0, ""},
         {"qkv_progress_step", "units", "INT64_MAX", 0, 0, ""},
         {"qkv_progress_finish", "p", "NULL", 0, 0, ""},
-        {"qkv_train", "c", "NULL", 1, 1, ""},
-        {"qkv_train", "t", "NULL", 1, 1, ""},
-        {"qkv_train", "pos", "NULL", 1, 1, ""},
+        {"qkv_train", "c", "NULL", 0, 0, ""},
+        {"qkv_train", "t", "NULL", 0, 0, ""},
+        {"qkv_train", "pos", "NULL", 0, 0, ""},
         {"qkv_transformer_layer_opts_default", "d_model", "-1", 0, 0, ""},
         {"qkv_transformer_layer_opts_default", "d_model", "INT64_MAX", 0, 0, ""},
         {"qkv_transformer_layer_opts_default", "nhead", "-1", 0, 0, ""},
         {"qkv_transformer_layer_opts_default", "nhead", "INT64_MAX", 0, 0, ""},
-        {"qkv_transformer_square_subsequent_mask", "mask", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_encoder_layer_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_forward", "src", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_forward", "masks", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_layer_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_decoder_layer_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "tgt", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "memory", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "masks", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_layer_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_init", "num_layers", "-1", 1, 0, ""},
-        {"qkv_transformer_encoder_init", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_transformer_encoder_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_encoder_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_transformer_square_subsequent_mask", "mask", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_encoder_layer_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_forward", "src", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_forward", "masks", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_layer_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_decoder_layer_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "tgt", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "memory", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "masks", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_layer_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "num_layers", "-1", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_encoder_init", "rng", "NULL", 0, 0, ""},
         {"qkv_transformer_encoder_free", "m", "NULL", 0, 0, ""},
-        {"qkv_transformer_encoder_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_forward", "src", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_forward", "masks", "NULL", 1, 1, ""},
-        {"qkv_transformer_encoder_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_init", "num_layers", "-1", 1, 0, ""},
-        {"qkv_transformer_decoder_init", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_transformer_decoder_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_decoder_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_transformer_encoder_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_forward", "src", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_forward", "masks", "NULL", 0, 0, ""},
+        {"qkv_transformer_encoder_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "num_layers", "-1", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_decoder_init", "rng", "NULL", 0, 0, ""},
         {"qkv_transformer_decoder_free", "m", "NULL", 0, 0, ""},
-        {"qkv_transformer_decoder_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward", "tgt", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward", "memory", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward", "masks", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_transformer_decoder_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward", "tgt", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward", "memory", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward", "masks", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_init", "rng", "NULL", 0, 0, ""},
         {"qkv_transformer_free", "m", "NULL", 0, 0, ""},
-        {"qkv_transformer_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_forward", "src", "NULL", 1, 1, ""},
-        {"qkv_transformer_forward", "tgt", "NULL", 1, 1, ""},
-        {"qkv_transformer_forward", "masks", "NULL", 1, 1, ""},
-        {"qkv_transformer_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_init", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_init", "o", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_init", "num_layers", "-1", 1, 0, ""},
-        {"qkv_transformer_decoder_only_init", "num_layers", "INT64_MAX", 1, 0, ""},
-        {"qkv_transformer_decoder_only_init", "p", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_transformer_decoder_only_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_transformer_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_forward", "src", "NULL", 0, 0, ""},
+        {"qkv_transformer_forward", "tgt", "NULL", 0, 0, ""},
+        {"qkv_transformer_forward", "masks", "NULL", 0, 0, ""},
+        {"qkv_transformer_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "o", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "num_layers", "-1", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "num_layers", "INT64_MAX", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "p", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_transformer_decoder_only_init", "rng", "NULL", 0, 0, ""},
         {"qkv_transformer_decoder_only_free", "m", "NULL", 0, 0, ""},
-        {"qkv_transformer_decoder_only_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward", "x", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward", "key_padding_mask", "NULL", 1, 1, ""},
-        {"qkv_transformer_decoder_only_forward", "out", "NULL", 1, 1, ""},
-        {"qkv_rearrange", "c", "NULL", 1, 1, ""},
-        {"qkv_rearrange", "x", "NULL", 1, 1, ""},
-        {"qkv_rearrange", "pattern", "NULL", 1, 1, ""},
-        {"qkv_rearrange", "sizes", "NULL", 1, 1, ""},
-        {"qkv_rearrange", "y", "NULL", 1, 1, ""},
-        {"qkv_patch_embed", "c", "NULL", 1, 1, ""},
-        {"qkv_patch_embed", "x", "NULL", 1, 1, ""},
-        {"qkv_patch_embed", "w", "NULL", 1, 1, ""},
-        {"qkv_patch_embed", "b", "NULL", 1, 1, ""},
-        {"qkv_patch_embed", "y", "NULL", 1, 1, ""},
-        {"qkv_nn_patch_embed_init", "m", "NULL", 1, 1, ""},
-        {"qkv_nn_patch_embed_init", "in_channels", "-1", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "in_channels", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "embed_dim", "-1", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "embed_dim", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "patch", "-1", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "patch", "INT64_MAX", 1, 0, ""},
-        {"qkv_nn_patch_embed_init", "p", "NULL", 1, 1, ""},
-        {"qkv_nn_patch_embed_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_nn_patch_embed_init", "rng", "NULL", 1, 1, ""},
-        {"qkv_pos_2d_sincos_fill", "grid_h", "-1", 1, 0, ""},
-        {"qkv_pos_2d_sincos_fill", "grid_w", "-1", 1, 0, ""},
-        {"qkv_pos_2d_sincos_fill", "d", "-1", 1, 0, ""},
-        {"qkv_pos_2d_sincos_fill", "cls", "-1", 1, 0, ""},
-        {"qkv_pos_2d_sincos_fill", "pe", "NULL", 1, 1, ""},
+        {"qkv_transformer_decoder_only_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward", "x", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward", "key_padding_mask", "NULL", 0, 0, ""},
+        {"qkv_transformer_decoder_only_forward", "out", "NULL", 0, 0, ""},
+        {"qkv_rearrange", "c", "NULL", 0, 0, ""},
+        {"qkv_rearrange", "x", "NULL", 0, 0, ""},
+        {"qkv_rearrange", "pattern", "NULL", 0, 0, ""},
+        {"qkv_rearrange", "sizes", "NULL", 0, 0, ""},
+        {"qkv_rearrange", "y", "NULL", 0, 0, ""},
+        {"qkv_patch_embed", "c", "NULL", 0, 0, ""},
+        {"qkv_patch_embed", "x", "NULL", 0, 0, ""},
+        {"qkv_patch_embed", "w", "NULL", 0, 0, ""},
+        {"qkv_patch_embed", "b", "NULL", 0, 0, ""},
+        {"qkv_patch_embed", "y", "NULL", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "m", "NULL", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "in_channels", "-1", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "in_channels", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "embed_dim", "-1", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "embed_dim", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "patch", "-1", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "patch", "INT64_MAX", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "p", "NULL", 0, 0, ""},
+        {"qkv_nn_patch_embed_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_nn_patch_embed_init", "rng", "NULL", 0, 0, ""},
+        {"qkv_pos_2d_sincos_fill", "grid_h", "-1", 0, 0, ""},
+        {"qkv_pos_2d_sincos_fill", "grid_w", "-1", 0, 0, ""},
+        {"qkv_pos_2d_sincos_fill", "d", "-1", 0, 0, ""},
+        {"qkv_pos_2d_sincos_fill", "cls", "-1", 0, 0, ""},
+        {"qkv_pos_2d_sincos_fill", "pe", "NULL", 0, 0, ""},
         {"qkv_vit_opts_default", "image_h", "-1", 0, 0, ""},
         {"qkv_vit_opts_default", "image_h", "INT64_MAX", 0, 0, ""},
         {"qkv_vit_opts_default", "image_w", "-1", 0, 0, ""},
@@ -2490,30 +2686,30 @@ int main(void)
         {"qkv_vit_opts_default", "patch", "INT64_MAX", 0, 0, ""},
         {"qkv_vit_opts_default", "num_classes", "-1", 0, 0, ""},
         {"qkv_vit_opts_default", "num_classes", "INT64_MAX", 0, 0, ""},
-        {"qkv_vit_init", "m", "NULL", 1, 1, ""},
-        {"qkv_vit_init", "o", "NULL", 1, 1, ""},
-        {"qkv_vit_init", "p", "NULL", 1, 1, ""},
-        {"qkv_vit_init", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
-        {"qkv_vit_init", "rng", "NULL", 1, 1, ""},
+        {"qkv_vit_init", "m", "NULL", 0, 0, ""},
+        {"qkv_vit_init", "o", "NULL", 0, 0, ""},
+        {"qkv_vit_init", "p", "NULL", 0, 0, ""},
+        {"qkv_vit_init", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
+        {"qkv_vit_init", "rng", "NULL", 0, 0, ""},
         {"qkv_vit_free", "m", "NULL", 0, 0, ""},
-        {"qkv_vit_features", "c", "NULL", 1, 1, ""},
-        {"qkv_vit_features", "m", "NULL", 1, 1, ""},
-        {"qkv_vit_features", "images", "NULL", 1, 1, ""},
-        {"qkv_vit_features", "tokens", "NULL", 1, 1, ""},
-        {"qkv_vit_forward", "c", "NULL", 1, 1, ""},
-        {"qkv_vit_forward", "m", "NULL", 1, 1, ""},
-        {"qkv_vit_forward", "images", "NULL", 1, 1, ""},
-        {"qkv_vit_forward", "logits", "NULL", 1, 1, ""},
-        {"qkv_attention_rollout", "attn", "NULL", 1, 1, ""},
-        {"qkv_attention_rollout", "layers", "-1", 1, 0, ""},
-        {"qkv_attention_rollout", "heads", "-1", 1, 0, ""},
-        {"qkv_attention_rollout", "S", "-1", 1, 0, ""},
-        {"qkv_attention_rollout", "out", "NULL", 1, 1, ""},
-        {"qkv_vit_torchvision_name", "key", "NULL", 1, 1, ""},
-        {"qkv_vit_torchvision_name", "out", "NULL", 1, 1, ""},
-        {"qkv_vit_load_torchvision", "p", "NULL", 1, 1, ""},
-        {"qkv_vit_load_torchvision", "st", "NULL", 1, 1, ""},
-        {"qkv_vit_load_torchvision", "prefix", "NULL", 1, 0, "prefix NULL means \"\""},
+        {"qkv_vit_features", "c", "NULL", 0, 0, ""},
+        {"qkv_vit_features", "m", "NULL", 0, 0, ""},
+        {"qkv_vit_features", "images", "NULL", 0, 0, ""},
+        {"qkv_vit_features", "tokens", "NULL", 0, 0, ""},
+        {"qkv_vit_forward", "c", "NULL", 0, 0, ""},
+        {"qkv_vit_forward", "m", "NULL", 0, 0, ""},
+        {"qkv_vit_forward", "images", "NULL", 0, 0, ""},
+        {"qkv_vit_forward", "logits", "NULL", 0, 0, ""},
+        {"qkv_attention_rollout", "attn", "NULL", 0, 0, ""},
+        {"qkv_attention_rollout", "layers", "-1", 0, 0, ""},
+        {"qkv_attention_rollout", "heads", "-1", 0, 0, ""},
+        {"qkv_attention_rollout", "S", "-1", 0, 0, ""},
+        {"qkv_attention_rollout", "out", "NULL", 0, 0, ""},
+        {"qkv_vit_torchvision_name", "key", "NULL", 0, 0, ""},
+        {"qkv_vit_torchvision_name", "out", "NULL", 0, 0, ""},
+        {"qkv_vit_load_torchvision", "p", "NULL", 0, 0, ""},
+        {"qkv_vit_load_torchvision", "st", "NULL", 0, 0, ""},
+        {"qkv_vit_load_torchvision", "prefix", "NULL", 0, 0, "prefix NULL means \"\""},
     };
     for (int k = 0; k < (int)(sizeof C / sizeof *C); k++)
         run_case(k, C[k].fn, C[k].arg, C[k].val, C[k].status, C[k].must, C[k].why);
@@ -2627,6 +2823,57 @@ int main(void)
         fputs("| `qkv_seq2seq_rnn_args_default` | `-` | - | no arguments |\n", g_table);
         fputs("| `qkv_seq2seq_rnn_loss` | `ignore_index` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_seq2seq_rnn_forward_loss` | `ignore_index` | INT64_MAX | a length of caller-owned memory (const int64_t *): not checkable |\n", g_table);
+        fputs("| `qkv_gguf_vtype_name` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_gguf_open_memory` | `len` | SIZE_MAX and -1 | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_gguf_meta_key` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_key` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_find` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_type` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_type` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_elem_type` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_elem_type` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_len` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_meta_len` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_i64` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_i64` | `out` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_f32` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_f32` | `out` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_str` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_str` | `s` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_str` | `len` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_bool` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_bool` | `out` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_u64` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_u64` | `out` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_f64` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_f64` | `out` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_array` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_array` | `elem` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_get_array` | `n` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_str` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_str` | `j` | INT64_MAX | a length of caller-owned memory (const char **): not checkable |\n", g_table);
+        fputs("| `qkv_gguf_array_str` | `j` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_str` | `s` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_str` | `len` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_f32` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_f32` | `dst` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_f32` | `n` | INT64_MAX | a length of caller-owned memory (const char *): not checkable |\n", g_table);
+        fputs("| `qkv_gguf_array_f32` | `n` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_i32` | `key` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_i32` | `dst` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_array_i32` | `n` | INT64_MAX | a length of caller-owned memory (const char *): not checkable |\n", g_table);
+        fputs("| `qkv_gguf_array_i32` | `n` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_name` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_name` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_find` | `name` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `name` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `type` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `ndim` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `dims` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `data` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_info` | `nbytes` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_offset` | `i` | -1 | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_gguf_tensor_offset` | `i` | INT64_MAX | needs a real qkv_gguf |\n", g_table);
         fputs("| `qkv_idx_parse` | `n` | SIZE_MAX and -1 | a length of caller-owned memory (const void *): not checkable |\n", g_table);
         fputs("| `qkv_idx_dim` | `d` | -1 | needs a real qkv_idx |\n", g_table);
         fputs("| `qkv_idx_dim` | `d` | INT_MAX | needs a real qkv_idx |\n", g_table);
@@ -2668,6 +2915,13 @@ int main(void)
         fputs("| `qkv_safetensors_read_bool` | `n` | INT64_MAX | a length of caller-owned memory (const char *): not checkable |\n", g_table);
         fputs("| `qkv_safetensors_save` | `n` | INT_MAX | a length of caller-owned memory (const char *): not checkable |\n", g_table);
         fputs("| `qkv_safetensors_save` | `n_meta` | INT_MAX | a length of caller-owned memory (const char *const *): not checkable |\n", g_table);
+        fputs("| `qkv_llm_arch_name` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_llm_weight_matmul` | `M` | INT64_MAX | a length of caller-owned memory (const float *): not checkable |\n", g_table);
+        fputs("| `qkv_llm_weight_row` | `r` | INT64_MAX | a length of caller-owned memory (float *): not checkable |\n", g_table);
+        fputs("| `qkv_llm_config_from_hf_json` | `len` | SIZE_MAX and -1 | a length of caller-owned memory (const char *): not checkable |\n", g_table);
+        fputs("| `qkv_llm_config_from_gguf` | `cfg` | NULL | needs a real qkv_gguf |\n", g_table);
+        fputs("| `qkv_llm_forward` | `T` | INT64_MAX | a length of caller-owned memory (const int64_t *): not checkable |\n", g_table);
+        fputs("| `qkv_llm_forward` | `all_logits` | INT_MAX | a length of caller-owned memory (const int64_t *): not checkable |\n", g_table);
         fputs("| `qkv_activation_name` | `-` | - | no pointer or integer argument |\n", g_table);
         fputs("| `qkv_cat` | `dim` | INT_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_embedding` | `padding_idx` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
@@ -2702,6 +2956,19 @@ int main(void)
         fputs("| `qkv_alibi_bias` | `H` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_alibi_bias` | `L` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_alibi_bias` | `S` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
+        fputs("| `qkv_qtype_name` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_qtype_block_elems` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_qtype_block_bytes` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_dequantize` | `n` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_quantize` | `n` | INT64_MAX | a length of caller-owned memory (const float *): not checkable |\n", g_table);
+        fputs("| `qkv_qtype_can_dequantize` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_qtype_can_quantize` | `-` | - | no pointer or integer argument |\n", g_table);
+        fputs("| `qkv_qmatvec` | `rows` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_qmatvec` | `cols` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_qmatmul` | `rows` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_qmatmul` | `cols` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_qmatmul` | `n` | INT64_MAX | a length of caller-owned memory (const void *): not checkable |\n", g_table);
+        fputs("| `qkv_quant_isa` | `-` | - | no arguments |\n", g_table);
         fputs("| `qkv_cross_entropy` | `ignore_index` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_linear_cross_entropy` | `ignore_index` | INT64_MAX | a length of caller-owned memory (qkv_tensor **): not checkable |\n", g_table);
         fputs("| `qkv_optim_sgd_default` | `-` | - | no pointer or integer argument |\n", g_table);
@@ -2720,7 +2987,7 @@ int main(void)
         fputs("| `qkv_vit_torchvision_name` | `n` | SIZE_MAX and -1 | a length of caller-owned memory (const char *): not checkable |\n", g_table);
         fclose(g_table);
     }
-    fprintf(stderr, "test_bad_args: %d cases over 351 public functions (328 with a case), %d bad\n", g_cases, g_bad);
+    fprintf(stderr, "test_bad_args: %d cases over 407 public functions (376 with a case), %d bad\n", g_cases, g_bad);
     qkv_ctx_free(g_ctx);
     qkv_params_free(g_params);
     qkv_arena_free(g_arena);

@@ -1,10 +1,11 @@
 /* test_llm.c: the Llama and Gemma 3 models (qkv/llm.h) against
  * tools/llm_ref.py, a PyTorch reference of both written from
- * transformers' modeling code: small random configurations (GQA 2:1 and
- * 3:1, tied and untied, BF16 weights, Gemma's pattern with a window
- * smaller than T, softcapping) saved as HF folders; logits of a prefill,
- * of step-by-step decoding, of a prefill then steps, and under the
- * reference switch, each within 1e-4 relative. Also F.rms_norm and
+ * transformers' modeling code: seven small random configurations (GQA
+ * 2:1, 3:1, 4:1 and none, tied and untied, BF16 weights, Gemma's pattern
+ * with windows smaller than T, softcapping, T up to 150: several of the
+ * fused kernels' tiles) saved as HF folders; logits of a prefill, of
+ * step-by-step decoding, of a prefill then steps, of uneven pieces, and
+ * under the reference switch, each within 1e-4 relative. Also F.rms_norm and
  * nn.RMSNorm (values, gradients, gradcheck), sdpa with enable_gqa
  * (values and gradients), and the loader's errors. */
 #define _POSIX_C_SOURCE 200809L
@@ -69,7 +70,7 @@ static void model_case(const char *dir, int n)
         run_pieces(c, &m, ids, want, (int64_t[]){1 << 20}, 1, "prefill", name);
         run_pieces(c, &m, ids, want, (int64_t[]){1}, 1, "decode", name);
         run_pieces(c, &m, ids, want, (int64_t[]){5, 1}, 2, "prefill 5 + decode", name);
-        run_pieces(c, &m, ids, want, (int64_t[]){3, 7, 2}, 3, "pieces 3,7,2..", name);
+        run_pieces(c, &m, ids, want, (int64_t[]){3, 7, 2, 70}, 4, "pieces 3,7,2,70..", name);
         qkv_set_reference(1); /* sdpa's reference kernel on every call, T = 1 too */
         run_pieces(c, &m, ids, want, (int64_t[]){6, 1}, 2, "reference", name);
         qkv_set_reference(0);
@@ -180,6 +181,15 @@ static void gqa_tests(const char *dir)
             h_compare("gqa", "dq", q->grad, LD("dq", 0), 1e-5, &worst);
             h_compare("gqa", "dk", kk->grad, LD("dk", 0), 1e-5, &worst);
             h_compare("gqa", "dv", v->grad, LD("dv", 0), 1e-5, &worst);
+            /* without the tape: the kernels read the grouped heads in place */
+            qkv_ctx_set_grad(c, 0);
+            qkv_tensor *w = NULL;
+            o.need_weights = 1;
+            CHECK_OK(qkv_sdpa(c, q, kk, v, &o, &out, &w));
+            if (out) h_compare("gqa", "out without grad", out->data, LD("out", 0), 1e-5, &worst);
+            CHECK(w && w->shape[1] == q->shape[1], "gqa weights (N,H,L,S)");
+            qkv_ctx_set_grad(c, 1);
+            o.need_weights = 0;
             o.enable_gqa = 0;
             CHECK_ERR(qkv_sdpa(c, q, kk, v, &o, &out, NULL), QKV_ERR_SHAPE, "head");
 #undef LD
@@ -242,8 +252,8 @@ int main(void)
 {
     char dir[] = "/tmp/qkv_llm_XXXXXX";
     if (!h_oracle_run("llm_ref.py", dir, NULL)) return h_finish("test_llm");
-    for (int i = 0; i < 5; i++) model_case(dir, i);
-    printf("llm: 5 models x 5 schedules, worst logits relative error %.3g (tolerance %.0e)\n", worst_logits, TOL);
+    for (int i = 0; i < 7; i++) model_case(dir, i);
+    printf("llm: 7 models x 5 schedules, worst logits relative error %.3g (tolerance %.0e)\n", worst_logits, TOL);
     rmsnorm_tests(dir);
     gqa_tests(dir);
     config_errors();

@@ -9,11 +9,9 @@
  * with that reference is printed and loosely bounded. A missing file or
  * gguf-py is a failure naming tools/get_data.sh. */
 #define _POSIX_C_SOURCE 200809L
-#include <unistd.h>
-#include "oracle.h"
+#include "llm_gguf_ref.h"
 
 #define TOL 1e-4
-static const char *PY = "data/venv/bin/python";
 /* Token ids after each model's BOS (SmolLM2 1, Gemma 2). */
 static const char *IDS = "504,3300,314,260,2019,28,5,100,4000,17,9,2";
 
@@ -65,22 +63,11 @@ static double mean_kl(const float *p, const float *q, int64_t T, int64_t V)
 static void one_file(const char *path, const char *tag, int bos, qkv_llm_arch arch, int64_t n_layer,
                      int64_t n_head, int64_t n_head_kv)
 {
-    if (access(path, R_OK) != 0) {
-        CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
-        return;
-    }
-    char ref[] = "/tmp/qkv_llm_gguf_XXXXXX", cmd[1600], out[700];
-    if (!mkdtemp(ref)) return;
-    snprintf(out, sizeof out, "%s/ref.safetensors", ref);
-    snprintf(cmd, sizeof cmd, "%s tools/llm_ref.py --gguf %s --ids %d,%s --out %s 2>/dev/null", PY, path, bos, IDS,
-             out);
-    int rc = system(cmd);
-    CHECK(rc == 0, "%s: the reference failed (exit %d): %s (gguf-py: tools/get_data.sh oracle)", tag, rc, cmd);
-    qkv_safetensors *st = NULL;
-    if (rc == 0) CHECK_OK(qkv_safetensors_open(out, &st));
-    qkv_arena *a;
-    CHECK_OK(qkv_arena_new(&a, 1 << 20));
-    qkv_tensor *ids = st ? h_load(st, a, "ids", 0) : NULL, *want = st ? h_load(st, a, "logits", 0) : NULL;
+    char args[200];
+    snprintf(args, sizeof args, "--ids %d,%s", bos, IDS);
+    llm_ref_run r;
+    llm_ref_start(&r, path, tag, args);
+    qkv_tensor *ids = r.ids, *want = r.logits;
     qkv_llm m;
     CHECK_OK(qkv_llm_load_gguf(path, 1, &m));
     const qkv_llm_config *g = &m.cfg;
@@ -112,15 +99,12 @@ static void one_file(const char *path, const char *tag, int bos, qkv_llm_arch ar
         free(got);
     }
     qkv_llm_free(&m);
-    if (st) qkv_safetensors_close(st);
-    qkv_arena_free(a);
-    unlink(out);
-    rmdir(ref);
+    llm_ref_end(&r);
 }
 
 int main(void)
 {
-    if (access(PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
+    if (access(LLM_PY, X_OK) != 0) CHECK(0, "%s is missing: run tools/get_data.sh oracle", LLM_PY);
     one_file("data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2", 1, QKV_LLM_LLAMA, 30, 9, 3);
     one_file("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3", 2, QKV_LLM_GEMMA3, 18, 4, 1);
     qkv_llm m;

@@ -269,7 +269,7 @@ static void test_decode(void)
         kb[x] = qkv_bf16_from_float(P.k[x]);
         vb[x] = qkv_bf16_from_float(vd[x]);
     }
-    qkv_decode_desc d = {1, H, T, S, D, S * D, 1.0f / 2.0f, 1, kpm, S, 2};
+    qkv_decode_desc d = {1, H, T, S, D, S * D, 1.0f / 2.0f, 1, kpm, S, 2, 0, 0};
     float out[H * T * D], ref[H * T * DV];
     run(&P, 0, ref, NULL, NULL); /* the current default path as the value reference */
     static const char *const names[] = {"decode", "decode fp16", "decode bf16"};

@@ -22,7 +22,8 @@ by gguf-py (data/venv/bin/python: torch + gguf), a Llama file's q/k rows
 un-permuted back to HF's order and rotated with rotate_half as
 transformers does (so the C side's adjacent-pair RoPE on the file's rows is
 checked, not copied), and writes ids and logits to PATH; --layers N keeps
-the first N layers.
+the first N layers, --random-ids N appends N ids drawn from --seed, --last
+N keeps the logits of the last N positions.
 """
 import argparse
 import json
@@ -83,8 +84,9 @@ def is_local(cfg, i):
     return cfg["gemma"] and cfg["window"] > 0 and cfg["pattern"] > 0 and (i + 1) % cfg["pattern"] != 0
 
 
-def forward(cfg, W, ids):
-    """Logits (T,V) of ids (T,) under weights W (the HF names)."""
+def forward(cfg, W, ids, last=0):
+    """Logits (T,V) of ids (T,) under weights W (the HF names); with last
+    > 0 those of the last `last` positions only."""
     gem = cfg["gemma"]
     E, H, Hkv, hd, eps = cfg["E"], cfg["H"], cfg["Hkv"], cfg["hd"], cfg["eps"]
     T = ids.shape[0]
@@ -121,6 +123,8 @@ def forward(cfg, W, ids):
         if gem:
             f = rms_norm(f, W[p + "post_feedforward_layernorm.weight"], eps, True)
         x = x + f
+    if last > 0:
+        x = x[-last:]
     x = rms_norm(x, W["model.norm.weight"], eps, gem)
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     logits = x @ out.T
@@ -149,6 +153,13 @@ CASES = [
     dict(gemma=True, E=48, H=3, Hkv=1, hd=32, F=80, L=3, V=53, T=12, tied=False,
          rope_theta=1000000.0, rope_local=10000.0, eps=1e-6, dtype="F32", window=4,
          pattern=3, query_pre_attn_scalar=32, layer_types=True),
+    # Gemma 3, GQA 4:1, T = 150 > the fused kernels' tiles (64 queries, 128 keys), window 40
+    dict(gemma=True, E=32, H=4, Hkv=1, hd=16, F=48, L=2, V=41, T=150, tied=True,
+         rope_theta=1000000.0, rope_local=10000.0, eps=1e-6, dtype="F32", window=40,
+         pattern=2, query_pre_attn_scalar=16),
+    # Llama, GQA 3:1, T = 140, untied
+    dict(gemma=False, E=48, H=6, Hkv=2, hd=8, F=64, L=2, V=45, T=140, tied=False,
+         rope_theta=10000.0, eps=1e-5, dtype="F32"),
 ]
 
 
@@ -294,7 +305,7 @@ def unpermute(w, n_head):
     return w.reshape(n_head, hd // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def gguf_run(path, ids, out, layers):
+def gguf_run(path, ids, out, layers, last):
     import gguf  # data/venv/bin/python
     import numpy as np
     r = gguf.GGUFReader(path)
@@ -344,7 +355,7 @@ def gguf_run(path, ids, out, layers):
                interleaved=False)
     ids = torch.tensor(ids, dtype=torch.int64)
     with torch.no_grad():
-        logits = forward(cfg, W, ids)
+        logits = forward(cfg, W, ids, last)
     safetensors_io.save(out, {"ids": ids, "logits": logits}, {"layers": str(L)})
 
 
@@ -355,9 +366,15 @@ def main():
     ap.add_argument("--gguf")
     ap.add_argument("--ids", default="1,2,3")
     ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--random-ids", type=int, default=0, help="with --gguf: N ids drawn from the seed, after --ids")
+    ap.add_argument("--last", type=int, default=0, help="with --gguf: logits of the last N positions only")
     a = ap.parse_args()
     if a.gguf:
-        gguf_run(a.gguf, [int(s) for s in a.ids.split(",")], a.out, a.layers)
+        ids = [int(s) for s in a.ids.split(",")]
+        if a.random_ids:
+            g = torch.Generator().manual_seed(a.seed)
+            ids += torch.randint(3, 20000, (a.random_ids,), generator=g).tolist()
+        gguf_run(a.gguf, ids, a.out, a.layers, a.last)
         return
     gen = torch.Generator().manual_seed(a.seed)
     os.makedirs(a.out, exist_ok=True)

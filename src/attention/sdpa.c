@@ -120,9 +120,12 @@ static qkv_status repeat_heads(qkv_ctx *c, qkv_tensor *x, int64_t H, qkv_tensor 
     return qkv_ctx_record(c, repeat_backward, s);
 }
 
-/* With enable_gqa and 4-D inputs whose k, v have fewer heads than q: the
- * repeated k and v in place of *k and *v (a divisibility error otherwise). */
-static qkv_status sdpa_gqa(qkv_ctx *c, const qkv_tensor *q, qkv_tensor **k, qkv_tensor **v)
+/* With enable_gqa and 4-D inputs whose k, v have fewer heads than q (a
+ * divisibility error otherwise): when recording, the repeated k and v in
+ * place of *k and *v (the backward kernels want H heads); else *group =
+ * H/Hkv for the forward kernels, which read each key/value head in place. */
+static qkv_status sdpa_gqa(qkv_ctx *c, const qkv_tensor *q, int rec, qkv_tensor **k, qkv_tensor **v,
+                           int64_t *group)
 {
     if (q->ndim != 4 || (*k)->ndim != 4 || (*v)->ndim != 4 || (*k)->dtype != QKV_F32 || (*v)->dtype != QKV_F32)
         return QKV_OK;
@@ -131,6 +134,10 @@ static qkv_status sdpa_gqa(qkv_ctx *c, const qkv_tensor *q, qkv_tensor **k, qkv_
     if (Hk != Hv || Hk < 1 || H % Hk)
         return qkv_fail(QKV_ERR_SHAPE, "sdpa: enable_gqa needs key and value heads (%lld, %lld) equal and "
                         "dividing the query's %lld", (long long)Hk, (long long)Hv, (long long)H);
+    if (!rec) {
+        *group = H / Hk;
+        return QKV_OK;
+    }
     QKV_TRY(repeat_heads(c, *k, H, k));
     return repeat_heads(c, *v, H, v);
 }
@@ -161,7 +168,8 @@ static qkv_status sdpa_shapes(const qkv_tensor *q, const qkv_tensor *k, const qk
     d->D = q->shape[2 + h];
     d->S = k->shape[1 + h];
     d->Dv = v->shape[2 + h];
-    if (k->shape[0] != d->N || v->shape[0] != d->N || (h && (k->shape[1] != d->H || v->shape[1] != d->H)))
+    int64_t Hkv = d->group > 1 ? d->H / d->group : d->H; /* k and v's heads */
+    if (k->shape[0] != d->N || v->shape[0] != d->N || (h && (k->shape[1] != Hkv || v->shape[1] != Hkv)))
         return qkv_fail(QKV_ERR_SHAPE, "sdpa: batch/head dims of query %s, key %s, value %s differ",
                         bq, bk, bv);
     if (k->shape[2 + h] != d->D)
@@ -286,13 +294,12 @@ qkv_status qkv_sdpa(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
     qkv_sdpa_opts o = opts ? *opts : qkv_sdpa_opts_default();
     if (!weights) o.need_weights = 0; /* NULL: don't compute them */
     qkv_attn_desc d = {0};
-    if (o.enable_gqa) QKV_TRY(sdpa_gqa(c, q, &k, &v));
+    qkv_tensor *in[3] = {q, k, v};
+    int rec = qkv_ctx_recording(c, in, 3);
+    if (o.enable_gqa) QKV_TRY(sdpa_gqa(c, q, rec, &k, &v, &d.group));
     QKV_TRY(sdpa_shapes(q, k, v, &d));
     QKV_TRY(sdpa_masks(&o, &d));
     QKV_TRY(sdpa_setup(c, &o, &d));
-
-    qkv_tensor *in[3] = {q, k, v};
-    int rec = qkv_ctx_recording(c, in, 3);
     int h = q->ndim == 4;
     int64_t oshape[4] = {d.N, d.H, d.L, d.Dv};
     /* out and lse: every element written by either kernel */

@@ -47,6 +47,11 @@ typedef struct {
      * gradients met for the first time): the fast kernels zero each head's
      * part just before adding into it, not in a pass of their own. */
     int grads_unset;
+    /* Grouped-query attention, forward only (the forwards and
+     * qkv_attn_weights): query heads per key/value head; k and v hold
+     * H/group heads and head h reads head h / group. 0 or 1: H heads. The
+     * backwards need it 0 or 1 (qkv_sdpa repeats k, v on the tape instead). */
+    int64_t group;
     qkv_attn_rows q_rows, k_rows, v_rows, o_rows; /* all zero: compact */
 } qkv_attn_desc;
 
@@ -57,6 +62,15 @@ static inline int64_t qkv_attn_head(const qkv_attn_rows *r, int64_t H, int64_t n
                                     int64_t width)
 {
     return r->ld ? n * r->sn + h * r->sh : (n * H + h) * rows * width;
+}
+
+/* Where query head (n,h)'s keys or values start in k or v (rows r, width
+ * floats a row): head h / group of H / group (grouped-query attention). */
+static inline int64_t qkv_attn_kv_head(const qkv_attn_desc *d, const qkv_attn_rows *r, int64_t n, int64_t h,
+                                       int64_t width)
+{
+    int64_t g = d->group > 1 ? d->group : 1;
+    return qkv_attn_head(r, d->H / g, n, h / g, d->S, width);
 }
 
 /* True when any mask is present (the kernels skip the per-element test

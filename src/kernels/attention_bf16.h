@@ -419,8 +419,8 @@ static void fwd_pack_tile(const qkv_attn_desc *d, const float *k, const float *v
     int64_t ldk = qkv_attn_ld(&d->k_rows, D), ldv = qkv_attn_ld(&d->v_rows, Dv);
     int64_t jp = j0 + BK < Sp ? j0 + BK : Sp, j1 = j0 + BK < S ? j0 + BK : S;
     uint32_t *kc = (uint32_t *)hp, *vc = kc + Sp * kw;
-    const float *kh = k + qkv_attn_head(&d->k_rows, H, n, h, S, D);
-    const float *vh = v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv);
+    const float *kh = k + qkv_attn_kv_head(d, &d->k_rows, n, h, D);
+    const float *vh = v + qkv_attn_kv_head(d, &d->v_rows, n, h, Dv);
     int64_t lk, lv; /* from k and v themselves where no padding is needed */
     const float *kt = rows_strided(kh, ldk, D, j0, j1, jp - j0, D, kbuf, &lk);
     const float *vt = rows_strided(vh, ldv, Dv, j0, j1, jp - j0, Dvp, vbuf, &lv);

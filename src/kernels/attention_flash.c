@@ -150,7 +150,8 @@ void qkv_attn_weights(const qkv_attn_desc *d, const float *q, const float *k, co
                     w[j] = 0;
                     continue;
                 }
-                const float *qi = q + (nh * L + i) * D, *kj = k + (nh * S + j) * D;
+                const float *qi = q + (nh * L + i) * D;
+                const float *kj = k + qkv_attn_kv_head(d, &d->k_rows, nh / d->H, nh % d->H, D) + j * D;
                 float t = qkv_attn_mask_term(d, nh / d->H, nh % d->H, i, j), s = 0;
                 if (t == -INFINITY) { /* masked: 0 (NaN in a NaN row), k_j not read */
                     w[j] = isnan(li) ? NAN : 0.0f;

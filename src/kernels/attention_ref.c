@@ -54,8 +54,8 @@ void qkv_attn_forward_ref(const qkv_attn_desc *d, const float *q, const float *k
     double *p = scratch; // (S)
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t h = 0; h < d->H; h++) {
-            int64_t nh = n * d->H + h;
-            const float *kh = k + nh * S * D, *vh = v + nh * S * Dv;
+            int64_t nh = n * d->H + h, kvh = qkv_attn_kv_head(d, &d->k_rows, n, h, 1) / S; /* its k, v head */
+            const float *kh = k + kvh * S * D, *vh = v + kvh * S * Dv;
             for (int64_t i = 0; i < L; i++) {
                 lse[nh * L + i] = (float)ref_row(d, n, h, i, q + (nh * L + i) * D, kh, p);
                 for (int64_t j = 0; j < S; j++) p[j] *= qkv_attn_dropout(d, nh, i, j);

@@ -218,7 +218,7 @@ static void forward_block(const qkv_attn_desc *d, int64_t n, int64_t h, int64_t 
 static void forward(const qkv_attn_desc *d, const float *q, const float *k, const float *v,
                     float *out, float *lse, float *scratch, int threads)
 {
-    int64_t NH = d->N * d->H, H = d->H, L = d->L, S = d->S, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
+    int64_t NH = d->N * d->H, H = d->H, L = d->L, D = d->D, Dv = d->Dv, nb = (L + BQ - 1) / BQ;
     float *shared = fwd_shared(d) ? scratch + (size_t)threads * fwd_scratch(d) : NULL;
     /* Short sequences (a few query blocks a head) and heads enough for
      * every thread: each thread takes whole heads and packs a head's K and
@@ -244,8 +244,8 @@ static void forward(const qkv_attn_desc *d, const float *q, const float *k, cons
             for (int64_t b = b0; b < b1; b++) {
                 int64_t i0 = b * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;
                 forward_block(d, n, h, i0, i1, q + qkv_attn_head(&d->q_rows, H, n, h, L, D),
-                              k + qkv_attn_head(&d->k_rows, H, n, h, S, D),
-                              v + qkv_attn_head(&d->v_rows, H, n, h, S, Dv),
+                              k + qkv_attn_kv_head(d, &d->k_rows, n, h, D),
+                              v + qkv_attn_kv_head(d, &d->v_rows, n, h, Dv),
                               out + qkv_attn_head(&d->o_rows, H, n, h, L, Dv), lse + nh * L,
                               fwd_head_packs(d, hp), mine);
             }

@@ -3,12 +3,15 @@
  * KV cache, attention over the cache (grouped-query: n_head query heads
  * share n_head_kv cached heads), logits out. Plain buffers from the ctx's
  * arena; nothing is recorded. Attention: a few queries go through the
- * decoding kernel (attention_decode.c, split over the cache, grouped
- * heads and sliding window in the kernel), longer prefills through qkv_sdpa
- * (the fused kernels, causal bottom-right with the window) per query head
- * over its key/value head's cache block, read in place. */
+ * decoding kernel (attention_decode.c, split over the cache), longer
+ * prefills through the fused kernels (attention_flash.c: online softmax,
+ * causal bottom-right with the window, masked tiles skipped); both read
+ * the grouped key/value heads in place from the cache. Under
+ * qkv_reference(), qkv_sdpa's reference kernel per query head instead. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
+#include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/rows.h"
 #include "models/llm_internal.h"
@@ -81,10 +84,33 @@ static qkv_status attend(const llm_step *s, int64_t l, const float *q, float *o)
         d.span = span;
         return qkv_decode_attend(a, &d, q, kc->k + lay, kc->v + lay, o);
     }
+    if (!qkv_reference()) { /* the fused kernels, grouped heads read in place from the cache */
+        qkv_attn_desc d = {0};
+        d.N = 1;
+        d.H = H;
+        d.L = T;
+        d.S = d.mask_keys = S;
+        d.D = d.Dv = hd;
+        d.scale = scale;
+        d.causal = QKV_CAUSAL_BOTTOM_RIGHT;
+        d.diag = S - T;
+        d.window = span > 0 && span - 1 < S ? span - 1 : -1; /* |i' - j| <= span - 1 with j <= i' */
+        d.group = H / Hkv;
+        d.k_rows = d.v_rows = (qkv_attn_rows){Hkv * kc->max_len * hd, kc->max_len * hd, hd};
+        int threads = omp_get_max_threads();
+        qkv_arena_mark mark = qkv_arena_get_mark(a);
+        float *lse = qkv_arena_alloc_uninit(a, (size_t)(H * T) * sizeof(float)); // (H,T)
+        float *sc = qkv_arena_alloc_uninit(a, qkv_attn_forward_scratch(&d, threads) * sizeof(float));
+        if (!lse || !sc) return qkv_fail(QKV_ERR_NOMEM, "llm_forward: no memory for attention scratch");
+        qkv_attn_forward_flash(&d, q, kc->k + lay, kc->v + lay, o, lse, sc, threads);
+        qkv_arena_release(a, mark);
+        return QKV_OK;
+    }
+    /* the reference: qkv_sdpa per query head over its key/value head's block */
     qkv_sdpa_opts so = qkv_sdpa_opts_default();
     so.causal = QKV_CAUSAL_BOTTOM_RIGHT;
     so.scale = scale;
-    if (span > 0) so.window = span - 1; /* |i' - j| <= span - 1 with j <= i' */
+    if (span > 0) so.window = span - 1;
     for (int64_t h = 0; h < H; h++) {
         qkv_arena_mark mark = qkv_arena_get_mark(a);
         int64_t blk = lay + (h / (H / Hkv)) * kc->max_len * hd; // its key/value head's block

@@ -5,26 +5,26 @@
 #include <string.h>
 #include "models/llm_internal.h"
 
-/* "<arch>.<key>" as an integer; def when absent and def >= 0. */
+/* "<arch>.<key>" into k (n bytes); 1 when the file has it. */
+static int meta_key(const qkv_gguf *g, const char *arch, const char *key, char *k, size_t n)
+{
+    snprintf(k, n, "%s.%s", arch, key);
+    return qkv_gguf_meta_find(g, k) >= 0;
+}
+
+/* "<arch>.<key>" as an integer or a float; def when absent and def >= 0
+ * (else the getter's error naming the missing key). */
 static qkv_status meta_i64(const qkv_gguf *g, const char *arch, const char *key, int64_t def, int64_t *out)
 {
     char k[160];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    if (qkv_gguf_meta_find(g, k) < 0 && def >= 0) {
-        *out = def;
-        return QKV_OK;
-    }
+    if (!meta_key(g, arch, key, k, sizeof k) && def >= 0) return *out = def, QKV_OK;
     return qkv_gguf_get_i64(g, k, out);
 }
 
 static qkv_status meta_f32(const qkv_gguf *g, const char *arch, const char *key, float def, float *out)
 {
     char k[160];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    if (qkv_gguf_meta_find(g, k) < 0 && def >= 0) {
-        *out = def;
-        return QKV_OK;
-    }
+    if (!meta_key(g, arch, key, k, sizeof k) && def >= 0) return *out = def, QKV_OK;
     return qkv_gguf_get_f32(g, k, out);
 }
 
@@ -51,10 +51,16 @@ static qkv_status config_body(const qkv_gguf *g, qkv_llm_config *c)
     if (vd != c->head_dim)
         return qkv_fail(QKV_ERR_FORMAT, "%s.attention.value_length %lld differs from key_length %lld", arch,
                         (long long)vd, (long long)c->head_dim);
+    int64_t rd;
+    QKV_TRY(meta_i64(g, arch, "rope.dimension_count", c->head_dim, &rd));
+    if (rd != c->head_dim)
+        return qkv_fail(QKV_ERR_FORMAT, "%s.rope.dimension_count %lld: partial rotary dims are not supported "
+                        "(head_dim %lld)", arch, (long long)rd, (long long)c->head_dim);
+    if (qkv_gguf_tensor_find(g, "rope_freqs.weight") >= 0)
+        return qkv_fail(QKV_ERR_FORMAT, "tensor rope_freqs.weight (Llama 3's frequency scaling) is not supported");
     char k[160];
-    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *sc = NULL;
-    if (qkv_gguf_meta_find(g, k) >= 0) QKV_TRY(qkv_gguf_get_str(g, k, &sc, NULL));
+    if (meta_key(g, arch, "rope.scaling.type", k, sizeof k)) QKV_TRY(qkv_gguf_get_str(g, k, &sc, NULL));
     if (sc && strcmp(sc, "none"))
         return qkv_fail(QKV_ERR_FORMAT, "%s \"%s\" is not supported (only none)", k, sc);
     /* the vocabulary: the embedding's rows */

@@ -150,39 +150,58 @@ qkv_status qkv_nn_conv2d_init(qkv_nn_conv2d *m, const qkv_conv2d_opts *o, qkv_pa
     return QKV_OK;
 }
 
-/* ---- LayerNorm -------------------------------------------------------------- */
+/* ---- LayerNorm and RMSNorm ---------------------------------------------------- */
+
+/* A norm module's x must end in its normalized_shape C (op names the op). */
+static qkv_status norm_check_x(const char *op, const qkv_tensor *x, int64_t C)
+{
+    if (x && x->ndim >= 1 && x->shape[x->ndim - 1] != C) {
+        char bx[64];
+        return qkv_fail(QKV_ERR_SHAPE, "%s: x %s last dim does not match normalized_shape (%lld,)", op,
+                        qkv_shape_str(x, bx, sizeof bx), (long long)C);
+    }
+    return QKV_OK;
+}
+
+/* What nn.LayerNorm and nn.RMSNorm share at init (fn names the call):
+ * the argument checks, then (norm_params) "weight" (C) ones when affine
+ * and "bias" (C) zeros when b is wanted too (b NULL: none). */
+static qkv_status norm_check_init(const char *fn, const void *m, int64_t C, int affine, const qkv_params *p)
+{
+    QKV_NEED(m, fn, "module");
+    if (affine) QKV_NEED(p, fn, "params");
+    if (C < 1) return qkv_fail(QKV_ERR_ARG, "%s: normalized_shape %lld must be positive", fn, (long long)C);
+    return QKV_OK;
+}
+
+static qkv_status norm_params(int64_t C, int affine, qkv_params *p, const char *prefix, qkv_tensor **w,
+                              qkv_tensor **b)
+{
+    *w = NULL;
+    if (b) *b = NULL;
+    if (!affine) return QKV_OK;
+    QKV_TRY(qkv_params_add(p, prefix, "weight", 1, &C, w));
+    QKV_TRY(qkv_init_constant(*w, 1.0f));
+    if (b) QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &C, b));
+    return QKV_OK;
+}
 
 static qkv_status layernorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
 {
     qkv_nn_layernorm *m = (qkv_nn_layernorm *)base;
-    if (x && x->ndim >= 1 && x->shape[x->ndim - 1] != m->normalized_shape) {
-        char bx[64];
-        return qkv_fail(QKV_ERR_SHAPE, "layer_norm: x %s last dim does not match normalized_shape (%lld,)",
-                        qkv_shape_str(x, bx, sizeof bx), (long long)m->normalized_shape);
-    }
+    QKV_TRY(norm_check_x("layer_norm", x, m->normalized_shape));
     return qkv_layer_norm(c, x, m->weight, m->bias, m->eps, y);
 }
 
 static qkv_status nn_layernorm_init_body(qkv_nn_layernorm *m, int64_t normalized_shape, float eps,
                                          int elementwise_affine, qkv_params *p, const char *prefix)
 {
-    QKV_NEED(m, "nn_layernorm_init", "module");
-    if (elementwise_affine) QKV_NEED(p, "nn_layernorm_init", "params");
-    if (normalized_shape < 1)
-        return qkv_fail(QKV_ERR_ARG, "nn_layernorm_init: normalized_shape %lld must be positive",
-                        (long long)normalized_shape);
+    QKV_TRY(norm_check_init("nn_layernorm_init", m, normalized_shape, elementwise_affine, p));
     if (!(eps > 0.0f) || isinf(eps))
         return qkv_fail(QKV_ERR_ARG, "nn_layernorm_init: eps %g must be positive and finite", (double)eps);
-    memset(m, 0, sizeof *m);
-    if (elementwise_affine) {
-        QKV_TRY(qkv_params_add(p, prefix, "weight", 1, &normalized_shape, &m->weight));
-        QKV_TRY(qkv_init_constant(m->weight, 1.0f));
-        QKV_TRY(qkv_params_add(p, prefix, "bias", 1, &normalized_shape, &m->bias));
-    }
-    m->normalized_shape = normalized_shape;
-    m->eps = eps;
-    m->elementwise_affine = elementwise_affine != 0;
-    m->base = (qkv_module){"LayerNorm", layernorm_forward};
+    qkv_tensor *w, *b;
+    QKV_TRY(norm_params(normalized_shape, elementwise_affine, p, prefix, &w, &b));
+    *m = (qkv_nn_layernorm){{"LayerNorm", layernorm_forward}, normalized_shape, eps, elementwise_affine != 0, w, b};
     return QKV_OK;
 }
 
@@ -192,39 +211,23 @@ qkv_status qkv_nn_layernorm_init(qkv_nn_layernorm *m, int64_t normalized_shape, 
     return qkv_fail_in("nn_layernorm_init", nn_layernorm_init_body(m, normalized_shape, eps, elementwise_affine, p, prefix));
 }
 
-/* ---- RMSNorm ---------------------------------------------------------------- */
-
 static qkv_status rmsnorm_forward(qkv_ctx *c, qkv_module *base, qkv_tensor *x, qkv_tensor **y)
 {
     qkv_nn_rmsnorm *m = (qkv_nn_rmsnorm *)base;
-    if (x && x->ndim >= 1 && x->shape[x->ndim - 1] != m->normalized_shape) {
-        char bx[64];
-        return qkv_fail(QKV_ERR_SHAPE, "rms_norm: x %s last dim does not match normalized_shape (%lld,)",
-                        qkv_shape_str(x, bx, sizeof bx), (long long)m->normalized_shape);
-    }
+    QKV_TRY(norm_check_x("rms_norm", x, m->normalized_shape));
     return qkv_rms_norm(c, x, m->weight, m->eps, y);
 }
 
 static qkv_status nn_rmsnorm_init_body(qkv_nn_rmsnorm *m, int64_t normalized_shape, float eps,
                                        int elementwise_affine, qkv_params *p, const char *prefix)
 {
-    QKV_NEED(m, "nn_rmsnorm_init", "module");
-    if (elementwise_affine) QKV_NEED(p, "nn_rmsnorm_init", "params");
-    if (normalized_shape < 1)
-        return qkv_fail(QKV_ERR_ARG, "nn_rmsnorm_init: normalized_shape %lld must be positive",
-                        (long long)normalized_shape);
+    QKV_TRY(norm_check_init("nn_rmsnorm_init", m, normalized_shape, elementwise_affine, p));
     if (!isnan(eps) && (!(eps >= 0.0f) || isinf(eps)))
         return qkv_fail(QKV_ERR_ARG, "nn_rmsnorm_init: eps %g must be >= 0 and finite (NAN for the default)",
                         (double)eps);
-    memset(m, 0, sizeof *m);
-    if (elementwise_affine) {
-        QKV_TRY(qkv_params_add(p, prefix, "weight", 1, &normalized_shape, &m->weight));
-        QKV_TRY(qkv_init_constant(m->weight, 1.0f));
-    }
-    m->normalized_shape = normalized_shape;
-    m->eps = eps;
-    m->elementwise_affine = elementwise_affine != 0;
-    m->base = (qkv_module){"RMSNorm", rmsnorm_forward};
+    qkv_tensor *w;
+    QKV_TRY(norm_params(normalized_shape, elementwise_affine, p, prefix, &w, NULL));
+    *m = (qkv_nn_rmsnorm){{"RMSNorm", rmsnorm_forward}, normalized_shape, eps, elementwise_affine != 0, w};
     return QKV_OK;
 }
 
