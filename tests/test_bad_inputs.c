@@ -52,6 +52,14 @@ static void write_text(const char *name, const char *text)
     if (f) fputs(text, f), fclose(f);
 }
 
+static void write_bytes(const char *name, const char *data, size_t n)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "wb");
+    if (f) fwrite(data, 1, n, f), fclose(f);
+}
+
 static void test_api(void)
 {
     qkv_arena *A;
@@ -160,6 +168,13 @@ static void test_cli(void)
     bad_cli("inspect missing.safetensors", 1, "missing.safetensors");
     bad_cli("inspect corpus.txt", 1, "corpus.txt");
     bad_cli("inspect huge.safetensors", 1, "huge.safetensors");
+    /* GGUF files, told by their magic: cut in the header, version 1, big-endian */
+    write_bytes("cut.gguf", "GGUF\x03\0\0\0\x01\0", 10);
+    write_bytes("v1.gguf", "GGUF\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24);
+    write_bytes("big.gguf", "GGUF\0\0\0\x03\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24);
+    bad_cli("inspect cut.gguf", 1, "cut.gguf: truncated: the tensor and key counts");
+    bad_cli("inspect v1.gguf", 1, "GGUF version 1");
+    bad_cli("inspect big.gguf", 1, "big-endian");
     bad_cli("tokenizer train --vocab-size 100 corpus.txt -o t.bpe", 2, "--vocab-size");
     bad_cli("tokenizer encode --tokenizer bpe:corpus.txt corpus.txt", 1, "corpus.txt");
     bad_cli("tokenizer encode --tokenizer gpt2:nowhere corpus.txt", 1, "nowhere");

@@ -10,7 +10,8 @@
  * this is a small fuzz: tests/fuzz/fuzz_gguf.c is the libFuzzer target).
  * Also the files the rules must still accept (nested arrays, an empty
  * array, no tensors), and opening a path that is missing, empty or a
- * directory. */
+ * directory. QKV_GGUF_WRITE_SEEDS=DIR also writes two seeds of the fuzz
+ * corpus. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <sys/stat.h>
@@ -64,17 +65,22 @@ static void header(gb *g, uint32_t version, uint64_t n_t, uint64_t n_kv)
     u64(g, n_kv);
 }
 
-static void kv_u32(gb *g, const char *key, uint32_t v)
+/* A key's name and value type; its value follows. */
+static void key(gb *g, const char *name, qkv_gguf_vtype t)
 {
-    str(g, key);
-    u32(g, QKV_GGUF_U32);
+    str(g, name);
+    u32(g, (uint32_t)t);
+}
+
+static void kv_u32(gb *g, const char *name, uint32_t v)
+{
+    key(g, name, QKV_GGUF_U32);
     u32(g, v);
 }
 
-static void kv_str(gb *g, const char *key, const char *v)
+static void kv_str(gb *g, const char *name, const char *v)
 {
-    str(g, key);
-    u32(g, QKV_GGUF_STRING);
+    key(g, name, QKV_GGUF_STRING);
     str(g, v);
 }
 
@@ -106,8 +112,7 @@ static gb valid_file(void)
     gb g = {0};
     header(&g, 3, 2, 3);
     kv_str(&g, "general.architecture", "llama");
-    str(&g, "tok");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "tok", QKV_GGUF_ARRAY);
     u32(&g, QKV_GGUF_STRING);
     u64(&g, 3);
     str(&g, "x");
@@ -219,34 +224,29 @@ static void value_rules(void)
     u32(&g, 13);
     REFUSED(g, "key 'k': unknown value type id 13 (GGUF has 0..12)");
     g = one_key(0, 2);
-    str(&g, "arr");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "arr", QKV_GGUF_ARRAY);
     u32(&g, 99);
     u64(&g, 0);
     REFUSED(g, "the array element type of key 'arr': unknown value type id 99");
     g = one_key(0, 2);
-    str(&g, "huge");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "huge", QKV_GGUF_ARRAY);
     u32(&g, QKV_GGUF_U8);
     u64(&g, (uint64_t)1 << 62);
     zeros(&g, 16);
     REFUSED(g, "key 'huge': array length 4611686018427387904 of U8 cannot fit");
     g = one_key(0, 2);
-    str(&g, "strs");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "strs", QKV_GGUF_ARRAY);
     u32(&g, QKV_GGUF_STRING);
     u64(&g, 1000);
     zeros(&g, 64);
     REFUSED(g, "key 'strs': array length 1000 of STRING cannot fit");
     g = one_key(0, 2);
-    str(&g, "s");
-    u32(&g, QKV_GGUF_STRING);
+    key(&g, "s", QKV_GGUF_STRING);
     u64(&g, 50);
     put(&g, "short", 5);
     REFUSED(g, "the value of key 's': string length 50 at offset");
     g = one_key(0, 2);
-    str(&g, "s");
-    u32(&g, QKV_GGUF_STRING);
+    key(&g, "s", QKV_GGUF_STRING);
     u64(&g, UINT64_MAX);
     REFUSED(g, "runs past the end of the file");
     g = one_key(0, 2);
@@ -254,28 +254,24 @@ static void value_rules(void)
     zeros(&g, 16);
     REFUSED(g, "the name of key 1: string length 9223372036854775808");
     g = one_key(0, 2);
-    str(&g, "list");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "list", QKV_GGUF_ARRAY);
     u32(&g, QKV_GGUF_STRING);
     u64(&g, 2);
     str(&g, "ok");
     u64(&g, 99);
     REFUSED(g, "a string of element 1 of key 'list': string length 99");
     g = one_key(0, 2);
-    str(&g, "b");
-    u32(&g, QKV_GGUF_BOOL);
+    key(&g, "b", QKV_GGUF_BOOL);
     put(&g, "\x02", 1);
     REFUSED(g, "key 'b': BOOL value 2 at offset");
     g = one_key(0, 2);
-    str(&g, "bs");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "bs", QKV_GGUF_ARRAY);
     u32(&g, QKV_GGUF_BOOL);
     u64(&g, 3);
     put(&g, "\x01\x00\x07", 3);
     REFUSED(g, "element 2 of key 'bs': BOOL value 7");
     g = one_key(0, 2);
-    str(&g, "n");
-    u32(&g, QKV_GGUF_U8);
+    key(&g, "n", QKV_GGUF_U8);
     put(&g, "\x01", 1);
     REFUSED(g, "key 'n' appears twice (keys 0 and 1)");
     g = one_key(0, 2);
@@ -284,23 +280,20 @@ static void value_rules(void)
     put(&g, "\x01", 1);
     REFUSED(g, "key 1 ('a...'): the name holds a NUL byte");
     g = one_key(0, 2);
-    str(&g, "");
-    u32(&g, QKV_GGUF_U8);
+    key(&g, "", QKV_GGUF_U8);
     put(&g, "\x01", 1);
     REFUSED(g, "key 1: empty name");
     g = one_key(0, 2);
-    str(&g, "f");
-    u32(&g, QKV_GGUF_F64);
+    key(&g, "f", QKV_GGUF_F64);
     put(&g, "1234", 4);
-    REFUSED(g, "truncated: the value of key 'f' needs 8 bytes");
+    REFUSED(g, "truncated: the value of key 'f': 8 bytes needed at offset");
 }
 
 /* Arrays nested depth deep around an empty U8 array, as key "nest". */
 static gb nested(int depth)
 {
     gb g = one_key(0, 2);
-    str(&g, "nest");
-    u32(&g, QKV_GGUF_ARRAY);
+    key(&g, "nest", QKV_GGUF_ARRAY);
     for (int d = 1; d < depth; d++) {
         u32(&g, QKV_GGUF_ARRAY);
         u64(&g, 1);
@@ -337,8 +330,7 @@ static void nesting_and_alignment(void)
     kv_u32(&g, "general.alignment", 0);
     REFUSED(g, "key 'general.alignment' is 0, expected a power of two");
     g = one_key(0, 2);
-    str(&g, "general.alignment");
-    u32(&g, QKV_GGUF_U64);
+    key(&g, "general.alignment", QKV_GGUF_U64);
     u64(&g, 64);
     REFUSED(g, "key 'general.alignment' is U64, expected U32");
     /* alignment 8: offsets that are multiples of 8 are fine */
@@ -508,8 +500,26 @@ static void paths(void)
     CHECK(qkv_gguf_tensor_count(NULL) == 0 && qkv_gguf_meta_find(NULL, "x") == -1, "NULL g");
 }
 
+/* QKV_GGUF_WRITE_SEEDS=DIR: the valid file and a nested-array file into
+ * DIR (tests/fuzz/corpus/fuzz_gguf/'s hand-written seeds). */
+static void write_seeds(const char *dir)
+{
+    gb files[2] = {valid_file(), nested(3)};
+    const char *names[2] = {"packed.gguf", "nested.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(files[i].b, 1, files[i].n, f) == files[i].n, "writing %s", path);
+        if (f) fclose(f);
+        free(files[i].b);
+    }
+}
+
 int main(void)
 {
+    const char *seeds = getenv("QKV_GGUF_WRITE_SEEDS");
+    if (seeds) write_seeds(seeds);
     truncations();
     header_rules();
     value_rules();

@@ -20,6 +20,8 @@ static const char *TAGS[2] = {"smollm2", "gemma3"};
 /* SmolLM2's vocabulary again with these tokenizer.ggml.pre (the oracle writes the copies). */
 #define NPRE 3
 static const char *PRES[NPRE] = {"gpt-2", "llama3", "default"};
+/* ... and Gemma's with tokenizer.ggml.add_space_prefix on, the last one. */
+#define NVAR (NPRE + 1)
 
 /* Reads n bytes and then the "\n" after them. */
 static char *read_bytes(FILE *f, size_t n)
@@ -40,6 +42,25 @@ static void show_ids(const char *what, const int64_t *v, int64_t n, int64_t at)
     fprintf(stderr, "    %s (%" PRId64 "):", what, n);
     for (int64_t i = at > 4 ? at - 4 : 0; i < n && i < at + 8; i++) fprintf(stderr, " %" PRId64, v[i]);
     fputc('\n', stderr);
+}
+
+/* Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
+static int valid_utf8(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        int k = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (k < 0 || i + (size_t)k >= n + (k == 0)) return 0;
+        uint32_t cp = k ? c & (0x3Fu >> k) : c;
+        for (int j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + j] & 0x3F);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += (size_t)k + 1;
+    }
+    return 1;
 }
 
 /* One T record: qkv's ids, its decoding of llama.cpp's ids, the round trip. */
@@ -68,12 +89,10 @@ static void one_text(qkv_tokenizer *t, const char *text, size_t len, int add, in
                     (int)(ndet > 200 ? 200 : ndet), det, (int)(nout > 200 ? 200 : nout), out ? out : "");
     }
     free(out);
-    if (!add && !special) { /* decode(encode(x)) == x for valid UTF-8 */
-        int valid = 1;
-        for (size_t i = 0; i < len; i++) valid &= (unsigned char)text[i] < 0x80; /* quick check first */
-        if (!valid) valid = strstr(text, "\xff") == NULL && strstr(text, "cut \xe6") == NULL &&
-                            strstr(text, "\xc3(") == NULL && strstr(text, "ok \xf0") == NULL;
-        if (valid) {
+    qkv_tokenizer_info in;
+    int prefix = qkv_tokenizer_info_of(t, &in) == QKV_OK && in.add_space_prefix;
+    if (!add && !special && !prefix) { /* decode(encode(x)) == x for valid UTF-8 (a space prefix adds spaces) */
+        if (valid_utf8((const unsigned char *)text, len)) {
             /* a "llama" vocabulary reads U+2581 in text as the space it stands for */
             char *want_text = malloc(len + 1);
             size_t wl = 0;
@@ -127,11 +146,12 @@ static void one_chat(FILE *f, size_t ntmpl, int add, int nm, size_t nout, int64_
     free(tmpl), free(want), free(got);
 }
 
-/* The oracle's copy of SmolLM2 with pre-tokenizer PRES[k], as tokenizer k + 2. */
+/* The oracle's copy k: SmolLM2 with pre-tokenizer PRES[k], or (k == NPRE)
+ * Gemma with the space prefix; tokenizer k + 2. */
 static qkv_tokenizer *variant(const char *path, int k)
 {
     char p[600];
-    snprintf(p, sizeof p, "%s.%s.gguf", path, PRES[k]);
+    snprintf(p, sizeof p, "%s.%s.gguf", path, k < NPRE ? PRES[k] : "space");
     qkv_gguf *g = NULL;
     qkv_tokenizer *t = NULL;
     CHECK_OK(qkv_gguf_open(p, &g));
@@ -148,18 +168,20 @@ static void against_llama_cpp(qkv_tokenizer *base[2])
     CHECK(fd >= 0, "mkstemp");
     if (fd < 0) return;
     close(fd);
-    snprintf(cmd, sizeof cmd, "%s tools/gguf_tokenizer_oracle.py %s --pre %s,%s,%s %s %s", PY, path, PRES[0], PRES[1],
-             PRES[2], MODELS[0], MODELS[1]);
+    snprintf(cmd, sizeof cmd, "%s tools/gguf_tokenizer_oracle.py %s --pre %s,%s,%s --space-prefix %s %s", PY, path,
+             PRES[0], PRES[1], PRES[2], MODELS[0], MODELS[1]);
     int rc = system(cmd);
     CHECK(rc == 0, "the llama.cpp oracle failed (exit %d): %s (tools/get_data.sh oracle and kjv provide it)", rc, cmd);
     FILE *f = rc == 0 ? fopen(path, "rb") : NULL;
-    qkv_tokenizer *tk[2 + NPRE] = {base[0], base[1]};
-    char tags[2 + NPRE][64];
-    for (int k = 0; k < 2 + NPRE; k++) {
+    qkv_tokenizer *tk[2 + NVAR] = {base[0], base[1]};
+    char tags[2 + NVAR][64];
+    for (int k = 0; k < 2 + NVAR; k++) {
         if (k >= 2 && f) tk[k] = variant(path, k - 2);
-        snprintf(tags[k], sizeof tags[k], k < 2 ? "%s" : "smollm2 as pre %s", k < 2 ? TAGS[k] : PRES[k - 2]);
+        if (k < 2) snprintf(tags[k], sizeof tags[k], "%s", TAGS[k]);
+        else if (k < 2 + NPRE) snprintf(tags[k], sizeof tags[k], "smollm2 as pre %s", PRES[k - 2]);
+        else snprintf(tags[k], sizeof tags[k], "gemma3 with add_space_prefix");
     }
-    counts c[2 + NPRE] = {{0}};
+    counts c[2 + NVAR] = {{0}};
     int64_t chats = 0, chat_bad = 0;
     char kind;
     while (f && fscanf(f, "%c", &kind) == 1) {
@@ -168,7 +190,7 @@ static void against_llama_cpp(qkv_tokenizer *base[2])
             size_t nt, nd;
             int64_t ni;
             if (fscanf(f, " %d %d %d %zu %" SCNd64 " %zu", &mi, &add, &sp, &nt, &ni, &nd) != 6 || fgetc(f) != '\n' ||
-                mi < 0 || mi >= 2 + NPRE)
+                mi < 0 || mi >= 2 + NVAR)
                 break;
             char *text = read_bytes(f, nt);
             int64_t *want = malloc((size_t)(ni + 1) * sizeof *want);
@@ -182,6 +204,18 @@ static void against_llama_cpp(qkv_tokenizer *base[2])
             }
             if (tk[mi]) one_text(tk[mi], text, nt, add, sp, want, ni, det, nd, &c[mi], tags[mi]);
             free(text), free(want), free(det);
+        } else if (kind == 'E') {
+            int mi;
+            int64_t ne, same = 0, id, prev = -1;
+            if (fscanf(f, " %d %" SCNd64, &mi, &ne) != 2 || mi < 0 || mi > 1 || !tk[mi]) break;
+            for (int64_t i = 0; i < ne && fscanf(f, "%" SCNd64, &id) == 1; i++) {
+                for (int64_t j = prev + 1; j < id; j++) same -= qkv_tokenizer_is_eog(tk[mi], j); /* not EOG there */
+                same += qkv_tokenizer_is_eog(tk[mi], id), prev = id;
+            }
+            for (int64_t j = prev + 1; j < qkv_tokenizer_vocab_size(tk[mi]); j++) same -= qkv_tokenizer_is_eog(tk[mi], j);
+            fgetc(f);
+            printf("  %s: %" PRId64 " end-of-generation ids in llama.cpp, qkv agrees on %" PRId64 "\n", tags[mi], ne, same);
+            CHECK(ne > 0 && same == ne, "%s: end-of-generation ids differ from llama.cpp's", tags[mi]);
         } else if (kind == 'C') {
             int add, nm;
             size_t ntm, no;
@@ -194,14 +228,14 @@ static void against_llama_cpp(qkv_tokenizer *base[2])
     }
     if (f) fclose(f);
     unlink(path);
-    for (int m = 0; m < 2 + NPRE; m++) {
+    for (int m = 0; m < 2 + NVAR; m++) {
         printf("  %s: %" PRId64 " texts compared with llama.cpp, %" PRId64 " id mismatches, %" PRId64
                " decode mismatches; %" PRId64 " round trips, %" PRId64 " fail\n",
                tags[m], c[m].cases, c[m].id_bad, c[m].dec_bad, c[m].trip, c[m].trip_bad);
-        CHECK(c[m].cases > (m < 2 ? 10000 : 2000) && c[m].id_bad == 0, "%s: %" PRId64 " of %" PRId64
+        CHECK(c[m].cases > (m < 2 ? 8000 : 2000) && c[m].id_bad == 0, "%s: %" PRId64 " of %" PRId64
               " tokenizations differ", tags[m], c[m].id_bad, c[m].cases);
         CHECK(c[m].dec_bad == 0, "%s: %" PRId64 " decodings differ", tags[m], c[m].dec_bad);
-        CHECK(c[m].trip > (m < 2 ? 5000 : 2000) && c[m].trip_bad == 0, "%s: %" PRId64 " round trips fail", tags[m], c[m].trip_bad);
+        CHECK(c[m].trip > (m < 2 ? 5000 : m < 2 + NPRE ? 2000 : -1) && c[m].trip_bad == 0, "%s: %" PRId64 " round trips fail", tags[m], c[m].trip_bad);
         if (m >= 2) qkv_tokenizer_free(tk[m]);
     }
     printf("  chat: %" PRId64 " prompts compared with llama_chat_apply_template, %" PRId64 " differ\n", chats, chat_bad);
@@ -264,6 +298,17 @@ static void in_memory(void)
     w.model = "bert";
     CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "tokenizer model 'bert' is not supported");
     w.model = "gpt2", w.pre = "gpt-2";
+    w.n_tokens = 0;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_ARG, "0 tokens, expected 1 to");
+    w.n_tokens = 3, w.eos = 3;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "special token id 3 is outside the 3 tokens");
+    const char *bad_merge[] = {"ab"};
+    w.eos = -1, w.merges = bad_merge;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "merge 0 ('ab') has no space");
+    w.merges = merges, w.add_eos = 1;
+    CHECK_ERR(qkv_tokenizer_from_vocab(&w, &t), QKV_ERR_FORMAT, "adds an EOS token but has none");
+    w.add_eos = -1;
+    CHECK(t == NULL, "a refused vocabulary leaves *out NULL");
     CHECK_OK(qkv_tokenizer_from_vocab(&w, &t));
     CHECK_OK(qkv_tokenizer_encode(t, "ab", 2, &ids, &n));
     CHECK(n == 1 && ids[0] == 2, "gpt2 in memory: 'ab' is %" PRId64 " ids", n);
@@ -272,6 +317,29 @@ static void in_memory(void)
 
 static void refusals(void)
 {
+    qkv_tokenizer *none = NULL;
+    CHECK_ERR(qkv_tokenizer_from_gguf(NULL, &none), QKV_ERR_ARG, "g is NULL");
+    /* a GGUF file whose metadata has no tokenizer: version 3, no tensors, one key */
+    unsigned char buf[128];
+    size_t k = 0;
+    uint32_t u32;
+    uint64_t u64;
+#define PUT(v) (memcpy(buf + k, &(v), sizeof(v)), k += sizeof(v))
+#define PUTS(str) (u64 = strlen(str), PUT(u64), memcpy(buf + k, str, strlen(str)), k += strlen(str))
+    memcpy(buf, "GGUF", 4), k = 4;
+    u32 = 3, PUT(u32);
+    u64 = 0, PUT(u64);
+    u64 = 1, PUT(u64);
+    PUTS("general.architecture");
+    u32 = 8, PUT(u32);
+    PUTS("llama");
+#undef PUT
+#undef PUTS
+    qkv_gguf *g = NULL;
+    CHECK_OK(qkv_gguf_open_memory(buf, k, "(no tokenizer)", &g));
+    if (g) CHECK_ERR(qkv_tokenizer_from_gguf(g, &none), QKV_ERR_NOTFOUND, "tokenizer.ggml.model");
+    CHECK(none == NULL, "no tokenizer: *out stays NULL");
+    qkv_gguf_close(g);
     qkv_chat_message m[] = {{"user", "hi"}};
     char *out = NULL;
     CHECK_ERR(qkv_chat_apply("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", m, 1, 1, &out, NULL),
@@ -301,6 +369,18 @@ int main(void)
     CHECK(access("data/kjv/kjv.txt", R_OK) == 0, "data/kjv/kjv.txt is missing: run tools/get_data.sh kjv");
     if (have && tk[0] && tk[1]) against_llama_cpp(tk);
     metadata(g, tk);
+    qkv_tokenizer *o = NULL;
+    char spec[200];
+    snprintf(spec, sizeof spec, "gguf:%s", MODELS[0]);
+    CHECK_OK(qkv_tokenizer_open(spec, &o));
+    int64_t *a = NULL, *b = NULL, na = 0, nb = 0;
+    if (o && tk[0]) {
+        CHECK_OK(qkv_tokenizer_encode(o, "Hello, world 2024!", 18, &a, &na));
+        CHECK_OK(qkv_tokenizer_encode(tk[0], "Hello, world 2024!", 18, &b, &nb));
+        CHECK(na == nb && na > 5 && !memcmp(a, b, (size_t)na * sizeof *a), "gguf:FILE gives the file's tokenizer");
+    }
+    free(a), free(b), qkv_tokenizer_free(o);
+    CHECK_ERR(qkv_tokenizer_open("gguf:/nonexistent.gguf", &o), QKV_ERR_NOTFOUND, "/nonexistent.gguf");
     in_memory();
     refusals();
     for (int m = 0; m < 2; m++) qkv_tokenizer_free(tk[m]), qkv_gguf_close(g[m]);

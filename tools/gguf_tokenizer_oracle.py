@@ -17,23 +17,27 @@ Output (binary, one record after another):
   T <model> <add_special> <parse_special> <ntext> <nids> <ndetok>\\n
   then the text's bytes, "\\n", the ids separated by spaces, "\\n", the
   detokenized bytes, "\\n";
+  E <model> <n>\\n then the ids llama_vocab_is_eog holds true, "\\n";
   C <ntemplate> <add_assistant> <nmessages> <nout>\\n
   then the template (a name, or a file's tokenizer.chat_template), "\\n",
   per message "<nrole> <ncontent>\\n" role content "\\n", then the
   formatted prompt, "\\n".
 With --pre NAME,NAME,... the first file is also copied (metadata only,
-gguf-py's writer) to OUT.NAME.gguf with tokenizer.ggml.pre set to each
+tensor count 0) to OUT.NAME.gguf with tokenizer.ggml.pre set to each
 NAME, and those copies follow the files given as further models (texts
 with add_special and parse_special off only): the other pre-tokenizers on
-the same vocabulary (every third text).
-Run: data/venv/bin/python tools/gguf_tokenizer_oracle.py OUT [--pre N,..] MODEL.gguf...
+the same vocabulary (every third text); with --space-prefix the last file
+likewise to OUT.space.gguf with tokenizer.ggml.add_space_prefix on.
+Run: data/venv/bin/python tools/gguf_tokenizer_oracle.py OUT [--pre N,..] [--space-prefix] MODEL.gguf...
 """
 import ctypes
 import glob
+import mmap
 import os
+import random
+import struct
 import sys
 
-import gguf
 import llama_cpp
 
 STEP = 13  # KJV lines taken: every 13th of ~31k: ~2400 lines
@@ -110,6 +114,29 @@ def hand_texts():
     ]
     out = [s.encode("utf-8") for s in t]
     out += [b"bad \xff\xfe utf8", b"cut \xe6\x97", b"\xc3(", b"ok \xf0\x9f\x98"]
+    return out + random_texts()
+
+
+def random_texts(n=300):
+    """Random bytes (mostly invalid UTF-8), random code points (letters, marks,
+    digits, punctuation, white space, CJK, emoji, U+2581) and random joins
+    of special tokens' texts, from a fixed seed."""
+    rng = random.Random(1)
+    pool = [0x20, 0x0A, 0x09, 0x0D, 0xA0, 0x3000, 0x2581, 0x301, 0x308, 0x30, 0x39, 0x661, 0xFF11, 0x41, 0x7A,
+            0xE9, 0x3B1, 0x416, 0x5D0, 0x627, 0x915, 0xE01, 0x4E2D, 0x3042, 0xAC00, 0x1F600, 0x1F44D, 0x200D,
+            0xFE0F, 0x27, 0x2E, 0x2C, 0x21, 0x3F, 0x2D, 0x5F, 0x24, 0x2B, 0x3C, 0x3E, 0x7C, 0x60, 0xFFFD, 0x85,
+            0x2028, 0x1680, 0xFEFF, 0x10FFFF, 0xE000]
+    specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<bos>",
+                "<b>", "</s>", "<unused3>", "\n\n", "   ", "\t\t", "'s", "'LL", "123", "x"]
+    out = []
+    for i in range(n):
+        k = rng.randrange(1, 60)
+        if i % 3 == 0:
+            out.append(bytes(rng.randrange(256) for _ in range(k)))
+        elif i % 3 == 1:
+            out.append("".join(chr(rng.choice(pool)) for _ in range(k)).encode("utf-8"))
+        else:
+            out.append("".join(rng.choice(specials) for _ in range(k // 4 + 1)).encode("utf-8"))
     return out
 
 
@@ -151,57 +178,98 @@ def chat_template(tmpl, msgs, add):
     return buf.raw[:n]
 
 
-def copy_with_pre(src, dst, pre):
-    """src's metadata (no tensors) into dst, with tokenizer.ggml.pre = pre."""
-    r = gguf.GGUFReader(src)
-    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-    w = gguf.GGUFWriter(dst, arch=arch)
-    VT = gguf.GGUFValueType
-    for k, f in r.fields.items():
-        if k.startswith("GGUF.") or k == "general.architecture":
-            continue
-        if k == "tokenizer.ggml.pre":
-            w.add_string(k, pre)
-        elif f.types[0] == VT.ARRAY and f.types[1] == VT.STRING:
-            w.add_array(k, [bytes(f.parts[d]) for d in f.data])
-        elif f.types[0] == VT.ARRAY:
-            w.add_array(k, [f.parts[d][0].item() for d in f.data])
-        elif f.types[0] == VT.STRING:
-            w.add_string(k, bytes(f.parts[f.data[0]]).decode())
-        else:
-            w.add_key_value(k, f.parts[f.data[0]][0].item(), f.types[0])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF scalar types
+
+
+def skip_value(data, t, off):
+    """The offset after a value of GGUF type t at off."""
+    if t == 8:
+        return off + 8 + struct.unpack_from("<Q", data, off)[0]
+    if t != 9:
+        return off + SIZES[t]
+    et, n = struct.unpack_from("<IQ", data, off)
+    off += 12
+    if et in SIZES:
+        return off + n * SIZES[et]
+    for _ in range(n):
+        off = skip_value(data, et, off)
+    return off
+
+
+def copy_with(src, dst, key, value):
+    """src's header and metadata (no tensors: their count set to 0) into dst,
+    with key's value replaced by value (a str, or a bool): the key/value
+    pairs walked as the format lays them out (GGUF v2/v3: magic, version,
+    tensor count, pair count, then the pairs)."""
+    with open(src, "rb") as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+    off, span = 24, None
+    for _ in range(n_kv):
+        start = off
+        kl = struct.unpack_from("<Q", data, off)[0]
+        k = data[off + 8:off + 8 + kl]
+        t = struct.unpack_from("<I", data, off + 8 + kl)[0]
+        off = skip_value(data, t, off + 12 + kl)
+        if k == key.encode():
+            span = (start, off)
+    kb = key.encode()
+    if isinstance(value, bool):
+        field = struct.pack("<Q", len(kb)) + kb + struct.pack("<IB", 7, int(value))
+    else:
+        vb = value.encode()
+        field = struct.pack("<Q", len(kb)) + kb + struct.pack("<IQ", 8, len(vb)) + vb
+    head = bytearray(data[:span[0]])
+    head[8:16] = struct.pack("<Q", 0)
+    with open(dst, "wb") as out:
+        out.write(bytes(head) + field + data[span[1]:off])
+    data.close()
 
 
 def main():
     args = sys.argv[1:]
-    pres = []
-    if len(args) > 2 and args[1] == "--pre":
-        pres = args[2].split(",")
-        del args[1:3]
+    pres, space = [], False
+    while len(args) > 2 and args[1] in ("--pre", "--space-prefix"):
+        if args[1] == "--pre":
+            pres = args[2].split(",")
+            del args[1:3]
+        else:
+            space = True
+            del args[1]
     out_path, models = args[0], args[1:]
     variants = []
     for p in pres:
         variants.append("%s.%s.gguf" % (out_path, p))
-        copy_with_pre(models[0], variants[-1], p)
+        copy_with(models[0], variants[-1], "tokenizer.ggml.pre", p)
+    if space:  # the last file with tokenizer.ggml.add_space_prefix on
+        variants.append("%s.space.gguf" % out_path)
+        copy_with(models[-1], variants[-1], "tokenizer.ggml.add_space_prefix", True)
     base = len(models)
     models = models + variants
-    texts = kjv_texts() + licence_texts() + package_texts() + code_texts() + hand_texts()
+    hand = hand_texts()
+    texts = kjv_texts() + licence_texts() + package_texts() + code_texts() + hand
+    first_hand = len(texts) - len(hand)
     with open(out_path, "wb") as out:
         for mi, path in enumerate(models):
             m = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
             for ti, t in enumerate(texts):
                 if mi >= base and ti % 3:
                     continue  # the copies: a third of the texts
-                for add, special in ((0, 0), (1, 1)) if len(t) < 2000 and mi < base else ((0, 0),):
+                # both switches on: every third text below 2000 bytes and all
+                # the hand-written ones (llama.cpp's own search for its 6,000
+                # special tokens makes this the slow part of the oracle)
+                both = len(t) < 2000 and ((mi < base and ti % 3 == 0) or
+                                          (ti >= first_hand and (mi < base or (space and mi == len(models) - 1))))
+                for add, special in ((0, 0), (1, 1)) if both else ((0, 0),):
                     ids = m.tokenize(t, add_bos=bool(add), special=bool(special))
                     det = detokenize(m, ids)
                     s = " ".join(map(str, ids)).encode()
                     out.write(b"T %d %d %d %d %d %d\n" % (mi, add, special, len(t), len(ids), len(det)))
                     out.write(t + b"\n" + s + b"\n" + det + b"\n")
+            if mi < base:  # the ids llama.cpp ends generation at
+                v = m._model.vocab
+                eog = [i for i in range(llama_cpp.llama_vocab_n_tokens(v)) if llama_cpp.llama_vocab_is_eog(v, i)]
+                out.write(b"E %d %d\n" % (mi, len(eog)) + " ".join(map(str, eog)).encode() + b"\n")
             tmpls = ["chatml", "gemma"] if mi == 0 else []
             if mi < base and m.metadata.get("tokenizer.chat_template"):
                 tmpls.append(m.metadata["tokenizer.chat_template"])

@@ -97,7 +97,8 @@ QKV_API qkv_status qkv_tokenizer_load(const char *path, qkv_tokenizer **out);
  * and a tokenizer from such a text (messages name it "(text)"). */
 QKV_API qkv_status qkv_tokenizer_save_text(const qkv_tokenizer *t, char **text, size_t *len);
 QKV_API qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer **out);
-/* "bytes", "chars:FILE", "bpe:FILE", "words:FILE" or "gpt2:DIR" (the CLI's --tokenizer). */
+/* "bytes", "chars:FILE", "bpe:FILE", "words:FILE", "gpt2:DIR" or "gguf:FILE" (a
+ * GGUF file's tokenizer, qkv_tokenizer_from_gguf) (the CLI's --tokenizer). */
 QKV_API qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out);
 QKV_API void qkv_tokenizer_free(qkv_tokenizer *t);
 
@@ -163,8 +164,10 @@ typedef struct {
     int add_bos, add_eos, add_space_prefix;
 } qkv_tokenizer_info;
 QKV_API qkv_status qkv_tokenizer_info_of(const qkv_tokenizer *t, qkv_tokenizer_info *info);
-/* 1 if id ends generation (EOS, EOT, or one of llama.cpp's end names such
- * as <|im_end|> and <end_of_turn>); 0 otherwise and for other kinds. */
+/* 1 if id ends generation (llama.cpp's special_eog_ids: EOS, EOT, and the
+ * tokens named as its end-of-turn and fill-in-the-middle pad, repository
+ * and separator tokens, such as <|im_end|>, <end_of_turn>, <reponame>);
+ * 0 otherwise and for other kinds. */
 QKV_API int qkv_tokenizer_is_eog(const qkv_tokenizer *t, int64_t id);
 
 /* ---- chat templates (src/data/chat.c) ----------------------------------

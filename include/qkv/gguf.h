@@ -34,7 +34,9 @@ QKV_API const char *qkv_gguf_vtype_name(qkv_gguf_vtype t);
 typedef struct qkv_gguf qkv_gguf;
 
 /* Maps path read-only and validates it; on failure *out is NULL and the
- * message names the path and what is wrong (the key or tensor, the offset). */
+ * message names the path and what is wrong (the key or tensor, the offset).
+ * The file must not be truncated while it is open (as with any mapping,
+ * reading a page that is gone raises SIGBUS). */
 QKV_API qkv_status qkv_gguf_open(const char *path, qkv_gguf **out);
 /* The same over bytes in memory, buf[0, len), which are borrowed, not
  * copied: they must outlive the qkv_gguf. label names them in messages. */
@@ -107,7 +109,9 @@ QKV_API int64_t qkv_gguf_tensor_find(const qkv_gguf *g, const char *name);
 /* Looks a tensor up (QKV_ERR_NOTFOUND naming it); any out pointer may be
  * NULL. dims gets ndim (1..4) entries in ggml's order: dims[0] is the
  * contiguous one (a PyTorch (out,in) weight is dims {in, out}). data points
- * into the mapping (valid until qkv_gguf_close), nbytes is its size. */
+ * into the mapping (valid until qkv_gguf_close; aligned in memory to
+ * qkv_gguf_alignment, as the mapping starts on a page; for
+ * qkv_gguf_open_memory, as aligned as buf is), nbytes is its size. */
 QKV_API qkv_status qkv_gguf_tensor_info(const qkv_gguf *g, const char *name, qkv_qtype *type,
                                         int *ndim, int64_t *dims, const void **data,
                                         size_t *nbytes);

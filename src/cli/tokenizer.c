@@ -25,8 +25,9 @@ const char qkv_cli_tokenizer_usage[] =
     "  encode: each line of FILE (default or '-': stdin) as ids, one line of ids\n"
     "    separated by spaces per line of text (the line's newline is not encoded)\n"
     "  decode: each line of ids back to a line of text\n"
-    "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR (DIR holds\n"
-    "                          encoder.json and vocab.bpe: tools/get_data.sh gpt2)\n"
+    "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR (DIR holds\n"
+    "                          encoder.json and vocab.bpe: tools/get_data.sh gpt2) or\n"
+    "                          gguf:FILE (a GGUF file's tokenizer, as llama.cpp's)\n"
     "  -h, --help   show this usage\n"
     "  exit status: 0 success, 1 a file or text that cannot be read or tokenized, 2 usage\n";
 
@@ -115,7 +116,7 @@ static int code(int argc, char **argv, int decode)
         if (c == 't') spec = a.value;
     if (c < 0) return a.status;
     if (!spec) {
-        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR)");
+        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR or gguf:FILE)");
         return a.status;
     }
     qkv_tokenizer *t;

@@ -464,6 +464,17 @@ qkv_status qkv_tokenizer_load_text(const char *text, size_t len, qkv_tokenizer *
     return qkv_fail_in("tokenizer_load_text", tokenizer_load_text_body(text, len, out));
 }
 
+/* The tokenizer of GGUF file path (the file is closed after: the tokenizer keeps copies). */
+static qkv_status tok_open_gguf(const char *path, qkv_tokenizer **out)
+{
+    if (!*path) return qkv_fail(QKV_ERR_ARG, "tokenizer_open: gguf: needs a file");
+    qkv_gguf *g = NULL;
+    QKV_TRY(qkv_gguf_open(path, &g));
+    qkv_status s = qkv_tokenizer_from_gguf(g, out);
+    qkv_gguf_close(g);
+    return s;
+}
+
 qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
 {
     static const char fn[] = "tokenizer_open";
@@ -478,7 +489,9 @@ qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
     else if (!strncmp(spec, "words:", 6)) want = QKV_TOKENIZER_WORDS, arg = spec + 6;
     else if (!strncmp(spec, "gpt2:", 5)) return *spec && spec[5] ? qkv_tokenizer_gpt2_load(spec + 5, out)
                                                                   : qkv_fail(QKV_ERR_ARG, "%s: gpt2: needs a folder", fn);
-    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE, words:FILE or gpt2:DIR", fn, spec);
+    else if (!strncmp(spec, "gguf:", 5)) return tok_open_gguf(spec + 5, out);
+    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR or gguf:FILE",
+                         fn, spec);
     if (!*arg) return qkv_fail(QKV_ERR_ARG, "%s: '%s' needs a file", fn, spec);
     QKV_TRY(qkv_tokenizer_load(arg, out));
     if ((*out)->kind != want) {

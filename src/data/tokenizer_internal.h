@@ -90,7 +90,8 @@ enum {
     TOK_A_NORMAL = 4,
     TOK_A_CONTROL = 8,
     TOK_A_USER = 16,
-    TOK_A_BYTE = 32
+    TOK_A_BYTE = 32,
+    TOK_A_EOG = 64 /* not llama.cpp's: the token ends generation (qkv_tokenizer_is_eog) */
 };
 
 /* GPT-2's pre-tokenisation: the length in bytes of the piece that starts at

@@ -20,11 +20,15 @@ static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581, SentencePiece's spac
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>", \
         "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",           \
         "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"
-static const char *const eog_names[] = {EOG_NAMES, NULL};
+/* ... and llama.cpp's fill-in-the-middle pad, repository and file-separator
+ * names, which end generation too. */
+#define FIM_EOG_NAMES                                                                                     \
+    "<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", \
+        "<|file_sep|>", "<fim-sep>", "<SEP>"
+static const char *const eog_names[] = {EOG_NAMES, FIM_EOG_NAMES, NULL};
 static const char *const forced_control[] = {
-    EOG_NAMES, "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>",
-    "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|fim_pad|>", "<fim-pad>",
-    "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>", "<fim-sep>", NULL,
+    EOG_NAMES, FIM_EOG_NAMES, "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>",
+    "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", NULL,
 };
 /* The end-of-turn names, in the order tried when the file names no EOT. */
 static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
@@ -37,11 +41,14 @@ static int64_t find_raw(const qkv_tokenizer *t, const char *s)
 
 static int64_t raw_len(const qkv_tokenizer *t, int64_t id) { return t->raw_off[id + 1] - t->raw_off[id]; }
 
-static const qkv_tokenizer *sort_t; /* qsort's context: the specials' tokenizer */
+/* A special token and its text's length, to sort: the longest first, then by id. */
+typedef struct {
+    int64_t len, id;
+} by_len;
 static int by_length(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b, lx = raw_len(sort_t, x), ly = raw_len(sort_t, y);
-    return lx != ly ? (lx > ly ? -1 : 1) : (x > y) - (x < y);
+    const by_len *x = a, *y = b;
+    return x->len != y->len ? (x->len > y->len ? -1 : 1) : (x->id > y->id) - (x->id < y->id);
 }
 
 /* A token's text as the file stores it; the spec gives lengths or NUL-terminated strings. */
@@ -180,12 +187,19 @@ static qkv_status build(qkv_tokenizer *t, const qkv_vocab_spec *v, int llama, co
         int64_t id = find_raw(t, forced_control[k]);
         if (id >= 0) t->attr[id] = TOK_A_CONTROL;
     }
+    for (int k = 0; eog_names[k]; k++) {
+        int64_t id = find_raw(t, eog_names[k]);
+        if (id >= 0) t->attr[id] |= TOK_A_EOG;
+    }
     t->specials = malloc((size_t)V * sizeof *t->specials);
-    if (!t->specials) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
+    by_len *sp = malloc((size_t)V * sizeof *sp);
+    if (!t->specials || !sp) return free(sp), qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", fn);
     for (int64_t i = 0; i < V; i++)
-        if ((t->attr[i] & (TOK_A_CONTROL | TOK_A_USER | TOK_A_UNKNOWN)) && raw_len(t, i) > 0) t->specials[t->nspecials++] = i;
-    sort_t = t;
-    qsort(t->specials, (size_t)t->nspecials, sizeof *t->specials, by_length);
+        if ((t->attr[i] & (TOK_A_CONTROL | TOK_A_USER | TOK_A_UNKNOWN)) && raw_len(t, i) > 0)
+            sp[t->nspecials++] = (by_len){raw_len(t, i), i};
+    qsort(sp, (size_t)t->nspecials, sizeof *sp, by_length);
+    for (int64_t k = 0; k < t->nspecials; k++) t->specials[k] = sp[k].id;
+    free(sp);
     find_bytes(t);
     if (!llama) QKV_TRY(add_merges(t, v, fn));
     t->eot = v->eot;
@@ -399,10 +413,7 @@ int qkv_tokenizer_is_eog(const qkv_tokenizer *t, int64_t id)
 {
     if (!t || id < 0 || id >= t->vocab_size || (t->kind != QKV_TOKENIZER_GGUF_GPT2 && t->kind != QKV_TOKENIZER_GGUF_LLAMA))
         return 0;
-    if (id == t->eos || id == t->eot) return 1;
-    for (int k = 0; eog_names[k]; k++)
-        if (find_raw(t, eog_names[k]) == id) return 1;
-    return 0;
+    return id == t->eos || id == t->eot || (t->attr[id] & TOK_A_EOG) != 0;
 }
 
 int64_t tok_vocab_special(const qkv_tokenizer *t, const char *name)

@@ -50,24 +50,6 @@ static qkv_status gfail(const gcur *c, qkv_status s, const char *fmt, ...)
     return qkv_fail(s, "%s: %s: %s", c->fn, c->g->label, msg);
 }
 
-const char *gguf_quote(const char *s, char buf[GGUF_QNAME])
-{
-    size_t n = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        /* Stop at a character boundary near the end, or hard before it. */
-        if (n >= GGUF_QNAME - 8 && ((c & 0xC0) != 0x80 || n >= GGUF_QNAME - 5)) {
-            memcpy(buf + n, "...", 3);
-            n += 3;
-            break;
-        }
-        if (c < 0x20 || c == 0x7f) n += (size_t)snprintf(buf + n, GGUF_QNAME - n, "\\x%02x", c);
-        else buf[n++] = (char)c;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 const char *qkv_gguf_vtype_name(qkv_gguf_vtype t)
 {
     static const char *const names[] = {"U8",  "I8",   "U16",    "I16",   "U32", "I32", "F32",
@@ -91,6 +73,8 @@ static const char *where_str(const gwhere *w, char *buf, size_t cap)
     if (w->elem >= 0) n = (size_t)snprintf(buf, cap, "element %lld of ", (long long)w->elem);
     if (w->name)
         snprintf(buf + n, cap - n, "%s '%s'", w->what, gguf_quote(w->name, q));
+    else if (w->index < 0)
+        snprintf(buf + n, cap - n, "%s", w->what);
     else
         snprintf(buf + n, cap - n, "%s %lld", w->what, (long long)w->index);
     return buf;
@@ -102,7 +86,7 @@ static qkv_status need(const gcur *c, uint64_t n, const char *part, const gwhere
     if (n <= c->g->len - c->pos) return QKV_OK;
     char wb[200];
     return gfail(c, QKV_ERR_FORMAT,
-                 "truncated: %s of %s needs %llu bytes at offset %llu, the file has %llu left",
+                 "truncated: %s of %s: %llu bytes needed at offset %llu, the file has %llu left",
                  part, where_str(w, wb, sizeof wb), (unsigned long long)n,
                  (unsigned long long)c->pos, (unsigned long long)(c->g->len - c->pos));
 }
@@ -471,7 +455,7 @@ static qkv_status read_header(gcur *c, uint64_t *n_t, uint64_t *n_kv)
         return gfail(c, QKV_ERR_FORMAT, "not a GGUF file: the magic is %02x %02x %02x %02x, "
                      "expected 'GGUF' (47 47 55 46)", b[0], b[1], b[2], b[3]);
     }
-    gwhere w = {"the header", 0, NULL, -1};
+    gwhere w = {"the header", -1, NULL, -1};
     c->pos = 4;
     QKV_TRY(need(c, 4, "the version", &w));
     uint32_t v = rd32(c);

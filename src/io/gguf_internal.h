@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "io/safetensors_internal.h" /* st_quote, st_ld16/32/64: shared with safetensors */
 
 enum {
     GGUF_MAX_DIMS = 4,
@@ -24,7 +25,7 @@ enum {
     GGUF_MAX_NAME = 64,       /* ggml's GGML_MAX_NAME: a tensor name is shorter */
     GGUF_MAX_KEY = 65535,     /* the spec: a key is at most 2^16-1 bytes */
     GGUF_DEFAULT_ALIGN = 32,
-    GGUF_QNAME = 96           /* room for a name quoted in a message */
+    GGUF_QNAME = ST_QNAME     /* room for a name quoted in a message */
 };
 
 /* One key/value pair. */
@@ -82,23 +83,16 @@ qkv_status gguf_parse(qkv_gguf *g, const char *fn);
 qkv_status gguf_hash_build(qkv_gguf *g, const char *fn);
 void gguf_hash_free(gguf_hash *h);
 
-/* A name fit for a message: non-printing bytes as \xNN, long names cut. */
-const char *gguf_quote(const char *s, char buf[GGUF_QNAME]);
+/* A name fit for a message: non-printing bytes as \xNN, long names cut
+ * (safetensors' st_quote). */
+#define gguf_quote st_quote
 
 static inline const char *gguf_str(const qkv_gguf *g, size_t off) { return g->pool + off; }
 
-/* Little-endian loads from the mapping, at any alignment. */
-static inline uint16_t gguf_ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
-static inline uint32_t gguf_ld32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t gguf_ld64(const uint8_t *p)
-{
-    return gguf_ld32(p) | (uint64_t)gguf_ld32(p + 4) << 32;
-}
+/* Little-endian loads from the mapping, at any alignment (safetensors'). */
+#define gguf_ld16 st_ld16
+#define gguf_ld32 st_ld32
+#define gguf_ld64 st_ld64
 
 /* Bytes of one element of a scalar type; 0 for STRING, ARRAY, unknown. */
 static inline int gguf_scalar_size(int t)
