@@ -181,6 +181,50 @@ static void test_cli(void)
     bad_cli("train resnet", 2, "resnet");
 }
 
+/* A GGUF file (version 3, no tensors) whose general.architecture is arch. */
+static void write_gguf_arch(const char *name, const char *arch)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f) return;
+    const char *key = "general.architecture";
+    uint32_t v = 3, type = 8;
+    uint64_t nt = 0, nkv = 1, kl = strlen(key), al = strlen(arch);
+    fwrite("GGUF", 1, 4, f), fwrite(&v, 4, 1, f), fwrite(&nt, 8, 1, f), fwrite(&nkv, 8, 1, f);
+    fwrite(&kl, 8, 1, f), fwrite(key, 1, kl, f), fwrite(&type, 4, 1, f), fwrite(&al, 8, 1, f);
+    fwrite(arch, 1, al, f);
+    fclose(f);
+}
+
+/* qkv run / chat / perplexity on bad files and prompts; the prompt cases
+ * need SmolLM2 from data/ (tools/get_data.sh smollm2). */
+static void test_cli_llm(void)
+{
+    write_gguf_arch("gpt2.gguf", "gpt2");
+    bad_cli("run missing.gguf -p hi", 1, "missing.gguf");
+    bad_cli("run corpus.txt -p hi", 1, "corpus.txt");
+    bad_cli("run gpt2.gguf -p hi", 1, "gpt2");
+    bad_cli("chat missing.gguf", 1, "missing.gguf");
+    bad_cli("perplexity gpt2.gguf corpus.txt", 1, "gpt2");
+    bad_cli("run gpt2.gguf -p ''", 2, "--prompt");
+    char model[700], args[1024], root[600]; /* g_qkv is ROOT/build/qkv */
+    snprintf(root, sizeof root, "%.*s", (int)(strrchr(g_qkv, '/') - g_qkv), g_qkv);
+    char *r = strrchr(root, '/');
+    if (r) *r = 0;
+    snprintf(model, sizeof model, "%s/data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", root);
+    if (access(model, R_OK) != 0) {
+        CHECK(0, "%s is missing: run tools/get_data.sh smollm2", model);
+        return;
+    }
+    snprintf(args, sizeof args, "run '%s' --ctx-size 8 -p 'one two three four five six seven eight nine'", model);
+    bad_cli(args, 1, "refused");
+    snprintf(args, sizeof args, "run '%s' -p \"$(printf 'caf\\351')\"", model);
+    bad_cli(args, 1, "not valid UTF-8");
+    snprintf(args, sizeof args, "perplexity '%s' corpus.txt", model);
+    bad_cli(args, 1, "fewer than one chunk");
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -201,6 +245,7 @@ int main(int argc, char **argv)
     test_api();
     if (g_table) fputs("\n| command line | result | message (first line of stderr) |\n|---|---|---|\n", g_table);
     test_cli();
+    test_cli_llm();
     if (g_table) fclose(g_table);
     char cmd[128];
     if (chdir("/") != 0) fprintf(stderr, "cannot leave %s\n", dir);

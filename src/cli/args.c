@@ -261,3 +261,22 @@ void qkv_cli_curve_add(qkv_cli_curve *c, double x, double y)
     }
     c->x[c->n] = x, c->y[c->n++] = y;
 }
+
+int64_t qkv_cli_utf8_invalid(const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return (int64_t)i;
+        uint32_t cp = len == 1 ? b : (uint32_t)(b & (0x7F >> len));
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return (int64_t)i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return (int64_t)i;
+        i += len;
+    }
+    return -1;
+}

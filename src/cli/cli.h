@@ -31,6 +31,9 @@ typedef struct {
 #define QKV_CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define QKV_CLI_PRINTF(f, a)
+/* The byte offset of the first invalid UTF-8 sequence in text[0, n)
+ * (overlong forms, surrogates and code points above U+10FFFF included), or -1. */
+int64_t qkv_cli_utf8_invalid(const char *text, size_t n);
 #endif
 
 /* A command's arguments as qkv_cli_next walks them. */
@@ -137,4 +140,7 @@ int qkv_cli_put_escaped(const char *s, size_t n);
 int qkv_cli_escaped_width(const char *s);
 const char *qkv_cli_human_bytes(double bytes, char *buf, size_t n);
 int qkv_cli_inspect_gguf(const char *path);
+/* The byte offset of the first invalid UTF-8 sequence in text[0, n)
+ * (overlong forms, surrogates and code points above U+10FFFF included), or -1. */
+int64_t qkv_cli_utf8_invalid(const char *text, size_t n);
 #endif

@@ -93,25 +93,6 @@ static int parse(int argc, char **argv, gen_opts *o)
     return a.status;
 }
 
-/* The first invalid UTF-8 sequence's byte offset, or -1. */
-static int64_t utf8_invalid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char b = s[i];
-        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-        if (!len || i + len > n) return (int64_t)i;
-        uint32_t cp = len == 1 ? b : (uint32_t)(b & (0x7F >> len));
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return (int64_t)i;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return (int64_t)i;
-        i += len;
-    }
-    return -1;
-}
-
 /* With a chars tokenizer, id 0 is a character the model does not know:
  * names the first one (its text and byte offset in the prompt). */
 static int unknown_char(const lm_model *m, const char *prompt, const int64_t *ids, int64_t n)
@@ -179,7 +160,7 @@ int qkv_cli_generate(int argc, char **argv)
     char path[4096];
     rf_run_checkpoint(o.ckpt, LM_CKPT_NAME, path, sizeof path);
     size_t plen = strlen(o.prompt);
-    int64_t bad = utf8_invalid((const unsigned char *)o.prompt, plen);
+    int64_t bad = qkv_cli_utf8_invalid(o.prompt, plen);
     if (bad >= 0) {
         return qkv_cli_report("generate", "the prompt is not valid UTF-8 (byte %lld)", (long long)bad);
     }

@@ -16,6 +16,9 @@
     X(tokenizer, "train a BPE tokenizer; encode text to token ids and decode them back")      \
     X(train, "train a model of a kind (toy, lm, ...) with built-in defaults")                 \
     X(generate, "continue a text with a language model trained by qkv train lm")             \
+    X(run, "continue a prompt with a pretrained GGUF model (Llama, Gemma 3)")                 \
+    X(chat, "chat with a pretrained GGUF model in its chat template")                         \
+    X(perplexity, "perplexity of a GGUF model on a text file, as llama-perplexity computes it") \
     X(eval, "score a trained model: BLEU for translation, accuracy for vit/cnn/mlp")          \
     X(classify, "the top classes of PNG images by a vit/cnn/mlp; the ViT's attention drawn")   \
     X(data, "build a data set from Debian's files (translation: English/French pairs)")      \

@@ -1,0 +1,228 @@
+/* llamacpp_check.h: qkv's logits against llama.cpp's on the same GGUF file
+ * (tests/test_llm_llamacpp_*.c). The reference is tools/llamacpp_oracle.py
+ * (llama-cpp-python 0.3.36, llama.cpp itself), run once into
+ * build/llamacpp/NAME/ and read from there afterwards (rm -r that folder
+ * to run it again): 4 chunks of 512 tokens of the KJV tokenized by
+ * llama.cpp (BOS first in each chunk when the model adds one), llama.cpp's
+ * top 256 log-probabilities at each of the 2048 positions, and its greedy
+ * continuations (64 tokens) of 10 prompts.
+ * Measured: argmax agreement (>= 99.5%), mean KL(llama.cpp || qkv) over
+ * the top 256 ids plus the rest of the mass as one bucket (<= 0.002 nats;
+ * a lower bound of the full KL, which the rest's split can only raise),
+ * and the greedy continuations: equal, or the first difference a near
+ * tie (qkv's logits of the two tokens within NEAR_TIE of each other, and
+ * llama.cpp's best and second within NEAR_TIE). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "harness.h"
+
+#define NEAR_TIE 0.1
+#define ARGMAX_MIN 0.995
+#define KL_MAX 0.002
+
+static const char *PY = "data/venv/bin/python";
+
+static void *read_file(const char *dir, const char *name, size_t *len)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Runs the oracle's sub-command cmd into dir unless dir/file exists. */
+static int oracle(const char *cmd, const char *dir, const char *file, const char *model)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (access(p, R_OK) == 0) return 1;
+    mkdir("build/llamacpp", 0755);
+    snprintf(p, sizeof p, "%s tools/llamacpp_oracle.py %s %s %s", PY, cmd, dir, model);
+    int rc = system(p);
+    CHECK(rc == 0, "the llama.cpp oracle failed (exit %d): %s (llama_cpp: tools/get_data.sh oracle)", rc, p);
+    return rc == 0;
+}
+
+static double log_softmax_at(const float *x, int64_t V, double *lse)
+{
+    double mx = x[0], s = 0;
+    for (int64_t v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - mx);
+    *lse = mx + log(s);
+    return mx;
+}
+
+/* KL(llama.cpp || qkv) at one position over the top ids + the rest bucket. */
+static double kl_at(const float *x, int64_t V, const int32_t *tid, const float *tlp, int K, double *rest)
+{
+    double lse, P = 0, Q = 0, kl = 0;
+    log_softmax_at(x, V, &lse);
+    for (int k = 0; k < K; k++) {
+        double lp = tlp[k], lq = (double)x[tid[k]] - lse, p = exp(lp);
+        kl += p * (lp - lq), P += p, Q += exp(lq);
+    }
+    double pr = 1 - P, qr = 1 - Q;
+    if (pr > 1e-12) kl += pr * log(pr / (qr > 1e-12 ? qr : 1e-12));
+    *rest = pr;
+    return kl;
+}
+
+static int64_t argmax_of(const float *x, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* The logits over the KJV chunks: argmax agreement and mean KL. */
+static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
+{
+    size_t len;
+    char *meta = read_file(dir, "meta.txt", &len);
+    int chunks = 0, ctx = 0, K = 0;
+    long long vocab = 0;
+    if (!meta || sscanf(meta, "%d %d %d %lld", &chunks, &ctx, &K, &vocab) != 4 || vocab != m->cfg.vocab) {
+        CHECK(0, "%s: %s/meta.txt unreadable or of another vocabulary", tag, dir);
+        free(meta);
+        return;
+    }
+    int32_t *ids32 = read_file(dir, "ids.i32", &len), *tid = read_file(dir, "top_ids.i32", &len);
+    float *tlp = read_file(dir, "top_lp.f32", &len);
+    int64_t V = m->cfg.vocab, N = (int64_t)chunks * ctx, agree = 0;
+    float *logits = malloc((size_t)(ctx * V) * sizeof *logits);
+    int64_t *ids = malloc((size_t)ctx * sizeof *ids);
+    double kl = 0, klmax = 0, rest = 0;
+    qkv_ctx *c;
+    qkv_kv_cache kc;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    CHECK_OK(qkv_llm_cache_init(&kc, m, ctx));
+    for (int ch = 0; ids32 && tid && tlp && ch < chunks; ch++) {
+        for (int t = 0; t < ctx; t++) ids[t] = ids32[ch * ctx + t];
+        qkv_kv_cache_reset(&kc);
+        CHECK_OK(qkv_llm_forward(c, m, &kc, ids, ctx, 1, logits));
+        qkv_ctx_reset(c);
+        for (int t = 0; t < ctx; t++) {
+            int64_t at = (int64_t)ch * ctx + t;
+            double r, k = kl_at(logits + t * V, V, tid + at * K, tlp + at * K, K, &r);
+            kl += k, rest += r, klmax = k > klmax ? k : klmax;
+            agree += argmax_of(logits + t * V, V) == tid[at * K];
+        }
+    }
+    kl /= (double)N;
+    printf("%s vs llama.cpp over %lld KJV positions (%d chunks of %d): argmax agrees on %lld (%.2f%%), mean "
+           "KL %.5f nats (max %.4f; the mass outside llama.cpp's top %d: %.2g on average)\n",
+           tag, (long long)N, chunks, ctx, (long long)agree, 100.0 * agree / N, kl, klmax, K, rest / N);
+    CHECK(agree >= ARGMAX_MIN * N, "%s: argmax agrees on %lld of %lld", tag, (long long)agree, (long long)N);
+    CHECK(kl <= KL_MAX, "%s: mean KL %.5f > %.3f", tag, kl, KL_MAX);
+    qkv_kv_cache_free(&kc);
+    qkv_ctx_free(c);
+    free(meta), free(ids32), free(tid), free(tlp), free(logits), free(ids);
+}
+
+/* Reads n numbers of line s after *p into out (ints or doubles). */
+static int read_nums(char **p, int64_t n, int64_t *ints, double *dbl)
+{
+    for (int64_t i = 0; i < n; i++) {
+        char *e;
+        if (ints) ints[i] = strtoll(*p, &e, 10);
+        else dbl[i] = strtod(*p, &e);
+        if (e == *p) return 0;
+        *p = e;
+    }
+    while (**p == ' ' || **p == '|') ++*p;
+    return 1;
+}
+
+/* One prompt's greedy continuation against llama.cpp's. */
+static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *prompt, int64_t P,
+                       const int64_t *want, const double *gaps, int64_t N)
+{
+    int64_t V = m->cfg.vocab, *seq = malloc((size_t)(P + N) * sizeof *seq);
+    float *x = malloc((size_t)V * sizeof *x);
+    qkv_ctx *c;
+    qkv_kv_cache kc;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    CHECK_OK(qkv_llm_cache_init(&kc, m, P + N));
+    memcpy(seq, prompt, (size_t)P * sizeof *seq);
+    CHECK_OK(qkv_llm_forward(c, m, &kc, seq, P, 0, x));
+    int64_t t = 0;
+    for (; t < N; t++) {
+        qkv_ctx_reset(c);
+        int64_t id = argmax_of(x, V);
+        if (id != want[t]) break;
+        seq[P + t] = id;
+        if (t + 1 < N) CHECK_OK(qkv_llm_forward(c, m, &kc, &id, 1, 0, x));
+    }
+    if (t == N) {
+        printf("%s greedy %d: %lld tokens equal llama.cpp's\n", tag, i, (long long)N);
+    } else {
+        int64_t id = argmax_of(x, V);
+        double ours = (double)x[id] - x[want[t]];
+        printf("%s greedy %d: first difference at token %lld: qkv %lld, llama.cpp %lld; qkv's logit gap %.4f, "
+               "llama.cpp's best-second gap %.4f\n", tag, i, (long long)t, (long long)id, (long long)want[t], ours,
+               gaps[t]);
+        CHECK(ours <= NEAR_TIE && gaps[t] <= NEAR_TIE, "%s greedy %d: token %lld differs, not a near tie (gaps "
+              "%.4f, %.4f > %.2f)", tag, i, (long long)t, ours, gaps[t], NEAR_TIE);
+    }
+    qkv_kv_cache_free(&kc);
+    qkv_ctx_free(c);
+    free(seq), free(x);
+}
+
+static void check_greedy(const char *tag, const qkv_llm *m, const char *dir)
+{
+    size_t len;
+    char *text = read_file(dir, "greedy.txt", &len), *p = text;
+    int lines = 0;
+    while (p && *p) {
+        long long P = strtoll(p, &p, 10), N = strtoll(p, &p, 10);
+        if (P < 1 || N < 1 || P > 4096 || N > 4096) break;
+        int64_t *prompt = malloc((size_t)P * sizeof *prompt), *want = malloc((size_t)N * sizeof *want);
+        double *gaps = malloc((size_t)N * sizeof *gaps);
+        int ok = read_nums(&p, P, prompt, NULL) && read_nums(&p, N, want, NULL) && read_nums(&p, N, NULL, gaps);
+        if (ok) greedy_one(tag, m, lines++, prompt, P, want, gaps, N);
+        free(prompt), free(want), free(gaps);
+        if (!ok) break;
+        while (*p == '\n' || *p == ' ') p++;
+    }
+    CHECK(lines == 10, "%s: %s/greedy.txt: %d prompts read, 10 expected", tag, dir, lines);
+    free(text);
+}
+
+/* The whole check for one model file. */
+static int llamacpp_check(const char *path, const char *tag)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "build/llamacpp/%s", tag);
+    if (access(path, R_OK) != 0) {
+        CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
+        return h_finish("test_llm_llamacpp");
+    }
+    if (access(PY, X_OK) != 0) {
+        CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
+        return h_finish("test_llm_llamacpp");
+    }
+    qkv_llm m;
+    CHECK_OK(qkv_llm_load_gguf(path, 0, &m));
+    if (m.layers && oracle("logits", dir, "meta.txt", path)) check_logits(tag, &m, dir);
+    if (m.layers && oracle("greedy", dir, "greedy.txt", path)) check_greedy(tag, &m, dir);
+    qkv_llm_free(&m);
+    return h_finish("test_llm_llamacpp");
+}
