@@ -1,5 +1,5 @@
 /* llamacpp_check.h: qkv's logits against llama.cpp's on the same GGUF file
- * (tests/test_llm_llamacpp_*.c). The reference is tools/llamacpp_oracle.py
+ * (tests/check_llm_llamacpp_*.c). The reference is tools/llamacpp_oracle.py
  * (llama-cpp-python 0.3.36, llama.cpp itself), run once into
  * build/llamacpp/NAME/ and read from there afterwards (rm -r that folder
  * to run it again): 4 chunks of 512 tokens of the KJV tokenized by
@@ -213,16 +213,16 @@ static int llamacpp_check(const char *path, const char *tag)
     snprintf(dir, sizeof dir, "build/llamacpp/%s", tag);
     if (access(path, R_OK) != 0) {
         CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
-        return h_finish("test_llm_llamacpp");
+        return h_finish("check_llm_llamacpp");
     }
     if (access(PY, X_OK) != 0) {
         CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
-        return h_finish("test_llm_llamacpp");
+        return h_finish("check_llm_llamacpp");
     }
     qkv_llm m;
     CHECK_OK(qkv_llm_load_gguf(path, 0, &m));
     if (m.layers && oracle("logits", dir, "meta.txt", path)) check_logits(tag, &m, dir);
     if (m.layers && oracle("greedy", dir, "greedy.txt", path)) check_greedy(tag, &m, dir);
     qkv_llm_free(&m);
-    return h_finish("test_llm_llamacpp");
+    return h_finish("check_llm_llamacpp");
 }

