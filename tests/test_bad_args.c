@@ -2306,7 +2306,7 @@ int main(void)
         {"qkv_layer_norm", "y", "NULL", 1, 1, ""},
         {"qkv_rms_norm", "c", "NULL", 1, 1, ""},
         {"qkv_rms_norm", "x", "NULL", 1, 1, ""},
-        {"qkv_rms_norm", "weight", "NULL", 1, 1, ""},
+        {"qkv_rms_norm", "weight", "NULL", 1, 0, "weight (C) or NULL"},
         {"qkv_rms_norm", "y", "NULL", 1, 1, ""},
         {"qkv_embedding", "c", "NULL", 1, 1, ""},
         {"qkv_embedding", "weight", "NULL", 1, 1, ""},

@@ -21,6 +21,7 @@ HEADERS = ['include/qkv.h'] + sorted(glob.glob('include/qkv/*.h'))
 # Pointer arguments the header documents as optional ("or NULL", "may be
 # NULL"): a call with that NULL may return OK. (function, argument): why.
 ALLOWED = {
+    ('qkv_rms_norm', 'weight'): 'weight (C) or NULL',
     ('qkv_linear', 'b'): 'b (out) or NULL',
     ('qkv_linear_relu', 'b'): 'shapes as qkv_linear: b (out) or NULL',
     ('qkv_softmax', 'key_padding_mask'): 'key_padding_mask: NULL or BOOL',

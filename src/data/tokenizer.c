@@ -226,14 +226,24 @@ qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64
     return QKV_OK;
 }
 
+static qkv_status encode_body(const qkv_tokenizer *t, const char *text, size_t len, int add_special,
+                              int parse_special, int64_t **ids, int64_t *n);
+
 qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text, size_t len, int64_t **ids,
                                 int64_t *n)
 {
-    return qkv_tokenizer_encode_special(t, text, len, 0, 0, ids, n);
+    return encode_body(t, text, len, 0, 0, ids, n);
 }
 
 qkv_status qkv_tokenizer_encode_special(const qkv_tokenizer *t, const char *text, size_t len, int add_special,
                                         int parse_special, int64_t **ids, int64_t *n)
+{
+    return qkv_fail_in("tokenizer_encode_special", encode_body(t, text, len, add_special, parse_special, ids, n));
+}
+
+/* Both encodes: their messages start "tokenizer_encode:". */
+static qkv_status encode_body(const qkv_tokenizer *t, const char *text, size_t len, int add_special,
+                              int parse_special, int64_t **ids, int64_t *n)
 {
     static const char fn[] = "tokenizer_encode";
     QKV_NEED(ids, fn, "ids");

@@ -173,16 +173,16 @@ static qkv_status config_body(const char *text, const json_value *root, qkv_llm_
 
 qkv_status qkv_llm_config_from_hf_json(const char *text, size_t len, qkv_llm_config *cfg)
 {
-    QKV_NEED(text, "llm_config", "text");
-    QKV_NEED(cfg, "llm_config", "config");
+    QKV_NEED(text, "llm_config_from_hf_json", "text");
+    QKV_NEED(cfg, "llm_config_from_hf_json", "config");
     json_limits lim = {64, 0};
     json_value *root = NULL;
     char err[200];
     if (json_parse(text, len, &lim, &root, NULL, err, sizeof err) != JSON_OK)
-        return qkv_fail(QKV_ERR_FORMAT, "llm_config: config.json is not JSON: %s", err);
+        return qkv_fail(QKV_ERR_FORMAT, "llm_config_from_hf_json: config.json is not JSON: %s", err);
     qkv_status s = config_body(text, root, cfg);
     json_free(root);
-    return s;
+    return qkv_fail_in("llm_config_from_hf_json", s);
 }
 
 /* ---- model.safetensors --------------------------------------------------- */
@@ -282,13 +282,13 @@ static qkv_status from_st_body(const qkv_llm_config *cfg, const qkv_safetensors 
 
 qkv_status qkv_llm_from_safetensors(const qkv_llm_config *cfg, const qkv_safetensors *st, qkv_llm *m)
 {
-    QKV_NEED(m, "llm_load", "model");
+    QKV_NEED(m, "llm_from_safetensors", "model");
     memset(m, 0, sizeof *m);
-    QKV_NEED(cfg, "llm_load", "config");
-    QKV_NEED(st, "llm_load", "safetensors");
+    QKV_NEED(cfg, "llm_from_safetensors", "config");
+    QKV_NEED(st, "llm_from_safetensors", "safetensors");
     qkv_status s = from_st_body(cfg, st, m);
     if (s != QKV_OK) qkv_llm_free(m);
-    return qkv_fail_in("llm_load", s);
+    return qkv_fail_in("llm_from_safetensors", s);
 }
 
 /* The whole of path into a new NUL-terminated buffer. */
