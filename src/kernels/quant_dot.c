@@ -129,11 +129,21 @@ const qkv_qdot_set qkv_qdot_portable = {
 
 /* ---- picking a build ------------------------------------------------------ */
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+/* F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports has no "f16c"). */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static int set_runs(const qkv_qdot_set *s)
 {
     if (!s->one[0]) return 0;
 #if defined(__x86_64__) || defined(__i386__)
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     if (s == &qkv_qdot_avx2) return avx2;
     if (s == &qkv_qdot_vnni)
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
