@@ -27,23 +27,6 @@
 
 static const char *PY = "data/venv/bin/python";
 
-static void *read_file(const char *dir, const char *name, size_t *len)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (b) b[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* Runs the oracle's sub-command cmd into dir unless dir/file exists. */
 static int oracle(const char *cmd, const char *dir, const char *file, const char *model)
 {
@@ -81,19 +64,11 @@ static double kl_at(const float *x, int64_t V, const int32_t *tid, const float *
     return kl;
 }
 
-static int64_t argmax_of(const float *x, int64_t n)
-{
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* The logits over the KJV chunks: argmax agreement and mean KL. */
 static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
 {
     size_t len;
-    char *meta = read_file(dir, "meta.txt", &len);
+    char *meta = h_slurp_at(dir, "meta.txt", &len);
     int chunks = 0, ctx = 0, K = 0;
     long long vocab = 0;
     if (!meta || sscanf(meta, "%d %d %d %lld", &chunks, &ctx, &K, &vocab) != 4 || vocab != m->cfg.vocab) {
@@ -101,8 +76,8 @@ static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
         free(meta);
         return;
     }
-    int32_t *ids32 = read_file(dir, "ids.i32", &len), *tid = read_file(dir, "top_ids.i32", &len);
-    float *tlp = read_file(dir, "top_lp.f32", &len);
+    int32_t *ids32 = h_slurp_at(dir, "ids.i32", &len), *tid = h_slurp_at(dir, "top_ids.i32", &len);
+    float *tlp = h_slurp_at(dir, "top_lp.f32", &len);
     int64_t V = m->cfg.vocab, N = (int64_t)chunks * ctx, agree = 0;
     float *logits = malloc((size_t)(ctx * V) * sizeof *logits);
     int64_t *ids = malloc((size_t)ctx * sizeof *ids);
@@ -121,7 +96,7 @@ static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
             int64_t at = (int64_t)ch * ctx + t;
             double r, k = kl_at(logits + t * V, V, tid + at * K, tlp + at * K, K, &r);
             kl += k, rest += r, klmax = k > klmax ? k : klmax;
-            agree += argmax_of(logits + t * V, V) == tid[at * K];
+            agree += h_argmax(logits + t * V, V) == tid[at * K];
         }
     }
     kl /= (double)N;
@@ -165,7 +140,7 @@ static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *
     int64_t t = 0;
     for (; t < N; t++) {
         qkv_ctx_reset(c);
-        int64_t id = argmax_of(x, V);
+        int64_t id = h_argmax(x, V);
         if (id != want[t]) break;
         seq[P + t] = id;
         if (t + 1 < N) CHECK_OK(qkv_llm_forward(c, m, &kc, &id, 1, 0, x));
@@ -173,7 +148,7 @@ static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *
     if (t == N) {
         printf("%s greedy %d: %lld tokens equal llama.cpp's\n", tag, i, (long long)N);
     } else {
-        int64_t id = argmax_of(x, V);
+        int64_t id = h_argmax(x, V);
         double ours = (double)x[id] - x[want[t]];
         printf("%s greedy %d: first difference at token %lld: qkv %lld, llama.cpp %lld; qkv's logit gap %.4f, "
                "llama.cpp's best-second gap %.4f\n", tag, i, (long long)t, (long long)id, (long long)want[t], ours,
@@ -189,7 +164,7 @@ static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *
 static void check_greedy(const char *tag, const qkv_llm *m, const char *dir)
 {
     size_t len;
-    char *text = read_file(dir, "greedy.txt", &len), *p = text;
+    char *text = h_slurp_at(dir, "greedy.txt", &len), *p = text;
     int lines = 0;
     while (p && *p) {
         long long P = strtoll(p, &p, 10), N = strtoll(p, &p, 10);

@@ -6,26 +6,6 @@
 #define QKV_TEST_PARITY_H
 #include "oracle.h"
 
-/* The whole of path, NUL-terminated (NULL when it cannot be read); its
- * size in *n (n may be NULL; 0 when unread). */
-static inline char *h_slurp(const char *path, size_t *n)
-{
-    if (n) *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, k = 0;
-    char *b = malloc(cap);
-    while (b && (k += fread(b + k, 1, cap - k - 1, f)) == cap - 1) {
-        char *b2 = realloc(b, cap * 2);
-        if (!b2) free(b);
-        b = b2, cap *= 2;
-    }
-    fclose(f);
-    if (b) b[k] = 0;
-    if (n) *n = k;
-    return b;
-}
-
 /* Opens the oracle's case file path into *st with a new arena *a, and,
  * where p and r are not NULL, a new parameter set *p and a generator *r
  * seeded 1; each a check. 0 when the file does not open (nothing else is
@@ -49,6 +29,23 @@ static inline void h_case_close(qkv_safetensors *st, qkv_arena *a, qkv_params *p
     qkv_arena_free(a);
     qkv_safetensors_close(st);
 }
+
+/* A whole parity case: the oracle's file, an arena, a parameter set and a
+ * generator seeded 1, opened by h_case_begin (0 when the file does not
+ * open) and freed by h_case_end. */
+typedef struct {
+    qkv_safetensors *st;
+    qkv_arena *a;
+    qkv_params *p;
+    qkv_rng r;
+} h_case;
+
+static inline int h_case_begin(const char *path, h_case *k)
+{
+    return h_case_open(path, &k->st, &k->a, &k->p, &k->r);
+}
+
+static inline void h_case_end(h_case *k) { h_case_close(k->st, k->a, k->p); }
 
 /* Checks t's gradient against the oracle's tensor "<prefix><name>"
  * (norm-wise relative error <= 1e-4), keeping the worst error in *worst. */

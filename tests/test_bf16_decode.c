@@ -273,14 +273,6 @@ static void lm_run(qkv_ctx *c, const qkv_lm *m, qkv_kv_cache *kc, const int64_t 
     qkv_ctx_reset(c);
 }
 
-static int64_t argmax(const float *x, int64_t n)
-{
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* The worst over steps of max|a - b| / max|b| per step and row. */
 static double logits_err(const float *a, const float *b)
 {
@@ -301,7 +293,7 @@ static int64_t greedy_agree(const float *f32, const float *b16, int64_t *checked
     *checked = 0;
     for (int64_t i = 0; i < LSTEPS * LN; i++) {
         const float *a = f32 + i * LV, *b = b16 + i * LV;
-        int64_t ia = argmax(a, LV), ib = argmax(b, LV);
+        int64_t ia = h_argmax(a, LV), ib = h_argmax(b, LV);
         double diff = 0;
         for (int64_t j = 0; j < LV; j++) diff = fmax(diff, fabs((double)a[j] - b[j]));
         agree += ia == ib;
@@ -332,12 +324,12 @@ static void test_lm(void)
     for (int64_t i = 0; i < LN * LSTEPS; i++) feed[i] = 0;
     lm_run(c, &m, &kc, prompt, pad, feed, f32); /* first pass: logits for the picks */
     for (int64_t t = 0; t < LSTEPS; t++)
-        for (int64_t n = 0; n < LN; n++) feed[n * LSTEPS + t] = argmax(f32 + (t * LN + n) * LV, LV);
+        for (int64_t n = 0; n < LN; n++) feed[n * LSTEPS + t] = h_argmax(f32 + (t * LN + n) * LV, LV);
     /* Greedy fed forward: step t's pick is fed at step t (teacher forcing
      * on FP32's own choices: every run sees the same sequence). */
     lm_run(c, &m, &kc, prompt, pad, feed, f32);
     for (int64_t t = 0; t < LSTEPS; t++)
-        for (int64_t n = 0; n < LN; n++) feed[n * LSTEPS + t] = argmax(f32 + (t * LN + n) * LV, LV);
+        for (int64_t n = 0; n < LN; n++) feed[n * LSTEPS + t] = h_argmax(f32 + (t * LN + n) * LV, LV);
     lm_run(c, &m, &kc, prompt, pad, feed, f32);
     qkv_kv_cache_free(&kc);
     /* bf16 weights; the FP32 model with rounded weights. */

@@ -565,33 +565,25 @@ static void test_buffers(void)
  * PyTorch's nn.Sequential strictly, buffers included. */
 static void test_save_for_torch(void)
 {
-    qkv_params *p;
-    qkv_arena *a;
-    qkv_ctx *c;
-    qkv_rng r;
-    qkv_rng_seed(&r, 12);
-    CHECK_OK(qkv_params_new(&p));
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_ctx_new(&c));
+    h_env e;
+    h_env_begin(&e, 12);
     qkv_cnn net;
     qkv_cnn_opts o = qkv_cnn_opts_default();
-    CHECK_OK(qkv_cnn_init(&net, &o, p, "", &r));
-    qkv_tensor *x = h_input(a, &r, 4, (int64_t[]){4, 1, 28, 28}, 1.0f), *y = NULL;
-    qkv_ctx_set_training(c, 1);
-    CHECK_OK(qkv_module_forward(c, &net.seq.base, x, &y));
+    CHECK_OK(qkv_cnn_init(&net, &o, e.p, "", &e.r));
+    qkv_tensor *x = h_input(e.a, &e.r, 4, (int64_t[]){4, 1, 28, 28}, 1.0f), *y = NULL;
+    qkv_ctx_set_training(e.c, 1);
+    CHECK_OK(qkv_module_forward(e.c, &net.seq.base, x, &y));
     char dir[] = "/tmp/qkv_cnn_XXXXXX", path[64], cmd[160];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(path, sizeof path, "%s/cnn.safetensors", dir);
-    CHECK_OK(qkv_params_save_safetensors(p, path, NULL));
+    CHECK_OK(qkv_params_save_safetensors(e.p, path, NULL));
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/conv_oracle.py --load-check %s", path);
     int rc = system(cmd);
     CHECK(rc == 0, "PyTorch did not load qkv's CNN state_dict (exit %d): %s", rc, cmd);
     unlink(path);
     rmdir(dir);
     qkv_cnn_free(&net);
-    qkv_ctx_free(c);
-    qkv_arena_free(a);
-    qkv_params_free(p);
+    h_env_end(&e);
 }
 
 /* ---- bad input --------------------------------------------------------------- */

@@ -188,8 +188,6 @@ int main(int argc, char **argv)
     test_listing();
     test_errors();
     test_state_dict_tool();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    h_tmpdir_remove(tmpdir);
     return h_finish("test_inspect");
 }

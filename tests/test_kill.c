@@ -317,8 +317,6 @@ int main(void)
     test_kills();
     test_full_disk();
     if (getenv("QKV_FULL_DIR")) test_real_full_disk(getenv("QKV_FULL_DIR"));
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    h_tmpdir_remove(dir);
     return h_finish("test_kill");
 }

@@ -258,8 +258,6 @@ int main(void)
     gqa_tests(dir);
     config_errors();
     missing_tensor(dir);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    h_tmpdir_remove(dir);
     return h_finish("test_llm");
 }

@@ -32,21 +32,13 @@ static void logits_of(const qkv_llm *m, const int64_t *ids, int64_t T, int steps
     qkv_ctx_free(c);
 }
 
-static int64_t argmax(const float *x, int64_t n)
-{
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Mean over rows of KL(softmax(p) || softmax(q)), p and q (T,V) logits. */
 static double mean_kl(const float *p, const float *q, int64_t T, int64_t V)
 {
     double sum = 0;
     for (int64_t t = 0; t < T; t++) {
         const float *a = p + t * V, *b = q + t * V;
-        double ma = a[argmax(a, V)], mb = b[argmax(b, V)], za = 0, zb = 0, kl = 0;
+        double ma = a[h_argmax(a, V)], mb = b[h_argmax(b, V)], za = 0, zb = 0, kl = 0;
         for (int64_t i = 0; i < V; i++) {
             za += exp(a[i] - ma);
             zb += exp(b[i] - mb);
@@ -89,7 +81,7 @@ static void one_file(const char *path, const char *tag, int bos, qkv_llm_arch ar
         if (m.layers) {
             logits_of(&m, ids->idx, T, 1, got);
             int agree = 0;
-            for (int64_t t = 0; t < T; t++) agree += argmax(got + t * V, V) == argmax(want->data + t * V, V);
+            for (int64_t t = 0; t < T; t++) agree += h_argmax(got + t * V, V) == h_argmax(want->data + t * V, V);
             double e = h_rel_err(got, want->data, T * V), kl = mean_kl(want->data, got, T, V);
             printf("%s quantized products vs the FP32 reference: mean KL %.4f nats, argmax agrees on %d of %lld "
                    "positions, logits relative error %.3g\n", tag, kl, agree, (long long)T, e);

@@ -14,13 +14,10 @@ static int n_ran, n_rotary, n_padded;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st;
-    qkv_arena *a;
-    qkv_params *p;
-    qkv_rng r;
-    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    h_case k;
+    if (!h_case_begin(path, &k)) return;
     qkv_lm_opts o;
-    const char *cfg = qkv_safetensors_meta(st, "lm.config");
+    const char *cfg = qkv_safetensors_meta(k.st, "lm.config");
     CHECK(cfg != NULL, "%s: no lm.config", file);
     qkv_lm m = {0};
     qkv_status s = cfg ? qkv_lm_opts_parse(cfg, &o) : QKV_ERR_FORMAT;
@@ -29,12 +26,12 @@ static void parity_case(const char *path, const char *file)
         char back[512];
         CHECK_OK(qkv_lm_opts_format(&o, back, sizeof back));
         CHECK(!strcmp(back, cfg), "%s: format gives '%s', PyTorch's side wrote '%s'", file, back, cfg);
-        CHECK_OK(s = qkv_lm_init(&m, &o, p, "", &r));
+        CHECK_OK(s = qkv_lm_init(&m, &o, k.p, "", &k.r));
     }
-    if (!s) CHECK_OK(s = qkv_params_load_state_dict(p, st, "lm.", 1, NULL));
-    qkv_tensor *ids = h_load(st, a, "ids", 0), *want = h_load(st, a, "logits", 0);
-    qkv_tensor *dlogits = h_load(st, a, "dlogits", 0);
-    qkv_tensor *pad = h_load(st, a, "pad", 0); /* rotary cases: left-padded rows, or none */
+    if (!s) CHECK_OK(s = qkv_params_load_state_dict(k.p, k.st, "lm.", 1, NULL));
+    qkv_tensor *ids = h_load(k.st, k.a, "ids", 0), *want = h_load(k.st, k.a, "logits", 0);
+    qkv_tensor *dlogits = h_load(k.st, k.a, "dlogits", 0);
+    qkv_tensor *pad = h_load(k.st, k.a, "pad", 0); /* rotary cases: left-padded rows, or none */
     n_rotary += !s && o.posenc == QKV_POSENC_ROTARY;
     n_padded += pad != NULL;
     for (int ref = 0; ref < 2 && !s && ids && want && dlogits; ref++) {
@@ -42,14 +39,14 @@ static void parity_case(const char *path, const char *file)
         qkv_ctx *c;
         CHECK_OK(qkv_ctx_new(&c));
         qkv_ctx_set_training(c, 1); /* dropout is 0: training mode changes nothing */
-        qkv_params_zero_grad(p);
+        qkv_params_zero_grad(k.p);
         qkv_tensor *logits = NULL;
         CHECK_OK(qkv_lm_forward(c, &m, ids, pad, &logits));
         if (logits && qkv_tensor_numel(logits) == qkv_tensor_numel(want)) {
             n_ran++;
             h_compare(file, "logits", logits->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, logits, dlogits->data));
-            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
+            h_compare_grads(k.st, k.a, file, "grad.", k.p, &worst_grad);
         } else {
             CHECK(0, "%s: logits missing or of the wrong size", file);
         }
@@ -57,7 +54,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_lm_free(&m);
-    h_case_close(st, a, p);
+    h_case_end(&k);
 }
 
 static void test_opts_text(void)

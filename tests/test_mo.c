@@ -297,8 +297,6 @@ int main(void)
     test_oracle();
     test_msgfmt();
     test_bad();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    h_tmpdir_remove(tmpdir);
     return h_finish("test_mo");
 }

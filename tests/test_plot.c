@@ -574,9 +574,7 @@ int main(void)
     test_lines();
     test_overlay();
     if (!h_fail) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+        h_tmpdir_remove(dir);
     } else {
         fprintf(stderr, "the figures are in %s\n", dir);
     }

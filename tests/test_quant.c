@@ -26,26 +26,6 @@
 
 #define PY "data/venv/bin/python"
 
-static void *read_file(const char *dir, const char *name, size_t *len)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1); /* NUL-terminated for the text files */
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) p[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return p;
-}
-
 static uint32_t bits(float x)
 {
     uint32_t u;
@@ -58,8 +38,8 @@ static uint32_t bits(float x)
 static void deq_case(const char *dir, int type, int64_t n, int strict, const char *bin, const char *f32)
 {
     size_t nb, nf;
-    uint8_t *raw = read_file(dir, bin, &nb);
-    float *want = read_file(dir, f32, &nf), *got = malloc((size_t)n * sizeof(float));
+    uint8_t *raw = h_slurp_at(dir, bin, &nb);
+    float *want = h_slurp_at(dir, f32, &nf), *got = malloc((size_t)n * sizeof(float));
     CHECK(raw && want && nf == (size_t)n * 4, "%s: oracle files missing", bin);
     if (raw && want && got) {
         CHECK_OK(qkv_dequantize((qkv_qtype)type, raw, got, n));
@@ -81,7 +61,7 @@ static void quant_case(const char *dir, int type, int64_t n, const char *name, c
                        const char *cc)
 {
     qkv_qtype t = (qkv_qtype)type;
-    float *x = read_file(dir, in, NULL);
+    float *x = h_slurp_at(dir, in, NULL);
     size_t bytes = qkv_qtype_row_bytes(t, n);
     uint8_t *got = calloc(bytes, 1);
     CHECK(x && got, "%s: oracle input missing", in);
@@ -91,7 +71,7 @@ static void quant_case(const char *dir, int type, int64_t n, const char *name, c
     for (int k = 0; k < 2; k++) {
         if (!strcmp(refs[k], "-")) continue;
         size_t len;
-        uint8_t *want = read_file(dir, refs[k], &len);
+        uint8_t *want = h_slurp_at(dir, refs[k], &len);
         CHECK(want && len == bytes, "%s: %s's bytes missing", name, who[k]);
         if (want && len == bytes) {
             size_t bad = 0, first = 0;
@@ -210,7 +190,7 @@ static void random_cases(void)
 {
     char dir[] = "/tmp/qkv_quant_XXXXXX";
     if (!mkdtemp(dir) || !run_oracle(dir, "--seed 1")) return;
-    char *index = read_file(dir, "index.txt", NULL);
+    char *index = h_slurp_at(dir, "index.txt", NULL);
     CHECK(index != NULL, "oracle index missing");
     int ndeq = 0, nquant = 0;
     for (char *line = index ? strtok(index, "\n") : NULL; line; line = strtok(NULL, "\n")) {
@@ -222,8 +202,8 @@ static void random_cases(void)
             ndeq++;
             if (atoi(a) && type != QKV_Q_F32 && type != QKV_Q_Q8_K) { /* strict blocks: also as a weight */
                 int64_t cols = 512, rows = n / cols;
-                uint8_t *raw = read_file(dir, b, NULL);
-                float *wf = read_file(dir, c, NULL);
+                uint8_t *raw = h_slurp_at(dir, b, NULL);
+                float *wf = h_slurp_at(dir, c, NULL);
                 if (type == QKV_Q_BF16 && raw && wf) { /* random bits overflow a product: normal weights */
                     qkv_rng r;
                     qkv_rng_seed(&r, 7);
@@ -271,7 +251,7 @@ static void gguf_cases(void)
     char dir[] = "/tmp/qkv_quant_XXXXXX", args[600];
     snprintf(args, sizeof args, "--gguf %s %s", gguf_files[0], gguf_files[1]);
     if (!mkdtemp(dir) || !run_oracle(dir, args)) return;
-    char *list = read_file(dir, "tensors.txt", NULL);
+    char *list = h_slurp_at(dir, "tensors.txt", NULL);
     CHECK(list != NULL, "oracle tensor list missing");
     const uint8_t *map[2];
     size_t size[2];

@@ -143,31 +143,28 @@ static int n_cases, n_ran;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st;
-    qkv_arena *a;
-    qkv_params *p;
-    qkv_rng r;
-    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    h_case k;
+    if (!h_case_begin(path, &k)) return;
     n_cases++;
-    const char *mode_s = qkv_safetensors_meta(st, "mode");
+    const char *mode_s = qkv_safetensors_meta(k.st, "mode");
     qkv_rnn_mode mode = mode_s && !strcmp(mode_s, "lstm") ? QKV_RNN_LSTM : QKV_RNN_GRU;
-    qkv_rnn_opts o = qkv_rnn_opts_default(h_meta_int(st, "input_size"), h_meta_int(st, "hidden_size"));
-    o.num_layers = h_meta_int(st, "num_layers");
-    o.bias = (int)h_meta_int(st, "bias");
-    o.batch_first = (int)h_meta_int(st, "batch_first");
-    o.bidirectional = (int)h_meta_int(st, "bidirectional");
-    o.dropout = (float)h_meta_float(st, "dropout");
+    qkv_rnn_opts o = qkv_rnn_opts_default(h_meta_int(k.st, "input_size"), h_meta_int(k.st, "hidden_size"));
+    o.num_layers = h_meta_int(k.st, "num_layers");
+    o.bias = (int)h_meta_int(k.st, "bias");
+    o.batch_first = (int)h_meta_int(k.st, "batch_first");
+    o.bidirectional = (int)h_meta_int(k.st, "bidirectional");
+    o.dropout = (float)h_meta_float(k.st, "dropout");
     qkv_nn_rnn m;
-    CHECK_OK(mode == QKV_RNN_LSTM ? qkv_nn_lstm_init(&m, &o, p, "", &r) : qkv_nn_gru_init(&m, &o, p, "", &r));
-    CHECK_OK(qkv_params_load_state_dict(p, st, "rnn.", 1, NULL));
-    qkv_tensor *x = h_load(st, a, "x", 1), *h0 = h_load(st, a, "h0", 1), *c0 = h_load(st, a, "c0", 1);
-    qkv_tensor *len = h_load(st, a, "lengths", 0);
-    qkv_tensor *dout = h_load(st, a, "dout", 0), *dhn = h_load(st, a, "dh_n", 0), *dcn = h_load(st, a, "dc_n", 0);
+    CHECK_OK(mode == QKV_RNN_LSTM ? qkv_nn_lstm_init(&m, &o, k.p, "", &k.r) : qkv_nn_gru_init(&m, &o, k.p, "", &k.r));
+    CHECK_OK(qkv_params_load_state_dict(k.p, k.st, "rnn.", 1, NULL));
+    qkv_tensor *x = h_load(k.st, k.a, "x", 1), *h0 = h_load(k.st, k.a, "h0", 1), *c0 = h_load(k.st, k.a, "c0", 1);
+    qkv_tensor *len = h_load(k.st, k.a, "lengths", 0);
+    qkv_tensor *dout = h_load(k.st, k.a, "dout", 0), *dhn = h_load(k.st, k.a, "dh_n", 0), *dcn = h_load(k.st, k.a, "dc_n", 0);
     for (int ref = 0; ref < 2 && x && dout && dhn; ref++) {
         qkv_set_reference(ref);
         qkv_ctx *c;
         CHECK_OK(qkv_ctx_new(&c));
-        qkv_params_zero_grad(p);
+        qkv_params_zero_grad(k.p);
         qkv_tensor *ins[3] = {x, h0, c0};
         for (int i = 0; i < 3; i++)
             if (ins[i]) memset(ins[i]->grad, 0, (size_t)qkv_tensor_numel(ins[i]) * sizeof(float));
@@ -176,7 +173,7 @@ static void parity_case(const char *path, const char *file)
         qkv_status s = mode == QKV_RNN_LSTM ? qkv_nn_lstm_forward(c, &m, x, h0, c0, lengths, &y, &hn, &cn)
                                             : qkv_nn_gru_forward(c, &m, x, h0, lengths, &y, &hn);
         CHECK(s == QKV_OK, "%s: forward: %s", file, qkv_last_error());
-        qkv_tensor *want = h_load(st, a, "output", 0);
+        qkv_tensor *want = h_load(k.st, k.a, "output", 0);
         if (s == QKV_OK && want) {
             char b1[64], b2[64];
             int same = y->ndim == want->ndim && !memcmp(y->shape, want->shape, sizeof(int64_t) * (size_t)y->ndim);
@@ -184,8 +181,8 @@ static void parity_case(const char *path, const char *file)
             if (same) {
                 n_ran++;
                 h_compare(file, "output", y->data, want, 1e-5, &worst_out);
-                h_compare(file, "h_n", hn->data, h_load(st, a, "h_n", 0), 1e-5, &worst_out);
-                if (cn) h_compare(file, "c_n", cn->data, h_load(st, a, "c_n", 0), 1e-5, &worst_out);
+                h_compare(file, "h_n", hn->data, h_load(k.st, k.a, "h_n", 0), 1e-5, &worst_out);
+                if (cn) h_compare(file, "c_n", cn->data, h_load(k.st, k.a, "c_n", 0), 1e-5, &worst_out);
                 /* d(sum(output dout) + sum(h_n dh_n) + sum(c_n dc_n)): seed the
                  * states' gradients, then backward from output. */
                 float *gh = qkv_tensor_grad(qkv_ctx_arena(c), hn);
@@ -195,90 +192,82 @@ static void parity_case(const char *path, const char *file)
                     memcpy(gc, dcn->data, (size_t)qkv_tensor_numel(cn) * sizeof(float));
                 }
                 CHECK_OK(qkv_backward(c, y, dout->data));
-                h_compare_grad(st, a, file, "grad.", "x", x, &worst_grad);
-                if (h0) h_compare_grad(st, a, file, "grad.", "h0", h0, &worst_grad);
-                if (c0) h_compare_grad(st, a, file, "grad.", "c0", c0, &worst_grad);
-                h_compare_grads(st, a, file, "grad.", p, &worst_grad);
+                h_compare_grad(k.st, k.a, file, "grad.", "x", x, &worst_grad);
+                if (h0) h_compare_grad(k.st, k.a, file, "grad.", "h0", h0, &worst_grad);
+                if (c0) h_compare_grad(k.st, k.a, file, "grad.", "c0", c0, &worst_grad);
+                h_compare_grads(k.st, k.a, file, "grad.", k.p, &worst_grad);
             }
         }
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
     qkv_nn_gru_free(&m);
-    h_case_close(st, a, p);
+    h_case_end(&k);
 }
 
 /* ---- bad input --------------------------------------------------------------- */
 
 static void test_errors(void)
 {
-    qkv_params *p;
-    qkv_arena *a;
-    qkv_ctx *c;
-    qkv_rng r;
-    qkv_rng_seed(&r, 3);
-    CHECK_OK(qkv_params_new(&p));
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_ctx_new(&c));
+    h_env e;
+    h_env_begin(&e, 3);
     qkv_nn_gru g;
     qkv_nn_lstm l;
     memset(&g, 0, sizeof g);
     qkv_rnn_opts o = qkv_rnn_opts_default(4, 0);
-    CHECK_ERR(qkv_nn_gru_init(&g, &o, p, "", &r), QKV_ERR_ARG, "nn_gru_init: input_size 4, hidden_size 0");
+    CHECK_ERR(qkv_nn_gru_init(&g, &o, e.p, "", &e.r), QKV_ERR_ARG, "nn_gru_init: input_size 4, hidden_size 0");
     o = qkv_rnn_opts_default(4, 3);
     o.dropout = 1.5f;
-    CHECK_ERR(qkv_nn_lstm_init(&l, &o, p, "", &r), QKV_ERR_ARG, "nn_lstm_init: dropout 1.5 is not in [0,1]");
+    CHECK_ERR(qkv_nn_lstm_init(&l, &o, e.p, "", &e.r), QKV_ERR_ARG, "nn_lstm_init: dropout 1.5 is not in [0,1]");
     o.dropout = 0;
-    CHECK_ERR(qkv_nn_gru_init(&g, &o, p, "", NULL), QKV_ERR_ARG, "nn_gru_init: rng is NULL");
-    CHECK(qkv_params_count(p) == 0, "a failed _init added parameters");
-    CHECK_ERR(qkv_nn_gru_init(&g, NULL, p, "", &r), QKV_ERR_ARG, "nn_gru_init: opts is NULL");
+    CHECK_ERR(qkv_nn_gru_init(&g, &o, e.p, "", NULL), QKV_ERR_ARG, "nn_gru_init: rng is NULL");
+    CHECK(qkv_params_count(e.p) == 0, "a failed _init added parameters");
+    CHECK_ERR(qkv_nn_gru_init(&g, NULL, e.p, "", &e.r), QKV_ERR_ARG, "nn_gru_init: opts is NULL");
     qkv_tensor *y = NULL, *hn;
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, NULL, NULL, NULL, &y, &hn), QKV_ERR_STATE, "not initialised");
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, NULL, NULL, NULL, &y, &hn), QKV_ERR_STATE, "not initialised");
     o.num_layers = 2;
-    CHECK_OK(qkv_nn_gru_init(&g, &o, p, "enc.", &r));
-    CHECK(qkv_params_find(p, "enc.weight_hh_l1") != NULL, "weight_hh_l1 missing");
-    CHECK(qkv_params_count(p) == 8, "GRU(4,3,num_layers=2) has %d parameters, expected 8", qkv_params_count(p));
+    CHECK_OK(qkv_nn_gru_init(&g, &o, e.p, "enc.", &e.r));
+    CHECK(qkv_params_find(e.p, "enc.weight_hh_l1") != NULL, "weight_hh_l1 missing");
+    CHECK(qkv_params_count(e.p) == 8, "GRU(4,3,num_layers=2) has %d parameters, expected 8", qkv_params_count(e.p));
     o.bidirectional = 1;
     o.num_layers = 1;
-    CHECK_OK(qkv_nn_lstm_init(&l, &o, p, "dec.", &r));
-    qkv_tensor *w = qkv_params_find(p, "dec.weight_ih_l0_reverse");
+    CHECK_OK(qkv_nn_lstm_init(&l, &o, e.p, "dec.", &e.r));
+    qkv_tensor *w = qkv_params_find(e.p, "dec.weight_ih_l0_reverse");
     CHECK(w && w->shape[0] == 12 && w->shape[1] == 4, "LSTM weight_ih_l0_reverse missing or not (12,4)");
     float bound = 1.0f / sqrtf(3.0f), mx = 0;
     for (int64_t i = 0; w && i < 48; i++) mx = fmaxf(mx, fabsf(w->data[i]));
     CHECK(mx <= bound && mx > 0.5f * bound, "init: max |w| %g, bound %g", mx, bound);
     qkv_tensor *x, *x2, *h0;
-    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){5, 2, 4}, &x));
-    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){5, 2, 5}, &x2));
-    CHECK_OK(qkv_tensor_new(a, QKV_F32, 3, (int64_t[]){1, 2, 3}, &h0));
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, x2, NULL, NULL, &y, &hn), QKV_ERR_SHAPE,
+    CHECK_OK(qkv_tensor_new(e.a, QKV_F32, 3, (int64_t[]){5, 2, 4}, &x));
+    CHECK_OK(qkv_tensor_new(e.a, QKV_F32, 3, (int64_t[]){5, 2, 5}, &x2));
+    CHECK_OK(qkv_tensor_new(e.a, QKV_F32, 3, (int64_t[]){1, 2, 3}, &h0));
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, x2, NULL, NULL, &y, &hn), QKV_ERR_SHAPE,
               "nn_gru_forward: x (5,2,5) last dim does not match input_size 4");
     CHECK(y == NULL, "y set on failure");
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, x, h0, NULL, &y, &hn), QKV_ERR_SHAPE,
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, x, h0, NULL, &y, &hn), QKV_ERR_SHAPE,
               "nn_gru_forward: h0 (1,2,3), expected (D*num_layers,N,H) = (2,2,3)");
-    CHECK_ERR(qkv_nn_gru_forward(c, &l, x, NULL, NULL, &y, &hn), QKV_ERR_ARG, "nn_gru_forward: module is an LSTM");
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &l, x, NULL, NULL, &y, &hn), QKV_ERR_ARG, "nn_gru_forward: module is an LSTM");
     int64_t bad[2] = {5, 6};
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, x, NULL, bad, &y, &hn), QKV_ERR_ARG,
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, x, NULL, bad, &y, &hn), QKV_ERR_ARG,
               "nn_gru_forward: lengths[1] = 6 is not in [1,5] (L)");
     bad[1] = 0;
-    CHECK_ERR(qkv_nn_lstm_forward(c, &l, x, NULL, NULL, bad, &y, &hn, NULL), QKV_ERR_ARG,
+    CHECK_ERR(qkv_nn_lstm_forward(e.c, &l, x, NULL, NULL, bad, &y, &hn, NULL), QKV_ERR_ARG,
               "nn_lstm_forward: lengths[1] = 0 is not in [1,5] (L)");
-    CHECK_ERR(qkv_nn_lstm_forward(c, &l, x, NULL, h0, NULL, &y, &hn, NULL), QKV_ERR_SHAPE,
+    CHECK_ERR(qkv_nn_lstm_forward(e.c, &l, x, NULL, h0, NULL, &y, &hn, NULL), QKV_ERR_SHAPE,
               "nn_lstm_forward: c0 (1,2,3), expected (D*num_layers,N,H) = (2,2,3)");
     qkv_tensor *x4;
-    CHECK_OK(qkv_tensor_new(a, QKV_F32, 4, (int64_t[]){1, 5, 2, 4}, &x4));
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, x4, NULL, NULL, &y, &hn), QKV_ERR_SHAPE, "has 4 dims, expected 3");
-    CHECK_ERR(qkv_nn_gru_forward(c, &g, x, NULL, NULL, NULL, &hn), QKV_ERR_ARG, "nn_gru_forward: output is NULL");
+    CHECK_OK(qkv_tensor_new(e.a, QKV_F32, 4, (int64_t[]){1, 5, 2, 4}, &x4));
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, x4, NULL, NULL, &y, &hn), QKV_ERR_SHAPE, "has 4 dims, expected 3");
+    CHECK_ERR(qkv_nn_gru_forward(e.c, &g, x, NULL, NULL, NULL, &hn), QKV_ERR_ARG, "nn_gru_forward: output is NULL");
     /* The module in a Sequential: output only; h_n may be NULL. */
     qkv_tensor *y2 = NULL;
-    CHECK_OK(qkv_module_forward(c, &l.base, x, &y));
-    CHECK_OK(qkv_nn_lstm_forward(c, &l, x, NULL, NULL, NULL, &y2, NULL, NULL));
+    CHECK_OK(qkv_module_forward(e.c, &l.base, x, &y));
+    CHECK_OK(qkv_nn_lstm_forward(e.c, &l, x, NULL, NULL, NULL, &y2, NULL, NULL));
     CHECK(y && y2 && y->shape[2] == 6 && !memcmp(y->data, y2->data, 60 * sizeof(float)),
           "module_forward differs from nn_lstm_forward");
     qkv_nn_gru_free(&g);
     qkv_nn_lstm_free(&l);
-    qkv_ctx_free(c);
-    qkv_arena_free(a);
-    qkv_params_free(p);
+    h_env_end(&e);
 }
 
 /* Dropout between layers in training: the same masks on the fast and the

@@ -798,8 +798,6 @@ int main(void)
     CHECK(have_torch(), PY " cannot import torch: run tools/setup.sh --test");
     test_python_to_c();
     test_c_to_python();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    h_tmpdir_remove(dir);
     return h_finish("test_safetensors");
 }

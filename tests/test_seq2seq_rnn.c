@@ -182,36 +182,33 @@ static int n_cases, n_runs;
 
 static void parity_case(const char *path, const char *file)
 {
-    qkv_safetensors *st;
-    qkv_arena *a;
-    qkv_params *p;
-    qkv_rng r;
-    if (!h_case_open(path, &st, &a, &p, &r)) return;
+    h_case k;
+    if (!h_case_begin(path, &k)) return;
     n_cases++;
-    qkv_seq2seq_rnn_opts o = qkv_seq2seq_rnn_opts_default(h_meta_int(st, "src_vocab"), h_meta_int(st, "tgt_vocab"),
-                                                          h_meta_int(st, "embed_dim"), h_meta_int(st, "hidden_size"));
-    const char *an = qkv_safetensors_meta(st, "attention"), *rn = qkv_safetensors_meta(st, "rnn");
+    qkv_seq2seq_rnn_opts o = qkv_seq2seq_rnn_opts_default(h_meta_int(k.st, "src_vocab"), h_meta_int(k.st, "tgt_vocab"),
+                                                          h_meta_int(k.st, "embed_dim"), h_meta_int(k.st, "hidden_size"));
+    const char *an = qkv_safetensors_meta(k.st, "attention"), *rn = qkv_safetensors_meta(k.st, "rnn");
     CHECK_OK(qkv_rnn_attention_parse(an ? an : "?", &o.attention));
     o.rnn = rn && !strcmp(rn, "lstm") ? QKV_RNN_LSTM : QKV_RNN_GRU;
-    o.bidirectional = (int)h_meta_int(st, "bidirectional");
-    o.num_layers = h_meta_int(st, "num_layers");
-    o.attn_rank = h_meta_int(st, "attn_rank");
-    o.max_length = h_meta_int(st, "max_length");
+    o.bidirectional = (int)h_meta_int(k.st, "bidirectional");
+    o.num_layers = h_meta_int(k.st, "num_layers");
+    o.attn_rank = h_meta_int(k.st, "attn_rank");
+    o.max_length = h_meta_int(k.st, "max_length");
     o.padding_idx = 0;
-    int forcing = (int)h_meta_int(st, "forcing");
+    int forcing = (int)h_meta_int(k.st, "forcing");
     qkv_seq2seq_rnn m;
-    CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, p, "", &r));
-    CHECK_OK(qkv_params_load_state_dict(p, st, "model.", 1, NULL));
-    qkv_tensor *src = h_load(st, a, "src", 0), *len = h_load(st, a, "src_lengths", 0);
-    qkv_tensor *tin = h_load(st, a, "tgt_in", 0), *tout = h_load(st, a, "tgt_out", 0);
-    qkv_tensor *want_lg = h_load(st, a, "logits", 0), *want_w = h_load(st, a, "weights", 0);
-    qkv_tensor *want_loss = h_load(st, a, "loss", 0);
+    CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, k.p, "", &k.r));
+    CHECK_OK(qkv_params_load_state_dict(k.p, k.st, "model.", 1, NULL));
+    qkv_tensor *src = h_load(k.st, k.a, "src", 0), *len = h_load(k.st, k.a, "src_lengths", 0);
+    qkv_tensor *tin = h_load(k.st, k.a, "tgt_in", 0), *tout = h_load(k.st, k.a, "tgt_out", 0);
+    qkv_tensor *want_lg = h_load(k.st, k.a, "logits", 0), *want_w = h_load(k.st, k.a, "weights", 0);
+    qkv_tensor *want_loss = h_load(k.st, k.a, "loss", 0);
     /* runs: fast full, fast stepwise, reference full */
     for (int run = 0; run < 3 && src && len && tin && tout && want_lg && want_loss; run++) {
         qkv_set_reference(run == 2);
         qkv_ctx *c;
         CHECK_OK(qkv_ctx_new(&c));
-        qkv_params_zero_grad(p);
+        qkv_params_zero_grad(k.p);
         qkv_seq2seq_rnn_args args = qkv_seq2seq_rnn_args_default();
         args.teacher_forcing = forcing ? 1.0f : 0.0f;
         args.stepwise = run == 1;
@@ -230,11 +227,11 @@ static void parity_case(const char *path, const char *file)
             if (loss) {
                 h_compare(file, "loss", loss->data, want_loss, 1e-5, &worst_out);
                 CHECK_OK(qkv_backward(c, loss, NULL));
-                for (int i = 0; i < qkv_params_count(p); i++) {
-                    qkv_tensor *t = qkv_params_at(p, i);
+                for (int i = 0; i < qkv_params_count(k.p); i++) {
+                    qkv_tensor *t = qkv_params_at(k.p, i);
                     char g[128];
                     snprintf(g, sizeof g, "grad.%s", t->name);
-                    h_compare(file, g, t->grad, h_load(st, a, g, 0), 1e-4, &worst_grad);
+                    h_compare(file, g, t->grad, h_load(k.st, k.a, g, 0), 1e-4, &worst_grad);
                 }
             }
         }
@@ -242,7 +239,7 @@ static void parity_case(const char *path, const char *file)
     }
     qkv_set_reference(0);
     qkv_seq2seq_rnn_free(&m);
-    h_case_close(st, a, p);
+    h_case_end(&k);
 }
 
 /* ---- decoding ----------------------------------------------------------------- */
@@ -470,14 +467,8 @@ static void test_vec_math(void)
 
 static void test_errors(void)
 {
-    qkv_params *p;
-    qkv_arena *a;
-    qkv_ctx *c;
-    qkv_rng r;
-    qkv_rng_seed(&r, 3);
-    CHECK_OK(qkv_params_new(&p));
-    CHECK_OK(qkv_arena_new(&a, 0));
-    CHECK_OK(qkv_ctx_new(&c));
+    h_env e;
+    h_env_begin(&e, 3);
     qkv_seq2seq_rnn m;
     qkv_rnn_attention ak;
     CHECK_ERR(qkv_rnn_attention_parse("luong", &ak), QKV_ERR_ARG, "unknown attention 'luong'");
@@ -486,71 +477,69 @@ static void test_errors(void)
     CHECK(qkv_rnn_attention_name((qkv_rnn_attention)42) == NULL, "name of 42");
     qkv_seq2seq_rnn_opts o = qkv_seq2seq_rnn_opts_default(6, 6, 4, 4);
     o.attention = (qkv_rnn_attention)42;
-    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, p, "", &r), QKV_ERR_ARG, "attention 42 is not a qkv_rnn_attention");
+    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r), QKV_ERR_ARG, "attention 42 is not a qkv_rnn_attention");
     o.attention = QKV_RNN_ATTN_DOT, o.bidirectional = 1;
-    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, p, "", &r), QKV_ERR_SHAPE,
+    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r), QKV_ERR_SHAPE,
               "dot attention compares the decoder state (hidden_size 4) with the encoder outputs "
               "(2*hidden_size = 8");
     o.attention = QKV_RNN_ATTN_LOCATION;
-    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, p, "", &r), QKV_ERR_ARG, "location attention needs max_length >= 1");
-    CHECK(qkv_params_count(p) == 0, "a failed _init added parameters");
+    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r), QKV_ERR_ARG, "location attention needs max_length >= 1");
+    CHECK(qkv_params_count(e.p) == 0, "a failed _init added parameters");
     o.max_length = 4;
     o.hidden_size = 0;
-    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, p, "", &r), QKV_ERR_ARG, "hidden_size 0");
+    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r), QKV_ERR_ARG, "hidden_size 0");
     o.hidden_size = 4, o.padding_idx = 6;
-    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, p, "", &r), QKV_ERR_ARG, "padding_idx 6 outside [-1, 6)");
+    CHECK_ERR(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r), QKV_ERR_ARG, "padding_idx 6 outside [-1, 6)");
     o.padding_idx = -1;
     qkv_tensor *src, *tgt, *tgt6, *lg = NULL;
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, NULL, NULL, NULL, NULL, &lg, NULL), QKV_ERR_STATE,
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, NULL, NULL, NULL, NULL, &lg, NULL), QKV_ERR_STATE,
               "module is not initialised");
-    CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, p, "", &r));
-    CHECK(qkv_params_find(p, "decoder.attn.weight") && qkv_params_find(p, "bridge.weight") &&
-          qkv_params_find(p, "encoder.rnn.weight_hh_l0_reverse") && qkv_params_find(p, "decoder.attn_combine.bias"),
+    CHECK_OK(qkv_seq2seq_rnn_init(&m, &o, e.p, "", &e.r));
+    CHECK(qkv_params_find(e.p, "decoder.attn.weight") && qkv_params_find(e.p, "bridge.weight") &&
+          qkv_params_find(e.p, "encoder.rnn.weight_hh_l0_reverse") && qkv_params_find(e.p, "decoder.attn_combine.bias"),
           "location model parameter names");
-    src = rand_ids(a, &r, 2, 4, 0, 6);
-    tgt = rand_ids(a, &r, 2, 4, 0, 6);
-    tgt6 = rand_ids(a, &r, 2, 6, 0, 6);
-    CHECK_OK(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt, NULL, &lg, NULL));
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt6, NULL, &lg, NULL), QKV_ERR_SHAPE,
+    src = rand_ids(e.a, &e.r, 2, 4, 0, 6);
+    tgt = rand_ids(e.a, &e.r, 2, 4, 0, 6);
+    tgt6 = rand_ids(e.a, &e.r, 2, 6, 0, 6);
+    CHECK_OK(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt, NULL, &lg, NULL));
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt6, NULL, &lg, NULL), QKV_ERR_SHAPE,
               "tgt_in has 6 steps, more than location attention's max_length 4");
     CHECK(lg == NULL, "logits set on failure");
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, tgt6, NULL, tgt, NULL, &lg, NULL), QKV_ERR_SHAPE,
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, tgt6, NULL, tgt, NULL, &lg, NULL), QKV_ERR_SHAPE,
               "src has 6 positions, more than location attention's max_length 4");
     int64_t bad[2] = {4, 5};
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, src, bad, tgt, NULL, &lg, NULL), QKV_ERR_ARG,
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, src, bad, tgt, NULL, &lg, NULL), QKV_ERR_ARG,
               "src_lengths[1] = 5 is not in [1,4] (S)");
-    qkv_tensor *tgt3 = rand_ids(a, &r, 3, 4, 0, 6);
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt3, NULL, &lg, NULL), QKV_ERR_SHAPE,
+    qkv_tensor *tgt3 = rand_ids(e.a, &e.r, 3, 4, 0, 6);
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt3, NULL, &lg, NULL), QKV_ERR_SHAPE,
               "different batch sizes");
     qkv_seq2seq_rnn_args args = qkv_seq2seq_rnn_args_default();
     args.teacher_forcing = 1.5f;
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt, &args, &lg, NULL), QKV_ERR_ARG,
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt, &args, &lg, NULL), QKV_ERR_ARG,
               "teacher_forcing 1.5 is not in [0,1]");
     src->idx[3] = 6;
-    CHECK_ERR(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt, NULL, &lg, NULL), QKV_ERR_ARG, "embedding");
+    CHECK_ERR(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt, NULL, &lg, NULL), QKV_ERR_ARG, "embedding");
     src->idx[3] = 1;
     qkv_generate_opts go = qkv_generate_opts_default();
     int64_t tok[12], gl[2];
     go.max_new_tokens = 6;
-    CHECK_ERR(qkv_seq2seq_rnn_generate(c, &m, src, NULL, 1, &go, tok, gl, NULL), QKV_ERR_SHAPE,
+    CHECK_ERR(qkv_seq2seq_rnn_generate(e.c, &m, src, NULL, 1, &go, tok, gl, NULL), QKV_ERR_SHAPE,
               "max_new_tokens 6 is more than location attention's max_length 4");
     go.max_new_tokens = 4;
-    CHECK_ERR(qkv_seq2seq_rnn_generate(c, &m, src, NULL, 9, &go, tok, gl, NULL), QKV_ERR_ARG, "bos_id 9");
-    qkv_ctx_set_training(c, 1);
-    CHECK_ERR(qkv_seq2seq_rnn_generate(c, &m, src, NULL, 1, &go, tok, gl, NULL), QKV_ERR_STATE, "inference only");
-    qkv_ctx_set_training(c, 0);
+    CHECK_ERR(qkv_seq2seq_rnn_generate(e.c, &m, src, NULL, 9, &go, tok, gl, NULL), QKV_ERR_ARG, "bos_id 9");
+    qkv_ctx_set_training(e.c, 1);
+    CHECK_ERR(qkv_seq2seq_rnn_generate(e.c, &m, src, NULL, 1, &go, tok, gl, NULL), QKV_ERR_STATE, "inference only");
+    qkv_ctx_set_training(e.c, 0);
     qkv_tensor *loss = NULL;
-    CHECK_OK(qkv_seq2seq_rnn_forward(c, &m, src, NULL, tgt, NULL, &lg, NULL));
-    CHECK_ERR(qkv_seq2seq_rnn_loss(c, lg, tgt3, 0, &loss), QKV_ERR_SHAPE, "do not match tgt_out");
-    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, tgt3, 0, NULL, &loss, NULL), QKV_ERR_SHAPE,
+    CHECK_OK(qkv_seq2seq_rnn_forward(e.c, &m, src, NULL, tgt, NULL, &lg, NULL));
+    CHECK_ERR(qkv_seq2seq_rnn_loss(e.c, lg, tgt3, 0, &loss), QKV_ERR_SHAPE, "do not match tgt_out");
+    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(e.c, &m, src, NULL, tgt, tgt3, 0, NULL, &loss, NULL), QKV_ERR_SHAPE,
               "seq2seq_rnn_forward_loss: tgt_in (2,4) do not match tgt_out (3,4)");
-    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, NULL, 0, NULL, &loss, NULL), QKV_ERR_ARG,
+    CHECK_ERR(qkv_seq2seq_rnn_forward_loss(e.c, &m, src, NULL, tgt, NULL, 0, NULL, &loss, NULL), QKV_ERR_ARG,
               "tgt_out is NULL");
-    CHECK_OK(qkv_seq2seq_rnn_forward_loss(c, &m, src, NULL, tgt, tgt, 0, NULL, &loss, NULL));
+    CHECK_OK(qkv_seq2seq_rnn_forward_loss(e.c, &m, src, NULL, tgt, tgt, 0, NULL, &loss, NULL));
     qkv_seq2seq_rnn_free(&m);
-    qkv_ctx_free(c);
-    qkv_arena_free(a);
-    qkv_params_free(p);
+    h_env_end(&e);
 }
 
 /* One step's loss and every parameter gradient, by forward_loss (fused

@@ -427,8 +427,6 @@ int main(int argc, char **argv)
     test_other_models();
     test_bad_checkpoints(o1);
     test_old_layout(o1);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    h_tmpdir_remove(tmp);
     return h_finish("test_translate_cli");
 }

@@ -346,8 +346,6 @@ int main(int argc, char **argv)
     test_set();
     test_words();
     test_cli();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    h_tmpdir_remove(tmpdir);
     return h_finish("test_translation");
 }

@@ -101,16 +101,13 @@ static qkv_vit_opts opts_from_meta(qkv_safetensors *st)
 
 static void vit_case(const char *path, const char *file)
 {
-    qkv_safetensors *st;
-    qkv_arena *a;
-    qkv_params *p;
-    qkv_rng r;
-    if (!h_case_open(path, &st, &a, &p, &r)) return;
-    qkv_vit_opts o = opts_from_meta(st);
+    h_case k;
+    if (!h_case_begin(path, &k)) return;
+    qkv_vit_opts o = opts_from_meta(k.st);
     qkv_vit m;
-    CHECK_OK(qkv_vit_init(&m, &o, p, "", &r));
-    CHECK_OK(qkv_params_load_state_dict(p, st, "vit.", 1, NULL));
-    qkv_tensor *table = h_load(st, a, "pos_table", 0);
+    CHECK_OK(qkv_vit_init(&m, &o, k.p, "", &k.r));
+    CHECK_OK(qkv_params_load_state_dict(k.p, k.st, "vit.", 1, NULL));
+    qkv_tensor *table = h_load(k.st, k.a, "pos_table", 0);
     if (o.pos == QKV_VIT_POS_SINCOS) {
         CHECK(table && m.pos_table, "%s: no sinusoidal table", file);
         if (table && m.pos_table) {
@@ -118,13 +115,13 @@ static void vit_case(const char *path, const char *file)
             CHECK(e <= 1e-6, "%s: 2-D sinusoidal table differs from MAE's by %.3g", file, e);
         }
     }
-    qkv_tensor *images = h_load(st, a, "images", 1), *want = h_load(st, a, "logits", 0);
-    qkv_tensor *dout = h_load(st, a, "dout", 0);
+    qkv_tensor *images = h_load(k.st, k.a, "images", 1), *want = h_load(k.st, k.a, "logits", 0);
+    qkv_tensor *dout = h_load(k.st, k.a, "dout", 0);
     for (int ref = 0; ref < 2 && images && want && dout; ref++) {
         qkv_set_reference(ref);
         qkv_ctx *c;
         CHECK_OK(qkv_ctx_new(&c));
-        qkv_params_zero_grad(p);
+        qkv_params_zero_grad(k.p);
         memset(images->grad, 0, (size_t)qkv_tensor_numel(images) * sizeof(float));
         qkv_tensor *y = NULL;
         CHECK_OK(qkv_vit_forward(c, &m, images, &y));
@@ -133,14 +130,14 @@ static void vit_case(const char *path, const char *file)
             vit_ran++;
             h_compare(file, "logits", y->data, want, 1e-5, &worst_out);
             CHECK_OK(qkv_backward(c, y, dout->data));
-            h_compare_grad(st, a, file, "grad.", "images", images, &worst_grad);
-            h_compare_grads(st, a, file, "grad.", p, &worst_grad);
+            h_compare_grad(k.st, k.a, file, "grad.", "images", images, &worst_grad);
+            h_compare_grads(k.st, k.a, file, "grad.", k.p, &worst_grad);
         }
         qkv_ctx_free(c);
     }
     qkv_set_reference(0);
     qkv_vit_free(&m);
-    h_case_close(st, a, p);
+    h_case_end(&k);
 }
 
 /* ---- torchvision's names ----------------------------------------------------- */
