@@ -1,17 +1,30 @@
-/* llamacpp_check.h: qkv's logits against llama.cpp's on the same GGUF file
- * (tests/check_llm_llamacpp_*.c). The reference is tools/llamacpp_oracle.py
+/* llamacpp_check.h: qkv's logits and greedy continuations against
+ * llama.cpp's on the same GGUF model (tests/test_llm_llamacpp.c,
+ * tests/check_llm_llamacpp_*.c). The reference is tools/llamacpp_oracle.py
  * (llama-cpp-python 0.3.36, llama.cpp itself), run once into
  * build/llamacpp/NAME/ and read from there afterwards (rm -r that folder
- * to run it again): 4 chunks of 512 tokens of the KJV tokenized by
- * llama.cpp (BOS first in each chunk when the model adds one), llama.cpp's
- * top 256 log-probabilities at each of the 2048 positions, and its greedy
- * continuations (64 tokens) of 10 prompts.
- * Measured: argmax agreement (>= 99.5%), mean KL(llama.cpp || qkv) over
- * the top 256 ids plus the rest of the mass as one bucket (<= 0.002 nats;
- * a lower bound of the full KL, which the rest's split can only raise),
- * and the greedy continuations: equal, or the first difference a near
- * tie (qkv's logits of the two tokens within NEAR_TIE of each other, and
- * llama.cpp's best and second within NEAR_TIE). */
+ * to run it again): chunks of 512 KJV tokens tokenized by llama.cpp (BOS
+ * first in each chunk when the model adds one), llama.cpp's top 256
+ * log-probabilities at each position, and its greedy continuations of 10
+ * prompts. KL(llama.cpp || qkv) is taken over the top 256 ids plus the rest
+ * of the mass as one bucket (a lower bound of the full KL).
+ *
+ * Two comparisons, because 8-bit activations make a third party's logits
+ * chaotic functions of float rounding:
+ * 1. The model with every tensor dequantized to F32 (the oracle's f32
+ *    command, gguf-py's dequantization): neither side quantizes its
+ *    activations, so the two must agree to float rounding: argmax on
+ *    >= 99.9% of positions, mean KL <= 1e-4 nats, and every greedy
+ *    continuation equal or its first difference a near tie (both gaps
+ *    within NEAR_TIE).
+ * 2. The shipped quantized file: llama.cpp and qkv both round activations
+ *    to 8-bit blocks before the integer dot products, and a difference of
+ *    1e-7 anywhere flips some rounding that then grows through the layers.
+ *    The floor is measured in the same run: qkv against itself with only
+ *    the float order changed (the portable reference kernels: the same
+ *    integer sums), on the first chunk. Bound: KL(llama.cpp || qkv) <=
+ *    FLOOR_FACTOR x that floor. Greedy continuations are printed, not
+ *    bounded (after the first flip they are different texts). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -22,19 +35,20 @@
 #include "harness.h"
 
 #define NEAR_TIE 0.1
-#define ARGMAX_MIN 0.995
-#define KL_MAX 0.002
+#define F32_ARGMAX_MIN 0.999
+#define F32_KL_MAX 1e-4
+#define FLOOR_FACTOR 1.5
 
 static const char *PY = "data/venv/bin/python";
 
 /* Runs the oracle's sub-command cmd into dir unless dir/file exists. */
-static int oracle(const char *cmd, const char *dir, const char *file, const char *model)
+static int oracle(const char *cmd, const char *dir, const char *file, const char *model, const char *args)
 {
-    char p[512];
+    char p[768];
     snprintf(p, sizeof p, "%s/%s", dir, file);
     if (access(p, R_OK) == 0) return 1;
     mkdir("build/llamacpp", 0755);
-    snprintf(p, sizeof p, "%s tools/llamacpp_oracle.py %s %s %s", PY, cmd, dir, model);
+    snprintf(p, sizeof p, "%s tools/llamacpp_oracle.py %s %s %s %s", PY, cmd, dir, model, args);
     int rc = system(p);
     CHECK(rc == 0, "the llama.cpp oracle failed (exit %d): %s (llama_cpp: tools/get_data.sh oracle)", rc, p);
     return rc == 0;
@@ -64,8 +78,42 @@ static double kl_at(const float *x, int64_t V, const int32_t *tid, const float *
     return kl;
 }
 
-/* The logits over the KJV chunks: argmax agreement and mean KL. */
-static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
+/* qkv's logits (T,V) of one chunk from an empty cache, with the
+ * reference kernels when ref is 1. */
+static void chunk_logits(const qkv_llm *m, const int64_t *ids, int T, int ref, float *logits)
+{
+    qkv_ctx *c;
+    qkv_kv_cache kc;
+    CHECK_OK(qkv_ctx_new(&c));
+    qkv_ctx_set_grad(c, 0);
+    CHECK_OK(qkv_llm_cache_init(&kc, m, T));
+    qkv_set_reference(ref);
+    CHECK_OK(qkv_llm_forward(c, m, &kc, ids, T, 1, logits));
+    qkv_set_reference(0);
+    qkv_kv_cache_free(&kc);
+    qkv_ctx_free(c);
+}
+
+/* Mean KL(softmax(a) || softmax(b)) over T rows of V logits (full distributions). */
+static double mean_kl_full(const float *a, const float *b, int T, int64_t V)
+{
+    double kl = 0;
+    for (int t = 0; t < T; t++) {
+        double la, lb;
+        log_softmax_at(a + t * V, V, &la);
+        log_softmax_at(b + t * V, V, &lb);
+        for (int64_t v = 0; v < V; v++) {
+            double pa = (double)a[t * V + v] - la;
+            kl += exp(pa) * (pa - ((double)b[t * V + v] - lb));
+        }
+    }
+    return kl / T;
+}
+
+/* The logits over the KJV chunks: argmax agreement and mean KL against
+ * llama.cpp's; quantized: bounded by the floor (qkv against its reference
+ * kernels on the first chunk), else by the F32 bounds. */
+static void check_logits(const char *tag, const qkv_llm *m, const char *dir, int quantized)
 {
     size_t len;
     char *meta = h_slurp_at(dir, "meta.txt", &len);
@@ -81,32 +129,36 @@ static void check_logits(const char *tag, const qkv_llm *m, const char *dir)
     int64_t V = m->cfg.vocab, N = (int64_t)chunks * ctx, agree = 0;
     float *logits = malloc((size_t)(ctx * V) * sizeof *logits);
     int64_t *ids = malloc((size_t)ctx * sizeof *ids);
-    double kl = 0, klmax = 0, rest = 0;
-    qkv_ctx *c;
-    qkv_kv_cache kc;
-    CHECK_OK(qkv_ctx_new(&c));
-    qkv_ctx_set_grad(c, 0);
-    CHECK_OK(qkv_llm_cache_init(&kc, m, ctx));
+    double kl = 0, klmax = 0, rest = 0, floor = 0;
     for (int ch = 0; ids32 && tid && tlp && ch < chunks; ch++) {
         for (int t = 0; t < ctx; t++) ids[t] = ids32[ch * ctx + t];
-        qkv_kv_cache_reset(&kc);
-        CHECK_OK(qkv_llm_forward(c, m, &kc, ids, ctx, 1, logits));
-        qkv_ctx_reset(c);
+        chunk_logits(m, ids, ctx, 0, logits);
         for (int t = 0; t < ctx; t++) {
             int64_t at = (int64_t)ch * ctx + t;
             double r, k = kl_at(logits + t * V, V, tid + at * K, tlp + at * K, K, &r);
             kl += k, rest += r, klmax = k > klmax ? k : klmax;
             agree += h_argmax(logits + t * V, V) == tid[at * K];
         }
+        if (ch == 0 && quantized) {
+            float *ref = malloc((size_t)(ctx * V) * sizeof *ref);
+            chunk_logits(m, ids, ctx, 1, ref);
+            floor = mean_kl_full(logits, ref, ctx, V);
+            free(ref);
+        }
     }
     kl /= (double)N;
     printf("%s vs llama.cpp over %lld KJV positions (%d chunks of %d): argmax agrees on %lld (%.2f%%), mean "
-           "KL %.5f nats (max %.4f; the mass outside llama.cpp's top %d: %.2g on average)\n",
+           "KL %.2e nats (max %.2e; the mass outside llama.cpp's top %d: %.2g on average)\n",
            tag, (long long)N, chunks, ctx, (long long)agree, 100.0 * agree / N, kl, klmax, K, rest / N);
-    CHECK(agree >= ARGMAX_MIN * N, "%s: argmax agrees on %lld of %lld", tag, (long long)agree, (long long)N);
-    CHECK(kl <= KL_MAX, "%s: mean KL %.5f > %.3f", tag, kl, KL_MAX);
-    qkv_kv_cache_free(&kc);
-    qkv_ctx_free(c);
+    if (quantized) {
+        printf("%s floor: qkv against its reference kernels on chunk 1: mean KL %.2e nats; llama.cpp's KL is "
+               "%.2f x the floor (bound %.1f)\n", tag, floor, kl / floor, FLOOR_FACTOR);
+        CHECK(kl <= FLOOR_FACTOR * floor, "%s: mean KL %.2e > %.1f x the floor %.2e", tag, kl, FLOOR_FACTOR, floor);
+    } else {
+        CHECK(agree >= F32_ARGMAX_MIN * N, "%s: argmax agrees on %lld of %lld", tag, (long long)agree,
+              (long long)N);
+        CHECK(kl <= F32_KL_MAX, "%s: mean KL %.2e > %.0e", tag, kl, F32_KL_MAX);
+    }
     free(meta), free(ids32), free(tid), free(tlp), free(logits), free(ids);
 }
 
@@ -126,7 +178,7 @@ static int read_nums(char **p, int64_t n, int64_t *ints, double *dbl)
 
 /* One prompt's greedy continuation against llama.cpp's. */
 static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *prompt, int64_t P,
-                       const int64_t *want, const double *gaps, int64_t N)
+                       const int64_t *want, const double *gaps, int64_t N, int strict)
 {
     int64_t V = m->cfg.vocab, *seq = malloc((size_t)(P + N) * sizeof *seq);
     float *x = malloc((size_t)V * sizeof *x);
@@ -153,7 +205,7 @@ static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *
         printf("%s greedy %d: first difference at token %lld: qkv %lld, llama.cpp %lld; qkv's logit gap %.4f, "
                "llama.cpp's best-second gap %.4f\n", tag, i, (long long)t, (long long)id, (long long)want[t], ours,
                gaps[t]);
-        CHECK(ours <= NEAR_TIE && gaps[t] <= NEAR_TIE, "%s greedy %d: token %lld differs, not a near tie (gaps "
+        CHECK(!strict || (ours <= NEAR_TIE && gaps[t] <= NEAR_TIE), "%s greedy %d: token %lld differs, not a near tie (gaps "
               "%.4f, %.4f > %.2f)", tag, i, (long long)t, ours, gaps[t], NEAR_TIE);
     }
     qkv_kv_cache_free(&kc);
@@ -161,7 +213,7 @@ static void greedy_one(const char *tag, const qkv_llm *m, int i, const int64_t *
     free(seq), free(x);
 }
 
-static void check_greedy(const char *tag, const qkv_llm *m, const char *dir)
+static void check_greedy(const char *tag, const qkv_llm *m, const char *dir, int strict)
 {
     size_t len;
     char *text = h_slurp_at(dir, "greedy.txt", &len), *p = text;
@@ -172,7 +224,7 @@ static void check_greedy(const char *tag, const qkv_llm *m, const char *dir)
         int64_t *prompt = malloc((size_t)P * sizeof *prompt), *want = malloc((size_t)N * sizeof *want);
         double *gaps = malloc((size_t)N * sizeof *gaps);
         int ok = read_nums(&p, P, prompt, NULL) && read_nums(&p, N, want, NULL) && read_nums(&p, N, NULL, gaps);
-        if (ok) greedy_one(tag, m, lines++, prompt, P, want, gaps, N);
+        if (ok) greedy_one(tag, m, lines++, prompt, P, want, gaps, N, strict);
         free(prompt), free(want), free(gaps);
         if (!ok) break;
         while (*p == '\n' || *p == ' ') p++;
@@ -181,11 +233,25 @@ static void check_greedy(const char *tag, const qkv_llm *m, const char *dir)
     free(text);
 }
 
-/* The whole check for one model file. */
-static int llamacpp_check(const char *path, const char *tag)
+/* One model against llama.cpp: chunks of 512 KJV tokens, greedy
+ * continuations of n tokens; the oracle's files in build/llamacpp/DIR. */
+static void compare_model(const char *path, const char *tag, int quantized, int chunks, int n)
 {
-    char dir[256];
-    snprintf(dir, sizeof dir, "build/llamacpp/%s", tag);
+    char dir[256], args[64];
+    snprintf(dir, sizeof dir, "build/llamacpp/%s-c%dn%d", tag, chunks, n);
+    qkv_llm m;
+    CHECK_OK(qkv_llm_load_gguf(path, 0, &m));
+    snprintf(args, sizeof args, "--chunks %d", chunks);
+    if (m.layers && oracle("logits", dir, "meta.txt", path, args)) check_logits(tag, &m, dir, quantized);
+    snprintf(args, sizeof args, "--n %d", n);
+    if (m.layers && oracle("greedy", dir, "greedy.txt", path, args)) check_greedy(tag, &m, dir, !quantized);
+    qkv_llm_free(&m);
+}
+
+/* The whole check for one model file: its F32 copy, then (quantized 1)
+ * the file as shipped. */
+static int llamacpp_check(const char *path, const char *tag, int quantized, int chunks, int n)
+{
     if (access(path, R_OK) != 0) {
         CHECK(0, "%s is missing: run tools/get_data.sh %s", path, tag);
         return h_finish("check_llm_llamacpp");
@@ -194,10 +260,11 @@ static int llamacpp_check(const char *path, const char *tag)
         CHECK(0, "%s is missing: run tools/get_data.sh oracle", PY);
         return h_finish("check_llm_llamacpp");
     }
-    qkv_llm m;
-    CHECK_OK(qkv_llm_load_gguf(path, 0, &m));
-    if (m.layers && oracle("logits", dir, "meta.txt", path)) check_logits(tag, &m, dir);
-    if (m.layers && oracle("greedy", dir, "greedy.txt", path)) check_greedy(tag, &m, dir);
-    qkv_llm_free(&m);
+    char dir[256], f32[320], tag32[64];
+    snprintf(dir, sizeof dir, "build/llamacpp/%s-f32", tag);
+    snprintf(f32, sizeof f32, "%s/model.gguf", dir);
+    snprintf(tag32, sizeof tag32, "%s-f32", tag);
+    if (oracle("f32", dir, "model.gguf", path, "")) compare_model(f32, tag32, 0, chunks, n);
+    if (quantized) compare_model(path, tag, 1, chunks, n);
     return h_finish("check_llm_llamacpp");
 }

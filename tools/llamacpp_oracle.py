@@ -38,6 +38,13 @@ here is qkv's.
     (positions ctx/2 .. ctx-2 predicting the next token). Prints
     "[1]x,[2]y,..." and "Final estimate: PPL = P +/- E" as llama-perplexity
     does (E from the variance of the per-token NLL).
+  f32 OUT MODEL.gguf
+    OUT/model.gguf: the same model with every tensor dequantized to F32 by gguf-py
+    (gguf.quants.dequantize), the metadata copied: llama.cpp then runs it
+    without quantizing its activations, so qkv's dequantized model and
+    llama.cpp can be compared where rounding is continuous (with Q8
+    activations a 1e-7 difference flips a rounding and grows through the
+    layers: see docs/gguf.md).
 --kv f32|f16: llama.cpp's KV cache type (default f32, as qkv's cache;
 llama.cpp's own default is f16). --threads N (default 2).
 Run: data/venv/bin/python tools/llamacpp_oracle.py logits OUT MODEL.gguf
@@ -68,12 +75,29 @@ KV = {"f32": 0, "f16": 1}  # ggml types of llama.cpp's KV cache (type_k, type_v)
 kv_type = "f32"
 
 
+def plain_cpu_buffers():
+    """llama.cpp's weights in plain CPU buffers (llama_model_params.
+    use_extra_bufts = false, what llama-cli's --no-repack does): on the Xeon
+    with AMX, llama-cpp-python 0.3.36's extra buffer types (AMX, repacked
+    blocks) crash in the first decode with a segmentation fault (seen
+    2026-12-02, 1 and 2 threads, with and without flash attention). The plain
+    path is llama.cpp's reference CPU kernels on every machine."""
+    default = llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+    llama_cpp.llama.llama_cpp.llama_model_default_params = params
+
+
 def open_model(path, n_ctx, threads):
     """llama.cpp with its KV cache in kv_type: F32 by default here, where
     llama.cpp's own default is F16 (keys and values rounded to half
     precision: KL 0.0065 nats and 97.1% argmax agreement between llama.cpp's
     F16 and F32 caches on SmolLM2's first KJV chunk, measured), since qkv's
     cache is FP32."""
+    plain_cpu_buffers()
     return llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, logits_all=True,
                            n_threads=threads, n_threads_batch=threads, verbose=False,
                            type_k=KV[kv_type], type_v=KV[kv_type])
@@ -189,6 +213,33 @@ def cmd_perplexity(a):
     print("Final estimate: PPL = %.4f +/- %.5f" % (math.exp(mean), err))
 
 
+def cmd_f32(a):
+    import gguf
+    r = gguf.GGUFReader(a.model)
+    os.makedirs(a.out, exist_ok=True)
+    tmp = os.path.join(a.out, "model.gguf.tmp")
+    w = gguf.GGUFWriter(tmp, arch=None)
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.file_type":
+            continue
+        vt = f.types[0]
+        sub = f.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(f.name, f.contents(), vt, sub_type=sub)
+    w.add_key_value("general.file_type", 0, gguf.GGUFValueType.UINT32)  # all F32
+    data = []
+    for t in r.tensors:
+        x = np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+        data.append(x)
+        w.add_tensor_info(t.name, x.shape, x.dtype, x.nbytes, gguf.GGMLQuantizationType.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for x in data:
+        w.write_tensor_data(x)
+    w.close()
+    os.replace(tmp, os.path.join(a.out, "model.gguf"))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -201,6 +252,8 @@ def main():
     q = sub.add_parser("greedy")
     q.add_argument("out"); q.add_argument("model")
     q.add_argument("--n", type=int, default=64)
+    q = sub.add_parser("f32")
+    q.add_argument("out"); q.add_argument("model")
     q = sub.add_parser("perplexity")
     q.add_argument("model"); q.add_argument("file")
     q.add_argument("--ctx", type=int, default=512)
@@ -213,7 +266,7 @@ def main():
     a = p.parse_args()
     global kv_type
     kv_type = a.kv
-    {"logits": cmd_logits, "greedy": cmd_greedy, "perplexity": cmd_perplexity}[a.cmd](a)
+    {"logits": cmd_logits, "greedy": cmd_greedy, "perplexity": cmd_perplexity, "f32": cmd_f32}[a.cmd](a)
 
 
 if __name__ == "__main__":
