@@ -50,6 +50,11 @@
 #                            sentence-transformers pinned to versions that work
 #                            with Debian's torch 1.13 and numpy, which are kept
 #                            (a constraints file pins them to what is installed)
+#   tools/get_data.sh l10n   text in many scripts for the WordPiece tests: Debian's
+#                            libc-l10n and iso-codes (apt-get download, nothing
+#                            installed) unpacked into data/l10n/root/ (their
+#                            LC_MESSAGES/*.mo catalogues: Greek, Russian, Chinese,
+#                            Japanese, Arabic and the rest)
 # Nothing is downloaded at run time: the tests read data/ and fail with a
 # message naming this script when the files are missing.
 set -e
@@ -231,8 +236,31 @@ bertref)
     fi
     data/venv/bin/python -c "import torch, numpy, transformers, tokenizers, sentence_transformers as s; print('get_data: data/venv: torch', torch.__version__, 'numpy', numpy.__version__, 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__, 'sentence-transformers', s.__version__)" >&2
     ;;
+l10n)
+    out=data/l10n
+    pkgs="libc-l10n iso-codes"
+    mkdir -p "$out/debs"
+    need=""
+    for p in $pkgs; do
+        ls "$out/debs/${p}_"*.deb >/dev/null 2>&1 || need="$need $p"
+    done
+    if [ -n "$need" ]; then
+        command -v apt-get >/dev/null || { echo "get_data: apt-get is needed (Debian)" >&2; exit 1; }
+        (cd "$out/debs" && apt-get download -qq $need 2>/dev/null) ||
+            (cd "$out/debs" && apt-get update -qq && apt-get download -qq $need) || {
+            echo "get_data: apt-get download$need failed (Debian's archive needed)" >&2
+            exit 1
+        }
+    fi
+    rm -rf "$out/root" && mkdir -p "$out/root"
+    for p in $pkgs; do
+        deb=$(ls "$out/debs/${p}_"*.deb | sort | tail -n 1)
+        dpkg-deb -x "$deb" "$out/root"
+    done
+    echo "get_data: $out/root: $(find "$out/root" -name '*.mo' | wc -l) .mo catalogues" >&2
+    ;;
 *)
-    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv|smollm2|gemma3|oracle|minilm|bertref" >&2
+    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv|smollm2|gemma3|oracle|minilm|bertref|l10n" >&2
     exit 2
     ;;
 esac

@@ -16,7 +16,8 @@
 #                           SmolLM2 and Gemma 3 and the venv with gguf-py and llama.cpp
 #                           (tools/get_data.sh kjv, smollm2, gemma3, oracle), and for the
 #                           BERT tests all-MiniLM-L6-v2 and transformers/sentence-transformers
-#                           in the venv (tools/get_data.sh minilm, bertref)
+#                           in the venv and Debian's translations (tools/get_data.sh minilm,
+#                           bertref, l10n)
 #   tools/setup.sh --mpi    build dependencies and Open MPI (optional: data-parallel
 #                           training, docs/distributed.md; make finds it by pkg-config)
 set -e
@@ -41,6 +42,6 @@ fi
 # The GGUF tests: the two models, the KJV text, gguf-py and llama.cpp (compiled: minutes);
 # the BERT tests: all-MiniLM-L6-v2 and transformers/sentence-transformers
 if [ "$1" = "--test" ]; then
-    for d in kjv smollm2 gemma3 oracle minilm bertref; do "$(dirname "$0")/get_data.sh" $d; done
+    for d in kjv smollm2 gemma3 oracle minilm bertref l10n; do "$(dirname "$0")/get_data.sh" $d; done
 fi
 exit 0
