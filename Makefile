@@ -21,13 +21,18 @@ endif
 endif
 # Image data (src/data/): gzip'd idx files through zlib (Debian's
 # zlib1g-dev), PNG images through libpng (libpng-dev); both in libqkv.
+# WordPiece's Unicode normalisation and categories (src/data/tokenizer_wordpiece.c)
+# through utf8proc (libutf8proc-dev), in libqkv too.
 ifneq ($(MAKECMDGOALS),clean)
 ifeq ($(shell $(BLAS_PC) --exists zlib libpng && echo yes),)
 $(error zlib or libpng not found by pkg-config: run tools/setup.sh (Debian: apt-get install zlib1g-dev libpng-dev))
 endif
+ifeq ($(shell $(BLAS_PC) --exists libutf8proc && echo yes),)
+$(error utf8proc not found by pkg-config: run tools/setup.sh (Debian: apt-get install libutf8proc-dev))
 endif
-BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas zlib libpng)
-BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas zlib libpng)
+endif
+BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas zlib libpng libutf8proc)
+BLAS_LIBS   := $(shell $(BLAS_PC) --libs openblas zlib libpng libutf8proc)
 # Figures (libqkv-plot, src/plot/) draw with Cairo (Debian's libcairo2-dev);
 # libqkv itself does not need it.
 ifneq ($(MAKECMDGOALS),clean)

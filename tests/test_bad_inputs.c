@@ -5,6 +5,7 @@
  * QKV_BAD_INPUTS_TABLE=FILE it also writes each case and the message qkv
  * gave as a markdown table: docs/bad_inputs.md is that table
  * (tools/bad_inputs_table.sh), so the page shows what qkv really says. */
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
@@ -122,7 +123,51 @@ static void test_api(void)
     qkv_tokenizer *tk = NULL;
     write_text("bad.bpe", "qkv-bpe 1\n2\n97 98\n300 1\n");
     BAD(QKV_ERR_FORMAT, "tokenizer_load", qkv_tokenizer_load("bad.bpe", &tk));
-    BAD(QKV_ERR_ARG, "tokenizer_open", qkv_tokenizer_open("wordpiece:x", &tk));
+    BAD(QKV_ERR_ARG, "tokenizer_open", qkv_tokenizer_open("unigram:x", &tk));
+    /* WordPiece vocabularies (vocab.txt) and model folders */
+    write_text("nounk.txt", "[PAD]\n[CLS]\n[SEP]\nhello\n");
+    write_text("empty.txt", "");
+    write_text("dup.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\nhello\n");
+    write_bytes("nul.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhel\0lo\n", sizeof "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhel\0lo\n" - 1);
+    write_bytes("latin1.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncaf\xe9\n", sizeof "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncaf\xe9\n" - 1);
+    write_text("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("nounk.txt", NULL, &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("empty.txt", NULL, &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("dup.txt", NULL, &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("nul.txt", NULL, &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("latin1.txt", NULL, &tk));
+    BAD(QKV_ERR_IO, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("missing.txt", NULL, &tk));
+    BAD(QKV_ERR_ARG, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load(".", NULL, &tk));
+    qkv_wordpiece_opts wo;
+    qkv_wordpiece_opts_default(&wo);
+    wo.strip_accents = 2;
+    BAD(QKV_ERR_ARG, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("vocab.txt", &wo, &tk));
+    qkv_wordpiece_opts_default(&wo);
+    wo.max_len = 1;
+    BAD(QKV_ERR_ARG, "tokenizer_wordpiece_load", qkv_tokenizer_wordpiece_load("vocab.txt", &wo, &tk));
+    BAD(QKV_ERR_IO, "tokenizer_wordpiece_open_dir", qkv_tokenizer_wordpiece_open_dir("missing_model", &tk));
+    BAD(QKV_ERR_ARG, "tokenizer_wordpiece_open_dir", qkv_tokenizer_wordpiece_open_dir("vocab.txt", &tk));
+    if (mkdir("model_novocab", 0755) == 0 && mkdir("model_badcfg", 0755) == 0 && mkdir("model_badtype", 0755) == 0) {
+        write_text("model_badcfg/tokenizer_config.json", "{\"do_lower_case\": true,}");
+        write_text("model_badcfg/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n");
+        write_text("model_badtype/sentence_bert_config.json", "{\"max_seq_length\": \"256\"}");
+        write_text("model_badtype/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n");
+    }
+    BAD(QKV_ERR_IO, "tokenizer_wordpiece_open_dir", qkv_tokenizer_wordpiece_open_dir("model_novocab", &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_open_dir", qkv_tokenizer_wordpiece_open_dir("model_badcfg", &tk));
+    BAD(QKV_ERR_FORMAT, "tokenizer_wordpiece_open_dir", qkv_tokenizer_wordpiece_open_dir("model_badtype", &tk));
+    int64_t *wids = NULL, wn = 0;
+    if (qkv_tokenizer_bytes_new(&tk) == QKV_OK) {
+        BAD(QKV_ERR_ARG, "tokenizer_encode_bert", qkv_tokenizer_encode_bert(tk, "hi", 2, 0, &wids, &wn, NULL));
+        qkv_tokenizer_free(tk), tk = NULL;
+    }
+    if (qkv_tokenizer_wordpiece_load("vocab.txt", NULL, &tk) == QKV_OK) {
+        BAD(QKV_ERR_ARG, "tokenizer_encode_bert", qkv_tokenizer_encode_bert(tk, "hi", 2, 1, &wids, &wn, NULL));
+        BAD(QKV_ERR_NOTFOUND, "tokenizer_special", qkv_tokenizer_special(tk, "[MASK]", &wn));
+        BAD(QKV_ERR_ARG, "tokenizer_save", qkv_tokenizer_save(tk, "vocab.bpe"));
+        qkv_tokenizer_free(tk), tk = NULL;
+    }
+    CHECK(tk == NULL && wids == NULL, "refused WordPiece calls leave their outputs NULL");
     qkv_params_free(p);
     qkv_ctx_free(c);
     qkv_arena_free(A);
@@ -178,6 +223,11 @@ static void test_cli(void)
     bad_cli("tokenizer train --vocab-size 100 corpus.txt -o t.bpe", 2, "--vocab-size");
     bad_cli("tokenizer encode --tokenizer bpe:corpus.txt corpus.txt", 1, "corpus.txt");
     bad_cli("tokenizer encode --tokenizer gpt2:nowhere corpus.txt", 1, "nowhere");
+    bad_cli("tokenizer encode --wordpiece nowhere corpus.txt", 1, "nowhere");
+    bad_cli("tokenizer encode --wordpiece corpus.txt corpus.txt", 1, "no [UNK] token");
+    bad_cli("tokenizer encode --tokenizer bytes --bert corpus.txt", 2, "WordPiece");
+    bad_cli("tokenizer encode --wordpiece vocab.txt --max-len 1 corpus.txt", 2, "--max-len");
+    bad_cli("tokenizer decode --wordpiece vocab.txt --masks corpus.txt", 2, "for encode");
     bad_cli("train resnet", 2, "resnet");
 }
 

@@ -22,6 +22,8 @@ HEADERS = ['include/qkv.h'] + sorted(glob.glob('include/qkv/*.h'))
 # NULL"): a call with that NULL may return OK. (function, argument): why.
 ALLOWED = {
     ('qkv_rms_norm', 'weight'): 'weight (C) or NULL',
+    ('qkv_tokenizer_wordpiece_load', 'o'): 'o NULL: defaults',
+    ('qkv_tokenizer_encode_bert', 'n_full'): '*n_full gets the length before the cut (NULL allowed)',
     ('qkv_linear', 'b'): 'b (out) or NULL',
     ('qkv_linear_relu', 'b'): 'shapes as qkv_linear: b (out) or NULL',
     ('qkv_softmax', 'key_padding_mask'): 'key_padding_mask: NULL or BOOL',

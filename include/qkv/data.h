@@ -56,7 +56,8 @@ typedef enum {
     QKV_TOKENIZER_GPT2,
     QKV_TOKENIZER_WORDS,
     QKV_TOKENIZER_GGUF_GPT2, /* a GGUF file's "gpt2" vocabulary (below) */
-    QKV_TOKENIZER_GGUF_LLAMA /* a GGUF file's "llama" vocabulary (below) */
+    QKV_TOKENIZER_GGUF_LLAMA, /* a GGUF file's "llama" vocabulary (below) */
+    QKV_TOKENIZER_WORDPIECE   /* BERT's WordPiece from a vocab.txt (below) */
 } qkv_tokenizer_kind;
 
 typedef struct qkv_tokenizer qkv_tokenizer;
@@ -117,6 +118,44 @@ QKV_API qkv_status qkv_tokenizer_encode(const qkv_tokenizer *t, const char *text
  * U+FFFD. Byte-level ids cut inside a character give its bytes as they are. */
 QKV_API qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n,
                                         char **text, size_t *len);
+
+/* ---- BERT's WordPiece (src/data/tokenizer_wordpiece.c, docs/bert.md) ----
+ * As BertTokenizerFast does it: clean-up (NUL, U+FFFD and control/format
+ * characters dropped, white space to ' '), CJK ideographs split off,
+ * accents stripped (NFD, marks Mn dropped) and lower-casing (utf8proc's
+ * Unicode data), split at white space and at each punctuation character,
+ * then each word greedily longest-match-first into vocabulary pieces
+ * ("##" before a piece that continues a word); a word with a piece the
+ * vocabulary lacks, or longer than max_chars_per_word characters, is
+ * [UNK]. "[CLS]", "[SEP]", "[PAD]", "[UNK]" and "[MASK]" written in the
+ * text are those tokens (as BertTokenizerFast's added tokens). Invalid
+ * UTF-8 bytes are read as U+FFFD (dropped by the clean-up). qkv_tokenizer_encode
+ * gives the pieces without [CLS]/[SEP]; qkv_tokenizer_special knows "[CLS]",
+ * "[SEP]", "[PAD]", "[UNK]" and "[MASK]"; decode joins the pieces as BERT's
+ * decode does (" " between words, "##" pieces glued, " ." -> "." and the
+ * like). Saving one with qkv_tokenizer_save is refused (vocab.txt is its file). */
+typedef struct {
+    int lowercase;              /* BertTokenizer do_lower_case (default 1) */
+    int strip_accents;          /* -1: same as lowercase (BERT's default), 0 or 1 */
+    int split_cjk;              /* tokenize_chinese_chars (default 1) */
+    int clean_text;             /* default 1 */
+    int64_t max_chars_per_word; /* default 100: longer words become [UNK] */
+    int64_t max_len;            /* truncation limit incl. [CLS]/[SEP] (default 512) */
+} qkv_wordpiece_opts;
+QKV_API void qkv_wordpiece_opts_default(qkv_wordpiece_opts *o);
+/* vocab.txt: one token a line, id = line number; needs [UNK], [CLS], [SEP], [PAD]. o NULL: defaults. */
+QKV_API qkv_status qkv_tokenizer_wordpiece_load(const char *vocab_path, const qkv_wordpiece_opts *o,
+                                                qkv_tokenizer **out);
+/* A model folder: vocab.txt + tokenizer_config.json (do_lower_case, strip_accents,
+ * tokenize_chinese_chars, model_max_length) and sentence_bert_config.json's
+ * max_seq_length when present (it wins, as sentence-transformers does). */
+QKV_API qkv_status qkv_tokenizer_wordpiece_open_dir(const char *dir, qkv_tokenizer **out);
+/* BERT's input for one text: [CLS] pieces [SEP], cut to max_len ids (max_len <= 0: the
+ * tokenizer's own limit) the way BertTokenizerFast(truncation=True, max_length=...) cuts;
+ * *n_full gets the length before the cut (NULL allowed). Attention mask: n ones; type ids: 0. */
+QKV_API qkv_status qkv_tokenizer_encode_bert(const qkv_tokenizer *t, const char *text, size_t len,
+                                             int64_t max_len, int64_t **ids, int64_t *n,
+                                             int64_t *n_full);
 
 /* ---- tokenizers of GGUF files, as llama.cpp's (src/data/tokenizer_vocab.c,
  * tokenizer_spm.c, tokenizer_llama_pre.c, tokenizer_gguf.c) ------------------

@@ -14,6 +14,7 @@
 const char qkv_cli_tokenizer_usage[] =
     "usage: qkv tokenizer train [--type bpe|chars|words] [--vocab-size N] [--min-freq N] CORPUS -o FILE\n"
     "       qkv tokenizer encode --tokenizer SPEC [FILE]\n"
+    "       qkv tokenizer encode --wordpiece VOCAB_OR_DIR [--bert] [--max-len N] [--masks] [FILE]\n"
     "       qkv tokenizer decode --tokenizer SPEC [FILE]\n"
     "  train: learns a tokenizer from CORPUS (UTF-8 text) and saves it to FILE\n"
     "    --type bpe|chars|words  byte-level BPE (default), the corpus's characters, or\n"
@@ -28,6 +29,15 @@ const char qkv_cli_tokenizer_usage[] =
     "    -t, --tokenizer SPEC  bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR (DIR holds\n"
     "                          encoder.json and vocab.bpe: tools/get_data.sh gpt2) or\n"
     "                          gguf:FILE (a GGUF file's tokenizer, as llama.cpp's)\n"
+    "    -w, --wordpiece VOCAB_OR_DIR  BERT's WordPiece (as BertTokenizerFast) from a\n"
+    "                          vocab.txt or a model folder (vocab.txt, tokenizer_config.json,\n"
+    "                          sentence_bert_config.json; tools/get_data.sh minilm): the\n"
+    "                          same as --tokenizer wordpiece:VOCAB_OR_DIR\n"
+    "    --bert                encode: BERT's input, [CLS] pieces [SEP], cut to the\n"
+    "                          tokenizer's limit (a folder's max_seq_length; else 512)\n"
+    "    --max-len N           --bert, cut to N ids (N >= 2) instead\n"
+    "    --masks               --bert, and after each line of ids a line of its attention\n"
+    "                          mask and a line of its token type ids\n"
     "  -h, --help   show this usage\n"
     "  exit status: 0 success, 1 a file or text that cannot be read or tokenized, 2 usage\n";
 
@@ -107,20 +117,50 @@ static int parse_ids(char *p, char *end, int64_t **ids, int64_t *n, int64_t *cap
 
 static int code(int argc, char **argv, int decode)
 {
-    static const struct option options[] = {{"tokenizer", required_argument, NULL, 't'}, QKV_CLI_HELP_OPTION};
-    const char *spec = NULL, *cmd = decode ? "decode" : "encode";
+    static const struct option options[] = {{"tokenizer", required_argument, NULL, 't'},
+                                            {"wordpiece", required_argument, NULL, 'w'},
+                                            {"bert", no_argument, NULL, 256},
+                                            {"max-len", required_argument, NULL, 257},
+                                            {"masks", no_argument, NULL, 258},
+                                            QKV_CLI_HELP_OPTION};
+    const char *spec = NULL, *wp = NULL, *cmd = decode ? "decode" : "encode";
+    int bert = 0, masks = 0;
+    int64_t max_len = 0;
     qkv_cli_args a;
     qkv_cli_args_init(&a, argc, argv, qkv_cli_tokenizer_usage, options, 0, 1);
     int c;
-    while ((c = qkv_cli_next(&a)) > 0)
+    while ((c = qkv_cli_next(&a)) > 0) {
         if (c == 't') spec = a.value;
+        else if (c == 'w') wp = a.value;
+        else if (c == 256) bert = 1;
+        else if (c == 257) max_len = qkv_cli_int(&a, 2, INT64_MAX), bert = 1;
+        else if (c == 258) masks = 1, bert = 1;
+    }
     if (c < 0) return a.status;
-    if (!spec) {
-        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR or gguf:FILE)");
+    if (spec && wp) {
+        qkv_cli_error(&a, "--tokenizer and --wordpiece name two tokenizers; give one");
         return a.status;
+    }
+    if (!spec && !wp) {
+        qkv_cli_error(&a, "--tokenizer SPEC is needed (bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR, gguf:FILE or wordpiece:VOCAB_OR_DIR), or --wordpiece VOCAB_OR_DIR");
+        return a.status;
+    }
+    if (bert && decode) {
+        qkv_cli_error(&a, "--bert, --max-len and --masks are for encode");
+        return a.status;
+    }
+    char wspec[4200];
+    if (wp) {
+        snprintf(wspec, sizeof wspec, "wordpiece:%s", wp);
+        spec = wspec;
     }
     qkv_tokenizer *t;
     if (qkv_tokenizer_open(spec, &t) != QKV_OK) return fail(cmd);
+    if (bert && qkv_tokenizer_kind_of(t) != QKV_TOKENIZER_WORDPIECE) {
+        qkv_tokenizer_free(t);
+        qkv_cli_error(&a, "--bert, --max-len and --masks need a WordPiece tokenizer (--wordpiece)");
+        return a.status;
+    }
     size_t len;
     char *text = qkv_cli_read_all("tokenizer", a.noperands ? a.operands[0] : NULL, &len);
     if (!text) return qkv_tokenizer_free(t), QKV_EXIT_FAILURE;
@@ -147,14 +187,24 @@ static int code(int argc, char **argv, int decode)
             putchar('\n');
             free(out);
         } else {
-            int64_t *v, m;
-            if (qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m) != QKV_OK) {
+            int64_t *v, m, full = 0;
+            qkv_status st = bert ? qkv_tokenizer_encode_bert(t, p, (size_t)(e - p), max_len, &v, &m, &full)
+                                 : qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m);
+            if (st != QKV_OK) {
                 qkv_cli_report("tokenizer encode", "line %" PRId64 ": %s", line, qkv_last_error());
                 status = QKV_EXIT_FAILURE;
                 break;
             }
             for (int64_t i = 0; i < m; i++) printf(i ? " %" PRId64 : "%" PRId64, v[i]);
             putchar('\n');
+            if (masks) { /* BERT's attention mask (all ones) and token type ids (all zeros) */
+                for (int64_t i = 0; i < m; i++) fputs(i ? " 1" : "1", stdout);
+                putchar('\n');
+                for (int64_t i = 0; i < m; i++) fputs(i ? " 0" : "0", stdout);
+                putchar('\n');
+            }
+            if (bert && full > m)
+                fprintf(stderr, "qkv tokenizer encode: line %" PRId64 ": %" PRId64 " ids cut to %" PRId64 "\n", line, full, m);
             free(v);
         }
         p = e + 1;

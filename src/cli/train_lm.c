@@ -120,6 +120,10 @@ static qkv_status make_tokenizer(const char *arg, const char *text, size_t len, 
     else s = qkv_tokenizer_open(arg, tok);
     if (s) return s;
     qkv_tokenizer_kind k = qkv_tokenizer_kind_of(*tok);
+    if (k == QKV_TOKENIZER_WORDPIECE) {
+        qkv_tokenizer_free(*tok), *tok = NULL;
+        return qkv_cli_fail(QKV_ERR_ARG, "--tokenizer %s: a WordPiece tokenizer is for BERT encoders (qkv embed), not language models", arg);
+    }
     const char *name = k == QKV_TOKENIZER_BYTES ? "bytes" : k == QKV_TOKENIZER_CHARS ? "chars" : "bpe";
     char buf[4200];
     if (k == QKV_TOKENIZER_GPT2) { /* the folder as an absolute path: generate may run elsewhere */

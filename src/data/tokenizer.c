@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "core/internal.h"
 #include "data/tokenizer_internal.h"
 
@@ -215,6 +216,12 @@ qkv_status qkv_tokenizer_special(const qkv_tokenizer *t, const char *name, int64
     QKV_NEED(name, fn, "name");
     QKV_NEED(id, fn, "id");
     if (t->kind == QKV_TOKENIZER_WORDS && tok_words_special(name) >= 0) return *id = tok_words_special(name), QKV_OK;
+    if (t->kind == QKV_TOKENIZER_WORDPIECE) {
+        *id = tok_wp_special(t, name);
+        if (*id < 0)
+            return qkv_fail(QKV_ERR_NOTFOUND, "%s: this WordPiece tokenizer has no special token '%.64s' ([CLS], [SEP], [PAD], [UNK], [MASK])", fn, name);
+        return QKV_OK;
+    }
     if (t->kind == QKV_TOKENIZER_GGUF_GPT2 || t->kind == QKV_TOKENIZER_GGUF_LLAMA) {
         *id = tok_vocab_special(t, name);
         if (*id < 0) return qkv_fail(QKV_ERR_NOTFOUND, "%s: this tokenizer has no special token '%.64s'", fn, name);
@@ -272,6 +279,8 @@ static qkv_status encode_body(const qkv_tokenizer *t, const char *text, size_t l
         st = tok_words_encode(t, text, len, &a);
     } else if (t->kind == QKV_TOKENIZER_GGUF_GPT2 || t->kind == QKV_TOKENIZER_GGUF_LLAMA) {
         st = tok_vocab_encode(t, text, len, add_special, parse_special, &a);
+    } else if (t->kind == QKV_TOKENIZER_WORDPIECE) {
+        st = tok_wp_encode(t, text, len, &a);
     } else {
         for (size_t i = 0; i < len && st == QKV_OK;) {
             size_t l = tok_pretok_next(s + i, len - i);
@@ -306,11 +315,13 @@ qkv_status qkv_tokenizer_decode(const qkv_tokenizer *t, const int64_t *ids, int6
         if (id < 0 || id >= t->vocab_size)
             return qkv_fail(QKV_ERR_ARG, "%s: ids[%" PRId64 "] = %" PRId64 " is out of range (vocab size %" PRId64 ")",
                             fn, i, id, t->vocab_size);
+        if (t->kind == QKV_TOKENIZER_WORDPIECE) continue;
         if (t->kind == QKV_TOKENIZER_BYTES) total += 1;
         else if (t->kind == QKV_TOKENIZER_CHARS) total += id == t->eot ? sizeof EOT - 1 : 4;
         else if (t->kind == QKV_TOKENIZER_WORDS) total += (size_t)(t->tok_off[id + 1] - t->tok_off[id]) + 1;
         else total += (size_t)(t->tok_off[id + 1] - t->tok_off[id]);
     }
+    if (t->kind == QKV_TOKENIZER_WORDPIECE) return tok_wp_decode(t, ids, n, text, len);
     unsigned char *o = malloc(total + 1);
     if (!o) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for %zu bytes", fn, total + 1);
     size_t k = 0;
@@ -340,7 +351,7 @@ static qkv_status check_savable(const qkv_tokenizer *t, const char *fn)
 {
     QKV_NEED(t, fn, "t");
     if (t->kind != QKV_TOKENIZER_CHARS && t->kind != QKV_TOKENIZER_BPE && t->kind != QKV_TOKENIZER_WORDS)
-        return qkv_fail(QKV_ERR_ARG, "%s: only chars, bpe and words tokenizers are saved (bytes needs no file; gpt2 has its own)", fn);
+        return qkv_fail(QKV_ERR_ARG, "%s: only chars, bpe and words tokenizers are saved (bytes needs no file; gpt2, GGUF and WordPiece tokenizers have their own files)", fn);
     return QKV_OK;
 }
 
@@ -488,6 +499,15 @@ static qkv_status tok_open_gguf(const char *path, qkv_tokenizer **out)
     return s;
 }
 
+/* A WordPiece tokenizer from a vocab.txt or a model folder. */
+static qkv_status tok_open_wordpiece(const char *path, qkv_tokenizer **out)
+{
+    if (!*path) return qkv_fail(QKV_ERR_ARG, "tokenizer_open: wordpiece: needs a vocab.txt or a model folder");
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return qkv_fail_in("tokenizer_open", qkv_tokenizer_wordpiece_open_dir(path, out));
+    return qkv_fail_in("tokenizer_open", qkv_tokenizer_wordpiece_load(path, NULL, out));
+}
+
 qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
 {
     static const char fn[] = "tokenizer_open";
@@ -503,12 +523,13 @@ qkv_status qkv_tokenizer_open(const char *spec, qkv_tokenizer **out)
     else if (!strncmp(spec, "gpt2:", 5)) return *spec && spec[5] ? qkv_tokenizer_gpt2_load(spec + 5, out)
                                                                   : qkv_fail(QKV_ERR_ARG, "%s: gpt2: needs a folder", fn);
     else if (!strncmp(spec, "gguf:", 5)) return tok_open_gguf(spec + 5, out);
-    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR or gguf:FILE",
+    else if (!strncmp(spec, "wordpiece:", 10)) return tok_open_wordpiece(spec + 10, out);
+    else return qkv_fail(QKV_ERR_ARG, "%s: '%.200s' is not bytes, chars:FILE, bpe:FILE, words:FILE, gpt2:DIR, gguf:FILE or wordpiece:VOCAB_OR_DIR",
                          fn, spec);
     if (!*arg) return qkv_fail(QKV_ERR_ARG, "%s: '%s' needs a file", fn, spec);
     QKV_TRY(qkv_tokenizer_load(arg, out));
     if ((*out)->kind != want) {
-        static const char *const kinds[] = {"bytes", "chars", "bpe", "gpt2", "words"};
+        static const char *const kinds[] = {"bytes", "chars", "bpe", "gpt2", "words", "gguf", "gguf", "wordpiece"};
         qkv_tokenizer_kind got = (*out)->kind;
         qkv_tokenizer_free(*out), *out = NULL;
         return qkv_fail(QKV_ERR_FORMAT, "%s: %s is a %s tokenizer file, not %s", fn, arg, kinds[got], kinds[want]);

@@ -80,6 +80,11 @@ struct qkv_tokenizer {
     int64_t *specials, nspecials;
     int pre, ignore_merges, add_bos, add_eos, add_space_prefix;
     int64_t bos, eos, unk, pad;
+    /* wordpiece (tokenizer_wordpiece.c): each id's token in tok_bytes/tok_off,
+     * rmap from a token to its id, the options (max_len resolved), the
+     * specials [CLS], [SEP], [MASK] (unk and pad above). */
+    qkv_wordpiece_opts wp;
+    int64_t cls, sep, mask;
 };
 
 /* llama.cpp's token attributes (llama_token_attr) from the file's types. */
@@ -147,5 +152,10 @@ qkv_status tok_words_encode(const qkv_tokenizer *t, const char *text, size_t len
 int64_t tok_words_special(const char *name); /* <pad> <bos> <eos> <unk>: 0..3; else -1 */
 qkv_status tok_words_save(const qkv_tokenizer *t, FILE *f);
 qkv_status tok_words_parse(const char *path, char *text, qkv_tokenizer **out);
+/* wordpiece (tokenizer_wordpiece.c): encode's pieces (no [CLS]/[SEP]),
+ * decode as BERT's, a special's id by name (-1 if none). */
+qkv_status tok_wp_encode(const qkv_tokenizer *t, const char *text, size_t len, tok_ids *ids);
+qkv_status tok_wp_decode(const qkv_tokenizer *t, const int64_t *ids, int64_t n, char **text, size_t *len);
+int64_t tok_wp_special(const qkv_tokenizer *t, const char *name);
 qkv_status tok_read_file(const char *path, char **text, size_t *len, const char *fn);
 #endif
