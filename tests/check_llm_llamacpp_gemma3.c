@@ -5,5 +5,5 @@
 
 int main(void)
 {
-    return llamacpp_check("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3");
+    return llamacpp_check("data/gemma3/gemma-3-270m-q4_k_m.gguf", "gemma3", 1, 4, 64);
 }
