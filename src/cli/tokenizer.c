@@ -115,6 +115,53 @@ static int parse_ids(char *p, char *end, int64_t **ids, int64_t *n, int64_t *cap
     return 1;
 }
 
+/* Decodes one line of ids [p, e) and prints its text; 0 after a report. */
+static int decode_line(const qkv_tokenizer *t, char *p, char *e, int64_t line, int64_t **ids,
+                       int64_t *n, int64_t *cap)
+{
+    char *out;
+    size_t olen;
+    if (!parse_ids(p, e, ids, n, cap)) {
+        qkv_cli_report("tokenizer decode", "line %" PRId64 ": expected ids (whole numbers) separated by spaces", line);
+        return 0;
+    }
+    if (qkv_tokenizer_decode(t, *ids, *n, &out, &olen) != QKV_OK) {
+        qkv_cli_report("tokenizer decode", "line %" PRId64 ": %s", line, qkv_last_error());
+        return 0;
+    }
+    fwrite(out, 1, olen, stdout);
+    putchar('\n');
+    free(out);
+    return 1;
+}
+
+/* Encodes one line [p, e) and prints its ids (bert: BERT's input cut to
+ * max_len; masks: then its attention mask and token type ids); 0 after a
+ * report. */
+static int encode_line(const qkv_tokenizer *t, const char *p, const char *e, int64_t line, int bert,
+                       int64_t max_len, int masks)
+{
+    int64_t *v, m, full = 0;
+    qkv_status st = bert ? qkv_tokenizer_encode_bert(t, p, (size_t)(e - p), max_len, &v, &m, &full)
+                         : qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m);
+    if (st != QKV_OK) {
+        qkv_cli_report("tokenizer encode", "line %" PRId64 ": %s", line, qkv_last_error());
+        return 0;
+    }
+    for (int64_t i = 0; i < m; i++) printf(i ? " %" PRId64 : "%" PRId64, v[i]);
+    putchar('\n');
+    if (masks) { /* BERT's attention mask (all ones) and token type ids (all zeros) */
+        for (int64_t i = 0; i < m; i++) fputs(i ? " 1" : "1", stdout);
+        putchar('\n');
+        for (int64_t i = 0; i < m; i++) fputs(i ? " 0" : "0", stdout);
+        putchar('\n');
+    }
+    if (bert && full > m)
+        fprintf(stderr, "qkv tokenizer encode: line %" PRId64 ": %" PRId64 " ids cut to %" PRId64 "\n", line, full, m);
+    free(v);
+    return 1;
+}
+
 static int code(int argc, char **argv, int decode)
 {
     static const struct option options[] = {{"tokenizer", required_argument, NULL, 't'},
@@ -169,43 +216,10 @@ static int code(int argc, char **argv, int decode)
     for (char *p = text; p < text + len; line++) {
         char *e = memchr(p, '\n', (size_t)(text + len - p));
         if (!e) e = text + len;
-        if (decode) {
-            char *out;
-            size_t olen;
-            if (!parse_ids(p, e, &ids, &n, &cap)) {
-                qkv_cli_report("tokenizer decode",
-                               "line %" PRId64 ": expected ids (whole numbers) separated by spaces", line);
-                status = QKV_EXIT_FAILURE;
-                break;
-            }
-            if (qkv_tokenizer_decode(t, ids, n, &out, &olen) != QKV_OK) {
-                qkv_cli_report("tokenizer decode", "line %" PRId64 ": %s", line, qkv_last_error());
-                status = QKV_EXIT_FAILURE;
-                break;
-            }
-            fwrite(out, 1, olen, stdout);
-            putchar('\n');
-            free(out);
-        } else {
-            int64_t *v, m, full = 0;
-            qkv_status st = bert ? qkv_tokenizer_encode_bert(t, p, (size_t)(e - p), max_len, &v, &m, &full)
-                                 : qkv_tokenizer_encode(t, p, (size_t)(e - p), &v, &m);
-            if (st != QKV_OK) {
-                qkv_cli_report("tokenizer encode", "line %" PRId64 ": %s", line, qkv_last_error());
-                status = QKV_EXIT_FAILURE;
-                break;
-            }
-            for (int64_t i = 0; i < m; i++) printf(i ? " %" PRId64 : "%" PRId64, v[i]);
-            putchar('\n');
-            if (masks) { /* BERT's attention mask (all ones) and token type ids (all zeros) */
-                for (int64_t i = 0; i < m; i++) fputs(i ? " 1" : "1", stdout);
-                putchar('\n');
-                for (int64_t i = 0; i < m; i++) fputs(i ? " 0" : "0", stdout);
-                putchar('\n');
-            }
-            if (bert && full > m)
-                fprintf(stderr, "qkv tokenizer encode: line %" PRId64 ": %" PRId64 " ids cut to %" PRId64 "\n", line, full, m);
-            free(v);
+        int ok = decode ? decode_line(t, p, e, line, &ids, &n, &cap) : encode_line(t, p, e, line, bert, max_len, masks);
+        if (!ok) {
+            status = QKV_EXIT_FAILURE;
+            break;
         }
         p = e + 1;
     }
